@@ -1,0 +1,1 @@
+//! The `.rra` single-file archive, version 1 (spec/FORMAT.md).

@@ -1,0 +1,291 @@
+//! Content-defined chunking, chunk addresses and the chunk codec.
+//!
+//! Shared by the `.rra` archive and the store's pack files so that a chunk
+//! has the same address (blake3 of its uncompressed bytes) everywhere:
+//! a chunk moved from an archive into a store, or from a store to a remote,
+//! never needs re-chunking or re-hashing to be deduplicated.
+//!
+//! Chunk boundaries come from FastCDC (2020 variant, `fastcdc::v2020`) so a
+//! snapshot that shares a prefix or most of its blocks with an earlier one
+//! shares its chunks. Each chunk is stored zstd-compressed, or raw when
+//! compression does not make it smaller.
+
+use std::io::Read;
+
+use serde::{Deserialize, Serialize};
+
+/// blake3 of a chunk's uncompressed bytes.
+pub type ChunkHash = [u8; 32];
+
+/// FastCDC size parameters, in bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChunkParams {
+    pub min: u32,
+    pub avg: u32,
+    pub max: u32,
+}
+
+impl Default for ChunkParams {
+    /// 16 KiB / 64 KiB / 256 KiB: small enough that a 16 KiB change in a
+    /// 64 MiB arena costs a few chunks, large enough that a 1 TB store stays
+    /// near 15 million chunk rows.
+    fn default() -> Self {
+        ChunkParams {
+            min: 16 * 1024,
+            avg: 64 * 1024,
+            max: 256 * 1024,
+        }
+    }
+}
+
+impl ChunkParams {
+    /// Check the parameters are within what FastCDC 2020 accepts.
+    pub fn validate(&self) -> Result<(), ChunkError> {
+        use fastcdc::v2020::{
+            AVERAGE_MAX, AVERAGE_MIN, MAXIMUM_MAX, MAXIMUM_MIN, MINIMUM_MAX, MINIMUM_MIN,
+        };
+        let ok = (MINIMUM_MIN..=MINIMUM_MAX).contains(&self.min)
+            && (AVERAGE_MIN..=AVERAGE_MAX).contains(&self.avg)
+            && (MAXIMUM_MIN..=MAXIMUM_MAX).contains(&self.max)
+            && self.min <= self.avg
+            && self.avg <= self.max;
+        if ok {
+            Ok(())
+        } else {
+            Err(ChunkError::BadParams(*self))
+        }
+    }
+}
+
+/// How a chunk's bytes are stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[repr(u8)]
+pub enum Codec {
+    /// Stored as is (compression would not shrink it).
+    Raw = 0,
+    /// One zstd frame.
+    Zstd = 1,
+}
+
+impl Codec {
+    pub fn from_u8(v: u8) -> Option<Codec> {
+        match v {
+            0 => Some(Codec::Raw),
+            1 => Some(Codec::Zstd),
+            _ => None,
+        }
+    }
+}
+
+/// Errors of chunking and of the chunk codec.
+#[derive(Debug, thiserror::Error)]
+pub enum ChunkError {
+    #[error("chunk parameters min={} avg={} max={} are outside FastCDC's limits (min 64..1 MiB, avg 256..4 MiB, max 1 KiB..16 MiB, min <= avg <= max)", .0.min, .0.avg, .0.max)]
+    BadParams(ChunkParams),
+    #[error("reading the data to chunk failed at byte {offset}: {source}")]
+    Read {
+        offset: u64,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("chunk {} is corrupt: zstd could not decompress it ({reason})", crate::id::hex(.hash))]
+    Decompress { hash: ChunkHash, reason: String },
+    #[error("chunk {} is corrupt: it decompressed to {actual} bytes, expected {expected}", crate::id::hex(.hash))]
+    Length {
+        hash: ChunkHash,
+        expected: u64,
+        actual: u64,
+    },
+    #[error("chunk {} is corrupt: its bytes hash to {}", crate::id::hex(.expected), crate::id::hex(.actual))]
+    Hash {
+        expected: ChunkHash,
+        actual: ChunkHash,
+    },
+}
+
+/// blake3 of `data`.
+pub fn hash(data: &[u8]) -> ChunkHash {
+    *blake3::hash(data).as_bytes()
+}
+
+/// One chunk cut from a stream.
+pub struct Chunk {
+    /// Offset of the chunk in the stream.
+    pub offset: u64,
+    pub data: Vec<u8>,
+}
+
+/// Iterator of content-defined chunks over a reader, holding at most one
+/// maximum-size chunk of the stream in memory.
+pub struct Chunker<R: Read> {
+    inner: fastcdc::v2020::StreamCDC<R>,
+}
+
+impl<R: Read> Chunker<R> {
+    pub fn new(reader: R, params: ChunkParams) -> Result<Self, ChunkError> {
+        params.validate()?;
+        Ok(Chunker {
+            inner: fastcdc::v2020::StreamCDC::new(reader, params.min, params.avg, params.max),
+        })
+    }
+}
+
+impl<R: Read> Iterator for Chunker<R> {
+    type Item = Result<Chunk, ChunkError>;
+    fn next(&mut self) -> Option<Self::Item> {
+        let item = self.inner.next()?;
+        Some(match item {
+            Ok(c) => Ok(Chunk {
+                offset: c.offset,
+                data: c.data,
+            }),
+            Err(fastcdc::v2020::Error::IoError(e)) => Err(ChunkError::Read {
+                offset: 0,
+                source: e,
+            }),
+            Err(e) => Err(ChunkError::Read {
+                offset: 0,
+                source: std::io::Error::other(e.to_string()),
+            }),
+        })
+    }
+}
+
+/// Compress a chunk with zstd at `level`; returns the raw bytes instead when
+/// compression does not make them smaller.
+pub fn compress(data: &[u8], level: i32) -> (Codec, Vec<u8>) {
+    match zstd::bulk::compress(data, level) {
+        Ok(z) if z.len() < data.len() => (Codec::Zstd, z),
+        _ => (Codec::Raw, data.to_vec()),
+    }
+}
+
+/// Decode a stored chunk straight into `dst` (whose length is the expected
+/// uncompressed length) and check its blake3. Never leaves unverified bytes
+/// looking valid: on error the contents of `dst` are unspecified and the
+/// caller must not use them.
+pub fn decode_into(
+    codec: Codec,
+    stored: &[u8],
+    dst: &mut [u8],
+    expected: &ChunkHash,
+) -> Result<(), ChunkError> {
+    match codec {
+        Codec::Raw => {
+            if stored.len() != dst.len() {
+                return Err(ChunkError::Length {
+                    hash: *expected,
+                    expected: dst.len() as u64,
+                    actual: stored.len() as u64,
+                });
+            }
+            dst.copy_from_slice(stored);
+        }
+        Codec::Zstd => {
+            let n = zstd::bulk::decompress_to_buffer(stored, dst).map_err(|e| {
+                ChunkError::Decompress {
+                    hash: *expected,
+                    reason: e.to_string(),
+                }
+            })?;
+            if n != dst.len() {
+                return Err(ChunkError::Length {
+                    hash: *expected,
+                    expected: dst.len() as u64,
+                    actual: n as u64,
+                });
+            }
+        }
+    }
+    let actual = hash(dst);
+    if &actual != expected {
+        return Err(ChunkError::Hash {
+            expected: *expected,
+            actual,
+        });
+    }
+    Ok(())
+}
+
+/// Decode a stored chunk of known length into a new buffer, verified.
+pub fn decode(
+    codec: Codec,
+    stored: &[u8],
+    len: usize,
+    expected: &ChunkHash,
+) -> Result<Vec<u8>, ChunkError> {
+    let mut out = vec![0u8; len];
+    decode_into(codec, stored, &mut out, expected)?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pseudo_random(n: usize, seed: u64) -> Vec<u8> {
+        let mut x = seed | 1;
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect()
+    }
+
+    #[test]
+    fn chunks_cover_the_stream_and_shared_prefix_shares_chunks() {
+        let a = pseudo_random(2 << 20, 7);
+        let mut b = a.clone();
+        b.extend_from_slice(&pseudo_random(100_000, 9));
+        let cut = |d: &[u8]| -> Vec<ChunkHash> {
+            Chunker::new(d, ChunkParams::default())
+                .unwrap()
+                .map(|c| hash(&c.unwrap().data))
+                .collect()
+        };
+        let total: usize = Chunker::new(&a[..], ChunkParams::default())
+            .unwrap()
+            .map(|c| c.unwrap().data.len())
+            .sum();
+        assert_eq!(total, a.len());
+        let ha = cut(&a);
+        let hb = cut(&b);
+        let shared = ha.iter().filter(|h| hb.contains(h)).count();
+        assert!(shared + 1 >= ha.len(), "{shared} of {}", ha.len());
+    }
+
+    #[test]
+    fn codec_roundtrip_and_corruption_detected() {
+        let zeros = vec![0u8; 65536];
+        let (codec, z) = compress(&zeros, 3);
+        assert_eq!(codec, Codec::Zstd);
+        let h = hash(&zeros);
+        assert_eq!(decode(codec, &z, zeros.len(), &h).unwrap(), zeros);
+        let rnd = pseudo_random(4096, 3);
+        let (codec, stored) = compress(&rnd, 3);
+        assert_eq!(codec, Codec::Raw);
+        let mut bad = stored.clone();
+        bad[10] ^= 1;
+        assert!(matches!(
+            decode(codec, &bad, rnd.len(), &hash(&rnd)),
+            Err(ChunkError::Hash { .. })
+        ));
+        let mut badz = z.clone();
+        let last = badz.len() - 1;
+        badz[last] ^= 0x55;
+        assert!(decode(Codec::Zstd, &badz, zeros.len(), &h).is_err());
+    }
+
+    #[test]
+    fn rejects_bad_params() {
+        let p = ChunkParams {
+            min: 1,
+            avg: 2,
+            max: 3,
+        };
+        assert!(Chunker::new(&[][..], p).is_err());
+    }
+}

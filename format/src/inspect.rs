@@ -1,0 +1,1 @@
+//! Human and JSON descriptions of a recording (`rrstore inspect`).

@@ -1,0 +1,26 @@
+//! `rrstore-format`: the plumbing every other rrstore crate builds on.
+//!
+//! * [`model`]: the normalized [`Recording`] (one recorded kernel launch) that
+//!   all three on-disk generations of LLVM's record-replay files map onto.
+//! * [`llvm`]: import of those generations from disk (auto-detected) and
+//!   byte-exact export back to them, plus cross-layout export.
+//! * [`chunk`]: content-defined chunking, blake3 chunk addresses and the zstd
+//!   chunk codec shared by the `.rra` archive and the store's pack files.
+//! * [`archive`]: the single-file `.rra` archive, version 1 (spec/FORMAT.md).
+//! * [`image`]: what kind of device image a recording carries (x86-64 ELF,
+//!   cubin sm_XX, AMDGPU gfxNNN, PTX).
+//!
+//! Nothing here touches a store or a device; it only reads and writes bytes.
+
+pub mod archive;
+pub mod chunk;
+pub mod error;
+pub mod id;
+pub mod image;
+pub mod inspect;
+pub mod llvm;
+pub mod model;
+
+pub use error::FormatError;
+pub use id::RecordingId;
+pub use model::{Generation, Global, PartInfo, PartRole, Recording};

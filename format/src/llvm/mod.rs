@@ -1,0 +1,1 @@
+//! Import and export of LLVM record-replay files, one module per generation.

@@ -1,0 +1,185 @@
+//! The normalized recording model: one recorded kernel launch, independent of
+//! the LLVM generation that wrote it and of how its bytes are stored.
+//!
+//! A [`Recording`] holds only metadata. The bytes of its parts (snapshots,
+//! globals table, image, bitcode) are large and always streamed; the model
+//! carries their length and blake3 so a recording can be identified
+//! ([`crate::id`]) and verified without holding any part in memory.
+
+use serde::{Deserialize, Serialize};
+
+use crate::image::ImageTarget;
+
+/// The on-disk layout a recording was written in by LLVM's record-replay.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[serde(rename_all = "kebab-case")]
+pub enum Generation {
+    /// LLVM 16-17: `<Name>.json`, `<Name>.memory`, `<Name>.original.output`.
+    /// No image, no globals, no arena address.
+    KernelNamedLegacy,
+    /// LLVM 18-22: adds `<Name>.image`, `<Name>.globals` and `BumpAllocVAStart`.
+    KernelNamed,
+    /// LLVM 23+ ("Native"): `<KernelHash>_<LaunchConfigHash>.{json,record_input,...}`.
+    Native,
+}
+
+impl Generation {
+    /// Stable lowercase name used in the CLI, JSON output and the store index.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Generation::KernelNamedLegacy => "kernel-named-legacy",
+            Generation::KernelNamed => "kernel-named",
+            Generation::Native => "native",
+        }
+    }
+}
+
+impl std::fmt::Display for Generation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a part of a recording is.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[serde(rename_all = "kebab-case")]
+pub enum PartRole {
+    /// Device memory arena right before the launch (`.memory` / `.record_input`).
+    Input,
+    /// The same range right after the launch (`.original.output` / `.record_output`).
+    Output,
+    /// The globals table, verbatim in the encoding of the source generation.
+    Globals,
+    /// The device image (`.image`).
+    Image,
+    /// Device IR (`.bc`), when present.
+    Bitcode,
+}
+
+impl PartRole {
+    /// All roles in canonical order (the order parts appear in a recording).
+    pub const ALL: [PartRole; 5] = [
+        PartRole::Input,
+        PartRole::Output,
+        PartRole::Globals,
+        PartRole::Image,
+        PartRole::Bitcode,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PartRole::Input => "input",
+            PartRole::Output => "output",
+            PartRole::Globals => "globals",
+            PartRole::Image => "image",
+            PartRole::Bitcode => "bitcode",
+        }
+    }
+}
+
+impl std::fmt::Display for PartRole {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Length and content hash of one part's uncompressed bytes.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct PartInfo {
+    pub role: PartRole,
+    pub len: u64,
+    /// blake3 of the part's uncompressed bytes.
+    pub blake3: [u8; 32],
+}
+
+/// One device global captured before the launch.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct Global {
+    pub name: String,
+    pub size: u64,
+    /// Byte offset of this global's data inside the globals part (as stored,
+    /// i.e. in the source generation's encoding).
+    pub data_offset: u64,
+}
+
+/// Launch configuration as recorded.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+pub struct LaunchConfig {
+    /// `NumTeamsClause` (kernel-named) or `NumTeams` (native).
+    pub num_teams: u64,
+    /// `ThreadLimitClause` (kernel-named) or `NumThreads` (native).
+    pub num_threads: u64,
+    /// Dynamic shared memory bytes (`SharedMemorySize`; 0 before LLVM 23).
+    pub shared_memory: u64,
+    pub loop_trip_count: u64,
+    /// `TeamsLimits` (native only): `[min, max]`, 0 = unbounded.
+    pub teams_limits: Option<[u64; 2]>,
+    /// `ThreadsLimits` (native only): `[min, max]`.
+    pub threads_limits: Option<[u64; 2]>,
+}
+
+/// The device memory arena the snapshots cover.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+pub struct Arena {
+    /// Virtual address of the arena start in the recording process
+    /// (`BumpAllocVAStart` / `VAllocAddr`); `None` for the legacy generation.
+    pub base: Option<u64>,
+    /// Bytes covered by the snapshots (`DeviceMemorySize`, or the snapshot
+    /// length in the native layout).
+    pub size: u64,
+    /// Bytes reserved for the arena when recording (`VAllocSize`), if known.
+    pub reserved: Option<u64>,
+}
+
+impl Arena {
+    /// If `value` points into the snapshot range, its offset from the base.
+    pub fn offset_of(&self, value: u64) -> Option<u64> {
+        let base = self.base?;
+        let off = value.checked_sub(base)?;
+        (off < self.size.max(1)).then_some(off)
+    }
+}
+
+/// One recorded kernel launch, normalized.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct Recording {
+    /// Kernel symbol name (`Name`).
+    pub kernel: String,
+    /// Which layout the recording was imported from (export reproduces it).
+    pub generation: Generation,
+    /// File stem the recording's files had (kernel name, or
+    /// `<KernelHash>_<LaunchConfigHash>`).
+    pub stem: String,
+    /// Argument values (`ArgPtrs`), bit-exact 64-bit values; -1 is stored as
+    /// `u64::MAX`.
+    pub args: Vec<u64>,
+    /// `ArgOffsets`, as signed 64-bit values.
+    pub arg_offsets: Vec<i64>,
+    pub launch: LaunchConfig,
+    pub device_id: i64,
+    pub arena: Arena,
+    /// Globals parsed from the globals part, in file order.
+    pub globals: Vec<Global>,
+    /// Target of the device image, detected from its bytes.
+    pub image_target: ImageTarget,
+    /// The original JSON descriptor, byte for byte.
+    pub descriptor: Vec<u8>,
+    /// Parts present, in [`PartRole::ALL`] order, at most one per role.
+    pub parts: Vec<PartInfo>,
+}
+
+impl Recording {
+    pub fn part(&self, role: PartRole) -> Option<&PartInfo> {
+        self.parts.iter().find(|p| p.role == role)
+    }
+
+    /// Total uncompressed bytes of all parts plus the descriptor.
+    pub fn logical_size(&self) -> u64 {
+        self.parts.iter().map(|p| p.len).sum::<u64>() + self.descriptor.len() as u64
+    }
+
+    /// The content address of this recording (see [`crate::id`]).
+    pub fn id(&self) -> crate::RecordingId {
+        crate::id::recording_id(self)
+    }
+}

@@ -1,0 +1,77 @@
+//! The backend interface every device implements, and backend selection.
+//!
+//! A replay drives a backend through these steps, in order:
+//! `reserve` the arena at the recorded address, `upload` the input snapshot
+//! (streamed, in pieces, at increasing offsets), `load_image`, `write_global`
+//! for each recorded global, `launch` (possibly several times, re-uploading
+//! the input in between), `download` the arena, and finally drop the backend,
+//! which releases everything in reverse order.
+
+use std::time::Duration;
+
+/// Launch configuration handed to a backend (recorded values, or the user's
+/// overrides).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LaunchParams {
+    pub num_teams: u64,
+    pub num_threads: u64,
+    pub shared_memory: u64,
+    pub loop_trip_count: u64,
+}
+
+/// Errors a backend reports. Each says what happened and what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    #[error("{0}")]
+    Unavailable(String),
+    #[error("cannot reserve the arena at {base:#x}..{end:#x}: {reason}", end = .base + .size)]
+    Reserve {
+        base: u64,
+        size: u64,
+        reason: String,
+    },
+    #[error("cannot load the image: {0}")]
+    Image(String),
+    #[error(
+        "kernel symbol `{0}` is not in the image; pass --image with an image that contains it"
+    )]
+    MissingKernel(String),
+    #[error("global `{name}` is not exported by the image")]
+    MissingGlobal { name: String },
+    #[error("global `{name}` has {actual} bytes in the image but {recorded} bytes were recorded")]
+    GlobalSize {
+        name: String,
+        recorded: u64,
+        actual: u64,
+    },
+    #[error("image target {image} does not match the device target {device}; pass --image with an image built for {device}")]
+    TargetMismatch { image: String, device: String },
+    #[error("{op} failed: {reason}")]
+    Driver { op: String, reason: String },
+    #[error("the kernel crashed (signal {signal})")]
+    Crashed { signal: i32 },
+    #[error("the kernel did not finish within {0:?} and was killed")]
+    TimedOut(Duration),
+}
+
+/// One device a backend can replay on.
+pub trait Backend {
+    /// `host`, `cuda` or `hip`.
+    fn name(&self) -> &'static str;
+    /// One-line description of the device (name, target, driver/runtime
+    /// versions), stored in the replay history.
+    fn device_description(&self) -> String;
+    /// Reserve `size` bytes of device virtual memory at exactly `base`.
+    fn reserve(&mut self, base: u64, size: u64) -> Result<(), BackendError>;
+    /// Copy `data` into the arena at `offset` bytes from its base.
+    fn upload(&mut self, offset: u64, data: &[u8]) -> Result<(), BackendError>;
+    /// Load the image and look up `kernel` in it.
+    fn load_image(&mut self, image: &[u8], kernel: &str) -> Result<(), BackendError>;
+    /// Overwrite the global `name` with `data` (size checked).
+    fn write_global(&mut self, name: &str, data: &[u8]) -> Result<(), BackendError>;
+    /// Launch the kernel with each argument passed as a 64-bit value, wait for
+    /// it, and return the kernel time.
+    fn launch(&mut self, args: &[u64], params: &LaunchParams) -> Result<Duration, BackendError>;
+    /// Copy `dst.len()` bytes from the arena at `offset` into `dst`.
+    fn download(&mut self, offset: u64, dst: &mut [u8]) -> Result<(), BackendError>;
+}
