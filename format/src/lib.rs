@@ -23,4 +23,6 @@ pub mod model;
 
 pub use error::FormatError;
 pub use id::RecordingId;
-pub use model::{Generation, Global, PartInfo, PartRole, Recording};
+pub use model::{
+    Arena, Generation, Global, LaunchConfig, PartInfo, PartRole, PartSource, Recording,
+};

@@ -183,3 +183,27 @@ impl Recording {
         crate::id::recording_id(self)
     }
 }
+
+/// Where the bytes of a recording's parts come from: files on disk, an
+/// archive, a store. Errors are `io::Error`s so any source can report its
+/// own error type inside one (callers may downcast `get_ref()`).
+pub trait PartSource {
+    /// Stream a part's uncompressed bytes from the start.
+    fn open_part(&mut self, role: PartRole) -> std::io::Result<Box<dyn std::io::Read + '_>>;
+
+    /// Fill `dst`, whose length is the part's length, with the part's bytes.
+    /// Sources that hold compressed chunks override this to decode straight
+    /// into `dst` (no intermediate copy of the part).
+    fn read_part_into(&mut self, role: PartRole, dst: &mut [u8]) -> std::io::Result<()> {
+        let mut r = self.open_part(role)?;
+        r.read_exact(dst)?;
+        let mut probe = [0u8; 1];
+        if r.read(&mut probe)? != 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("the {role} part is longer than {} bytes", dst.len()),
+            ));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,12 @@
+//! `rrstore pack`.
+
+use std::process::ExitCode;
+
+use crate::Globals;
+
+#[derive(clap::Args)]
+pub struct Args {}
+
+pub fn run(_args: Args, _globals: &Globals) -> anyhow::Result<ExitCode> {
+    anyhow::bail!("`rrstore pack` is being built")
+}

@@ -1,0 +1,12 @@
+//! `rrstore unpack`.
+
+use std::process::ExitCode;
+
+use crate::Globals;
+
+#[derive(clap::Args)]
+pub struct Args {}
+
+pub fn run(_args: Args, _globals: &Globals) -> anyhow::Result<ExitCode> {
+    anyhow::bail!("`rrstore unpack` is being built")
+}

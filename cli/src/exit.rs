@@ -1,0 +1,87 @@
+//! Exit codes, one per kind of failure, documented in README.md.
+//!
+//! Library errors travel up as `anyhow::Error` with context; [`code_for`]
+//! walks the error chain and maps the first library error it recognizes.
+
+use std::process::ExitCode;
+
+/// Success.
+pub const OK: u8 = 0;
+/// Replay output differs from the recorded output; `check` found a
+/// regression; `diff` found differences.
+pub const MISMATCH: u8 = 1;
+/// Bad command line (clap's own code).
+pub const USAGE: u8 = 2;
+/// A file, directory, recording ID or remote object does not exist or cannot be read.
+pub const NOT_FOUND: u8 = 3;
+/// Input is malformed: a recording, descriptor, globals table or archive that does not parse or validate.
+pub const INVALID_INPUT: u8 = 4;
+/// Stored or archived data is corrupt (hash mismatch, truncated pack).
+pub const CORRUPT: u8 = 5;
+/// An ID prefix matches more than one recording.
+pub const AMBIGUOUS: u8 = 6;
+/// The store cannot be opened or written (permissions, disk full, locked, index error).
+pub const STORE: u8 = 7;
+/// The replay backend is not usable here (no driver, missing runtime library).
+pub const BACKEND_UNAVAILABLE: u8 = 8;
+/// The image's target does not match the backend or device.
+pub const TARGET_MISMATCH: u8 = 9;
+/// The recorded arena address range cannot be reserved.
+pub const ADDRESS_UNAVAILABLE: u8 = 10;
+/// Kernel symbol or global missing from the image, or a global's size differs.
+pub const SYMBOL: u8 = 11;
+/// The kernel crashed during replay.
+pub const CRASHED: u8 = 12;
+/// The kernel did not finish within --timeout.
+pub const TIMED_OUT: u8 = 13;
+/// A remote cannot be reached or refused the request.
+pub const REMOTE: u8 = 14;
+/// `record`: the program wrote no recordings or could not be started.
+pub const RECORD: u8 = 15;
+/// The archive or store was written by a newer, incompatible rrstore.
+pub const UNSUPPORTED_VERSION: u8 = 16;
+/// Anything else (a bug in rrstore: please report it).
+pub const INTERNAL: u8 = 70;
+
+/// Map an error to its exit code.
+pub fn code_for(err: &anyhow::Error) -> u8 {
+    use rrstore_format::FormatError;
+    for cause in err.chain() {
+        if let Some(e) = cause.downcast_ref::<FormatError>() {
+            return match e {
+                FormatError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+                    NOT_FOUND
+                }
+                FormatError::Io { .. } => NOT_FOUND,
+                FormatError::Write { .. } => STORE,
+                FormatError::Chunk { .. } => CORRUPT,
+                FormatError::UnsupportedVersion { .. } => UNSUPPORTED_VERSION,
+                _ => INVALID_INPUT,
+            };
+        }
+        if let Some(e) = cause.downcast_ref::<rrstore_replay::backend::BackendError>() {
+            use rrstore_replay::backend::BackendError as B;
+            return match e {
+                B::Unavailable(_) | B::Driver { .. } => BACKEND_UNAVAILABLE,
+                B::Reserve { .. } => ADDRESS_UNAVAILABLE,
+                B::Image(_) => INVALID_INPUT,
+                B::MissingKernel(_) | B::MissingGlobal { .. } | B::GlobalSize { .. } => SYMBOL,
+                B::TargetMismatch { .. } => TARGET_MISMATCH,
+                B::Crashed { .. } => CRASHED,
+                B::TimedOut(_) => TIMED_OUT,
+            };
+        }
+        if let Some(e) = cause.downcast_ref::<std::io::Error>() {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                return NOT_FOUND;
+            }
+        }
+    }
+    INTERNAL
+}
+
+/// Print `err` with its causes and return its exit code.
+pub fn report(err: &anyhow::Error) -> ExitCode {
+    eprintln!("error: {err:#}");
+    ExitCode::from(code_for(err))
+}
