@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Runs the whole rrstore test suite on a fresh Debian machine: installs the
+# Debian packages the tests need (when missing), then `cargo test`.
+#
+#   liboffload-22  LLVM 22's OpenMP offload runtime (libomp.so.5,
+#                  libomptarget.so.22.1): the bundled host recordings'
+#                  images need it to be replayed.
+#   zstd           tar+zstd comparison in the archive tests' helpers.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SUDO=""
+[ "$(id -u)" = 0 ] || SUDO=sudo
+PKGS="liboffload-22 zstd"
+missing=""
+for p in $PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
+if [ -n "$missing" ]; then
+  echo "== installing Debian packages:$missing"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing
+fi
+
+cargo test --workspace --locked "$@"
