@@ -17,6 +17,10 @@ pub struct LaunchParams {
     pub num_threads: u64,
     pub shared_memory: u64,
     pub loop_trip_count: u64,
+    /// Kill the launch after this long (`--timeout`) and report
+    /// [`BackendError::TimedOut`]; `None` waits forever. Backends that cannot
+    /// interrupt a kernel may ignore it.
+    pub timeout: Option<Duration>,
 }
 
 /// Errors a backend reports. Each says what happened and what to do.
@@ -46,6 +50,8 @@ pub enum BackendError {
     },
     #[error("image target {image} does not match the device target {device}; pass --image with an image built for {device}")]
     TargetMismatch { image: String, device: String },
+    #[error("the image needs {library}, which is not installed: {hint}")]
+    MissingLibrary { library: String, hint: String },
     #[error("{op} failed: {reason}")]
     Driver { op: String, reason: String },
     #[error("the kernel crashed (signal {signal})")]
@@ -74,4 +80,18 @@ pub trait Backend {
     fn launch(&mut self, args: &[u64], params: &LaunchParams) -> Result<Duration, BackendError>;
     /// Copy `dst.len()` bytes from the arena at `offset` into `dst`.
     fn download(&mut self, offset: u64, dst: &mut [u8]) -> Result<(), BackendError>;
+
+    /// The arena as host memory the engine may read and write directly (the
+    /// host backend's shared memfd mapping), after `reserve`. When `Some`,
+    /// the engine decodes the input straight into it and compares the output
+    /// in place instead of calling `upload`/`download`. Default: `None`.
+    fn host_view(&mut self) -> Option<&mut [u8]> {
+        None
+    }
+
+    /// Runtime libraries the loaded image actually uses (paths, versions),
+    /// recorded in the replay history. Default: none known.
+    fn runtime_libraries(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
