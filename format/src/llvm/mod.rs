@@ -1,1 +1,155 @@
 //! Import and export of LLVM record-replay files, one module per generation.
+//!
+//! * [`load`]: read one recording from its `.json` descriptor, auto-detecting
+//!   the generation ([`detect`]), validating it and hashing its parts
+//!   (streamed, 1 MiB at a time).
+//! * [`find_recordings`]: the descriptors under a directory.
+//! * [`export`](fn@export): write a recording back, byte-for-byte in the
+//!   layout it came from, or converted to the other layout.
+//!
+//! Modules: [`json`] (exact-integer descriptor parsing), [`globals`] (both
+//! globals table encodings), [`hashes`] (native file-name hashes),
+//! [`kernel_named`] (LLVM 16-22), [`native`] (LLVM 23+), [`export`](mod@export).
+
+pub mod detect;
+pub mod export;
+pub mod globals;
+pub mod hashes;
+pub mod json;
+pub mod kernel_named;
+mod load;
+pub mod native;
+mod walk;
+
+use std::fs::File;
+use std::io;
+use std::path::PathBuf;
+
+use crate::model::{Generation, LaunchConfig, PartRole, PartSource, Recording};
+
+pub use export::export;
+pub use load::load;
+pub use walk::find_recordings;
+
+/// A recording found on disk in one of LLVM's layouts.
+#[derive(Debug, Clone)]
+pub struct LlvmRecording {
+    /// Fully filled: parts with length and blake3, globals, image target,
+    /// descriptor bytes verbatim, stem, generation.
+    pub recording: Recording,
+    pub descriptor_path: PathBuf,
+    /// The part files, in [`PartRole::ALL`] order.
+    pub files: Vec<(PartRole, PathBuf)>,
+    /// Things that are odd but not fatal (e.g. a native file name that does
+    /// not match the recomputed hashes).
+    pub warnings: Vec<String>,
+}
+
+impl LlvmRecording {
+    /// The file holding a part, if the recording has it.
+    pub fn file(&self, role: PartRole) -> Option<&PathBuf> {
+        self.files.iter().find(|(r, _)| *r == role).map(|(_, p)| p)
+    }
+}
+
+impl PartSource for LlvmRecording {
+    fn open_part(&mut self, role: PartRole) -> io::Result<Box<dyn io::Read + '_>> {
+        let path = self.file(role).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                format!(
+                    "the recording {} has no {role} part",
+                    self.descriptor_path.display()
+                ),
+            )
+        })?;
+        let f = File::open(path)
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+        Ok(Box::new(f))
+    }
+}
+
+/// An on-disk layout to export to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Layout {
+    /// `<Name>.json` etc. (LLVM 18-22 names; legacy recordings stay legacy).
+    KernelNamed,
+    /// `<KernelHash>_<LaunchConfigHash>.json` etc. (LLVM 23+).
+    Native,
+}
+
+impl Layout {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Layout::KernelNamed => "kernel-named",
+            Layout::Native => "native",
+        }
+    }
+
+    /// The layout a generation is written in.
+    pub fn of(generation: Generation) -> Layout {
+        match generation {
+            Generation::KernelNamedLegacy | Generation::KernelNamed => Layout::KernelNamed,
+            Generation::Native => Layout::Native,
+        }
+    }
+}
+
+impl std::fmt::Display for Layout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Layout {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "kernel-named" => Ok(Layout::KernelNamed),
+            "native" => Ok(Layout::Native),
+            _ => Err(format!(
+                "unknown layout `{s}`: expected `kernel-named` or `native`"
+            )),
+        }
+    }
+}
+
+/// File extension (after the stem) of a part in a generation's layout.
+pub fn extension(generation: Generation, role: PartRole) -> &'static str {
+    match Layout::of(generation) {
+        Layout::KernelNamed => kernel_named::extension(role),
+        Layout::Native => native::extension(role),
+    }
+}
+
+/// Descriptor fields normalized across generations (what [`load`] checks
+/// against the files before building the [`Recording`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fields {
+    pub kernel: String,
+    pub num_args: u64,
+    pub args: Vec<u64>,
+    pub arg_offsets: Vec<i64>,
+    pub launch: LaunchConfig,
+    pub device_id: i64,
+    pub arena_base: Option<u64>,
+    /// `DeviceMemorySize` (kernel-named only).
+    pub memory_size: Option<u64>,
+    /// `VAllocSize` (native only).
+    pub reserved: Option<u64>,
+}
+
+/// Parse descriptor bytes and read every field its generation requires
+/// (`stem` helps detection when the keys say nothing). Used by [`load`] and
+/// the fuzz target.
+pub fn parse_fields(bytes: &[u8], stem: &str) -> Result<(Generation, Fields), String> {
+    let d = json::parse_descriptor(bytes).map_err(|e| e.to_string())?;
+    let generation = detect::generation(&d, stem)?;
+    let f = match generation {
+        Generation::Native => native::fields(&d),
+        Generation::KernelNamed => kernel_named::fields(&d, false),
+        Generation::KernelNamedLegacy => kernel_named::fields(&d, true),
+    }
+    .map_err(|e| e.to_string())?;
+    Ok((generation, f))
+}
