@@ -45,6 +45,14 @@ pub enum FormatError {
         found: u32,
         supported: u32,
     },
+    /// Archived data fails its checksum, is truncated, or points outside the
+    /// file (exit code "corrupt").
+    #[error("{path}: at byte {offset}: {message}")]
+    Corrupt {
+        path: PathBuf,
+        offset: u64,
+        message: String,
+    },
 }
 
 pub type Result<T, E = FormatError> = std::result::Result<T, E>;

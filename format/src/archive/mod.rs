@@ -1,1 +1,27 @@
 //! The `.rra` single-file archive, version 1 (spec/FORMAT.md).
+//!
+//! One file holds one recording: a header (magic, version), the chunk
+//! payloads (FastCDC chunks, each zstd-compressed or raw, each distinct
+//! chunk stored once), then a MessagePack manifest (the [`Recording`] and the
+//! settings) and index (chunk table and each part's chunk list), and a
+//! fixed-size trailer giving their offsets, lengths and blake3 checksums.
+//! The writer streams (header first, manifest last); the reader can decode
+//! any one part without touching the others.
+//!
+//! * [`layout`]: the byte layout (constants, header, trailer, manifest, index).
+//! * [`writer`]: [`write`] / [`write_path`], a pipelined streaming writer.
+//! * [`reader`]: [`Reader`], validated on open, a [`crate::PartSource`].
+//! * [`decode`]: verified chunk decoding and the decode-ahead part stream.
+//!
+//! [`Recording`]: crate::Recording
+
+pub mod decode;
+pub mod layout;
+pub mod reader;
+pub mod writer;
+
+pub use reader::{ChunkInfo, Chunks, Reader, StoredChunk};
+pub use writer::{write, write_path, WriteOptions, WriteStats, LEVELS};
+
+/// File name extension of archives.
+pub const EXTENSION: &str = "rra";
