@@ -151,11 +151,6 @@ impl Sink {
 
     fn finish(mut self) -> Result<(PathBuf, u64, [u8; 32])> {
         self.w.flush().map_err(|e| write_err(&self.path, e))?;
-        let f = self
-            .w
-            .into_inner()
-            .map_err(|e| write_err(&self.path, e.into_error()))?;
-        f.sync_all().ok();
         Ok((self.path, self.len, *self.hash.finalize().as_bytes()))
     }
 }
