@@ -290,13 +290,10 @@ impl Read for PartReader {
                 self.finish()?;
                 return Ok(0);
             };
-            let data = rx
-                .recv()
-                .map_err(|_| self.stopped())?
-                .map_err(|e| {
-                    self.finished = true;
-                    io::Error::new(io::ErrorKind::InvalidData, e)
-                })?;
+            let data = rx.recv().map_err(|_| self.stopped())?.map_err(|e| {
+                self.finished = true;
+                io::Error::new(io::ErrorKind::InvalidData, e)
+            })?;
             self.hasher.update(&data);
             self.produced += data.len() as u64;
             self.cur = data;

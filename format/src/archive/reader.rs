@@ -103,9 +103,8 @@ impl Reader {
             ));
         }
         read_exact_at(&file, &mut hb, 0).map_err(io_err)?;
-        let header = Header::decode(&hb).ok_or_else(|| {
-            invalid(0, "not an rrstore archive (.rra): wrong magic bytes".into())
-        })?;
+        let header = Header::decode(&hb)
+            .ok_or_else(|| invalid(0, "not an rrstore archive (.rra): wrong magic bytes".into()))?;
         if header.major != MAJOR {
             return Err(FormatError::UnsupportedVersion {
                 path: path.to_path_buf(),
@@ -116,7 +115,10 @@ impl Reader {
         if file_len < HEADER_LEN + TRAILER_LEN {
             return Err(corrupt(
                 file_len,
-                format!("truncated archive: {file_len} bytes, a complete one has at least {}", HEADER_LEN + TRAILER_LEN),
+                format!(
+                    "truncated archive: {file_len} bytes, a complete one has at least {}",
+                    HEADER_LEN + TRAILER_LEN
+                ),
             ));
         }
         let trailer_at = file_len - TRAILER_LEN;
@@ -161,9 +163,17 @@ impl Reader {
             }
             Ok(b)
         };
-        let mb = block(t.manifest_offset, t.manifest_len, &t.manifest_blake3, "manifest")?;
+        let mb = block(
+            t.manifest_offset,
+            t.manifest_len,
+            &t.manifest_blake3,
+            "manifest",
+        )?;
         let manifest: Manifest = rmp_serde::from_slice(&mb).map_err(|e| {
-            invalid(t.manifest_offset, format!("the manifest does not decode: {e}"))
+            invalid(
+                t.manifest_offset,
+                format!("the manifest does not decode: {e}"),
+            )
         })?;
         let ib = block(t.index_offset, t.index_len, &t.index_blake3, "index")?;
         let index: Index = rmp_serde::from_slice(&ib)
@@ -410,7 +420,9 @@ fn validate_chunks(
         if stored_len > len || (codec == Codec::Raw && stored_len != len) {
             return Err((
                 i,
-                format!("stored length {stored_len} does not fit uncompressed length {len} ({codec:?})"),
+                format!(
+                    "stored length {stored_len} does not fit uncompressed length {len} ({codec:?})"
+                ),
             ));
         }
         let end = offset.checked_add(u64::from(stored_len));

@@ -169,7 +169,10 @@ impl<R: Read> Read for Hashing<'_, R> {
 
 /// zstd at `level`, or raw when compression does not shrink the chunk
 /// (same rule as [`crate::chunk::compress`], with a reused context).
-fn compress_with(cx: Option<&mut zstd::bulk::Compressor<'static>>, data: &[u8]) -> (Codec, Vec<u8>) {
+fn compress_with(
+    cx: Option<&mut zstd::bulk::Compressor<'static>>,
+    data: &[u8],
+) -> (Codec, Vec<u8>) {
     if let Some(cx) = cx {
         if let Ok(z) = cx.compress(data) {
             if z.len() < data.len() {
@@ -287,12 +290,10 @@ fn write_labeled<W: Write>(
             ),
         });
     }
-    opts.chunking
-        .validate()
-        .map_err(|e| FormatError::Invalid {
-            path: path.to_path_buf(),
-            message: e.to_string(),
-        })?;
+    opts.chunking.validate().map_err(|e| FormatError::Invalid {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })?;
     let threads = match opts.threads {
         0 => std::thread::available_parallelism().map_or(2, |n| n.get()),
         n => n,
@@ -344,12 +345,11 @@ fn write_labeled<W: Write>(
                         hasher: &mut hasher,
                         len: &mut len,
                     };
-                    let chunker = Chunker::new(reader, opts.chunking).map_err(|e| {
-                        FormatError::Invalid {
+                    let chunker =
+                        Chunker::new(reader, opts.chunking).map_err(|e| FormatError::Invalid {
                             path: path.to_path_buf(),
                             message: e.to_string(),
-                        }
-                    })?;
+                        })?;
                     for c in chunker {
                         let c = c.map_err(|e| match e {
                             crate::chunk::ChunkError::Read { source, .. } => {
@@ -390,11 +390,7 @@ fn write_labeled<W: Write>(
                         ),
                     });
                 }
-                part_entries.push(PartEntry {
-                    role,
-                    len,
-                    chunks,
-                });
+                part_entries.push(PartEntry { role, len, chunks });
             }
             Ok(())
         })();
@@ -441,10 +437,13 @@ fn write_labeled<W: Write>(
         index_blake3: *blake3::hash(&index_bytes).as_bytes(),
     };
     sink.out.put(&trailer.encode(), path)?;
-    sink.out.inner.flush().map_err(|source| FormatError::Write {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    sink.out
+        .inner
+        .flush()
+        .map_err(|source| FormatError::Write {
+            path: path.to_path_buf(),
+            source,
+        })?;
 
     Ok(WriteStats {
         id,
