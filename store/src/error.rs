@@ -1,0 +1,112 @@
+//! Errors of the store. Every variant names the store path, recording, part,
+//! pack file or byte range it concerns and, where it helps, what to do.
+
+use std::path::PathBuf;
+
+use rrstore_format::{FormatError, PartRole, RecordingId};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("cannot use store directory {path}: {source} (check that it exists and is writable, or pass --store DIR)")]
+    Dir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("store index {path}: {context}: {source}")]
+    Index {
+        path: PathBuf,
+        context: String,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error("store index {path} has schema version {found}; this rrstore understands up to {supported}: upgrade rrstore")]
+    NewerSchema {
+        path: PathBuf,
+        found: i64,
+        supported: i64,
+    },
+    #[error("no recording matches `{0}` (see `rrstore ls`)")]
+    NotFound(String),
+    #[error("ID prefix `{prefix}` is ambiguous; it matches {}: give more digits", .candidates.join(", "))]
+    Ambiguous {
+        prefix: String,
+        candidates: Vec<String>,
+    },
+    #[error("`{0}` is not a recording ID prefix: give at least 4 hexadecimal digits")]
+    BadPrefix(String),
+    #[error("recording {recording}, {part} part, bytes {start}..{end}: {reason}")]
+    CorruptPart {
+        recording: RecordingId,
+        part: PartRole,
+        start: u64,
+        end: u64,
+        reason: String,
+    },
+    #[error("pack {path} at byte {offset}: {reason}")]
+    CorruptPack {
+        path: PathBuf,
+        offset: u64,
+        reason: String,
+    },
+    #[error("recording {recording}: {reason}")]
+    CorruptIndex { recording: String, reason: String },
+    #[error("recording {recording}, {part} part: the source bytes do not match the recording's manifest ({reason}); was the file changed while importing?")]
+    SourceChanged {
+        recording: RecordingId,
+        part: PartRole,
+        reason: String,
+    },
+    #[error("reading the {part} part of the recording to import failed: {source}")]
+    SourceRead {
+        part: PartRole,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Format(#[from] FormatError),
+    #[error("{0}")]
+    Invalid(String),
+    #[error("the store is busy: {0}; retry when the other rrstore process has finished")]
+    Busy(String),
+}
+
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+impl StoreError {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        StoreError::Io {
+            path: path.into(),
+            source,
+        }
+    }
+
+    /// Wrap into an `io::Error` (for the `PartSource` interface); callers can
+    /// get it back with `get_ref().downcast_ref::<StoreError>()`.
+    pub fn into_io(self) -> std::io::Error {
+        let kind = match &self {
+            StoreError::CorruptPart { .. } | StoreError::CorruptPack { .. } => {
+                std::io::ErrorKind::InvalidData
+            }
+            StoreError::Io { source, .. } => source.kind(),
+            _ => std::io::ErrorKind::Other,
+        };
+        std::io::Error::new(kind, self)
+    }
+
+    /// True when the error means stored data is corrupt.
+    pub fn is_corrupt(&self) -> bool {
+        matches!(
+            self,
+            StoreError::CorruptPart { .. }
+                | StoreError::CorruptPack { .. }
+                | StoreError::CorruptIndex { .. }
+        )
+    }
+}

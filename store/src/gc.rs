@@ -1,0 +1,307 @@
+//! `gc`: drop index rows no recording references, delete packs with no live
+//! chunk, rewrite packs that are mostly dead, and sweep orphan pack files
+//! left by crashed writers. Safe while imports run in other processes; see
+//! spec/STORE.md, "Garbage collection".
+
+use std::collections::HashSet;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+
+use rusqlite::TransactionBehavior;
+use serde::Serialize;
+
+use crate::error::{Result, StoreError};
+use crate::index::{i, u};
+use crate::layout;
+use crate::lock::{self, LockFile, Mode};
+use crate::pack::writer::PackWriter;
+use crate::pack::{EntryHeader, ENTRY_HEADER_LEN, PACK_HEADER_LEN, PACK_TARGET_SIZE};
+use crate::Store;
+
+/// What gc did.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct GcReport {
+    pub parts_removed: u64,
+    pub chunks_removed: u64,
+    pub packs_deleted: u64,
+    pub packs_rewritten: u64,
+    pub orphans_deleted: u64,
+    /// Pack bytes on disk before and after.
+    pub bytes_before: u64,
+    pub bytes_after: u64,
+    /// Packs skipped because a writer still holds them.
+    pub packs_busy: u64,
+}
+
+/// A pack is rewritten when less than this fraction of it is live.
+const REWRITE_BELOW: f64 = 0.5;
+
+impl Store {
+    /// Collect garbage. Only one gc runs at a time (the next waits).
+    pub fn gc(&mut self) -> Result<GcReport> {
+        let _gc = LockFile::acquire(&self.dir().join(layout::GC_LOCK), Mode::Exclusive, true)?;
+        let mut report = GcReport {
+            bytes_before: self.stats()?.pack_bytes,
+            ..Default::default()
+        };
+        self.gc_mark(&mut report)?;
+        self.gc_packs(&mut report)?;
+        self.gc_orphans(&mut report)?;
+        report.bytes_after = self.stats()?.pack_bytes;
+        Ok(report)
+    }
+
+    /// Phase 1: one transaction removes unreferenced parts and chunks and
+    /// bumps the gc epoch so concurrent imports re-check what they reuse.
+    fn gc_mark(&mut self, report: &mut GcReport) -> Result<()> {
+        let path = self.index_path();
+        let err = |source| StoreError::Index {
+            path: path.clone(),
+            context: "gc: removing unreferenced rows".into(),
+            source,
+        };
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(err)?;
+        let parts = tx
+            .execute(
+                "DELETE FROM parts WHERE NOT EXISTS \
+                 (SELECT 1 FROM recording_parts rp WHERE rp.part = parts.hash)",
+                [],
+            )
+            .map_err(err)?;
+        tx.execute(
+            "DELETE FROM part_chunks WHERE NOT EXISTS \
+             (SELECT 1 FROM parts WHERE parts.hash = part_chunks.part)",
+            [],
+        )
+        .map_err(err)?;
+        let chunks = tx
+            .execute(
+                "DELETE FROM chunks WHERE NOT EXISTS \
+                 (SELECT 1 FROM part_chunks pc WHERE pc.chunk = chunks.hash)",
+                [],
+            )
+            .map_err(err)?;
+        if parts + chunks > 0 {
+            tx.execute(
+                "UPDATE meta SET value = value + 1 WHERE key = 'gc_epoch'",
+                [],
+            )
+            .map_err(err)?;
+        }
+        tx.commit().map_err(err)?;
+        report.parts_removed = parts as u64;
+        report.chunks_removed = chunks as u64;
+        Ok(())
+    }
+
+    /// Phase 2: delete dead packs, rewrite mostly-dead ones.
+    fn gc_packs(&mut self, report: &mut GcReport) -> Result<()> {
+        let ierr = self.ierr("gc: reading pack usage");
+        let packs: Vec<(i64, String, i64, i64)> = {
+            let mut stmt = self
+                .conn()
+                .prepare(
+                    "SELECT p.id, p.name, p.size, coalesce((SELECT sum(stored_len + ?1) \
+                     FROM chunks c WHERE c.pack = p.id), 0) FROM packs p",
+                )
+                .map_err(&ierr)?;
+            let rows = stmt
+                .query_map([ENTRY_HEADER_LEN as i64], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+                })
+                .map_err(&ierr)?;
+            rows.collect::<rusqlite::Result<_>>().map_err(&ierr)?
+        };
+        let mut out: Option<PackWriter> = None;
+        for (pid, name, size, live) in packs {
+            let path = layout::pack_path(self.dir(), &name);
+            let live_frac = live as f64 / (size.max(1) as f64 - PACK_HEADER_LEN as f64).max(1.0);
+            if live > 0 && live_frac >= REWRITE_BELOW {
+                continue;
+            }
+            // A pack still open in a writer (locked) is left alone.
+            let file = match File::open(&path) {
+                Ok(f) => Some(f),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+                Err(e) => return Err(StoreError::io(&path, e)),
+            };
+            if let Some(f) = &file {
+                if !lock::flock(f, Mode::Exclusive, false).map_err(|e| StoreError::io(&path, e))? {
+                    report.packs_busy += 1;
+                    continue;
+                }
+            }
+            if live > 0 {
+                let Some(f) = &file else { continue };
+                if out.as_ref().is_none_or(|w| w.len() >= PACK_TARGET_SIZE) {
+                    out = Some(PackWriter::create(self.dir())?);
+                }
+                if let Some(w) = out.as_mut() {
+                    self.rewrite_pack(pid, &path, f, w)?;
+                    report.packs_rewritten += 1;
+                }
+            } else {
+                self.drop_pack_row(pid)?;
+                report.packs_deleted += 1;
+            }
+            if file.is_some() {
+                std::fs::remove_file(&path).map_err(|e| StoreError::io(&path, e))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn drop_pack_row(&mut self, pid: i64) -> Result<()> {
+        let err = self.ierr("gc: deleting a pack row");
+        self.conn()
+            .execute(
+                "DELETE FROM packs WHERE id = ?1 AND NOT EXISTS \
+                 (SELECT 1 FROM chunks WHERE pack = ?1)",
+                [pid],
+            )
+            .map_err(err)?;
+        Ok(())
+    }
+
+    /// Copy the live entries of pack `pid` into `w`, make them durable, then
+    /// repoint the index in one transaction.
+    fn rewrite_pack(
+        &mut self,
+        pid: i64,
+        path: &std::path::Path,
+        f: &File,
+        w: &mut PackWriter,
+    ) -> Result<()> {
+        let ierr = self.ierr("gc: rewriting a pack");
+        let live: Vec<(Vec<u8>, i64, i64)> = {
+            let mut stmt = self
+                .conn()
+                .prepare(
+                    "SELECT hash, offset, stored_len FROM chunks WHERE pack = ?1 ORDER BY offset",
+                )
+                .map_err(&ierr)?;
+            let rows = stmt
+                .query_map([pid], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                .map_err(&ierr)?;
+            rows.collect::<rusqlite::Result<_>>().map_err(&ierr)?
+        };
+        let mut moved = Vec::with_capacity(live.len());
+        let mut buf = Vec::new();
+        for (hash, offset, stored_len) in live {
+            let mut h = [0u8; ENTRY_HEADER_LEN];
+            buf.resize(stored_len as usize, 0);
+            f.read_exact_at(&mut h, u(offset))
+                .and_then(|_| f.read_exact_at(&mut buf, u(offset) + ENTRY_HEADER_LEN as u64))
+                .map_err(|e| StoreError::io(path, e))?;
+            let header = EntryHeader::decode(&h).map_err(|reason| StoreError::CorruptPack {
+                path: path.to_path_buf(),
+                offset: u(offset),
+                reason,
+            })?;
+            if header.hash[..] != hash[..] {
+                return Err(StoreError::CorruptPack {
+                    path: path.to_path_buf(),
+                    offset: u(offset),
+                    reason: "the entry header does not match the index; run `rrstore verify`"
+                        .into(),
+                });
+            }
+            let new_off = w.append(&header, &buf)?;
+            moved.push((hash, new_off));
+        }
+        w.sync()?;
+        let path_idx = self.index_path();
+        let err = |source| StoreError::Index {
+            path: path_idx.clone(),
+            context: "gc: repointing moved chunks".into(),
+            source,
+        };
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(err)?;
+        tx.execute(
+            "INSERT INTO packs (name, size) VALUES (?1, ?2) \
+             ON CONFLICT (name) DO UPDATE SET size = max(size, excluded.size)",
+            rusqlite::params![w.name(), i(w.len())],
+        )
+        .map_err(err)?;
+        let new_id: i64 = tx
+            .query_row("SELECT id FROM packs WHERE name = ?1", [w.name()], |r| {
+                r.get(0)
+            })
+            .map_err(err)?;
+        {
+            let mut up = tx
+                .prepare_cached(
+                    "UPDATE chunks SET pack = ?1, offset = ?2 WHERE hash = ?3 AND pack = ?4",
+                )
+                .map_err(err)?;
+            for (hash, off) in &moved {
+                up.execute(rusqlite::params![new_id, i(*off), hash, pid])
+                    .map_err(err)?;
+            }
+        }
+        let left: i64 = tx
+            .query_row("SELECT count(*) FROM chunks WHERE pack = ?1", [pid], |r| {
+                r.get(0)
+            })
+            .map_err(err)?;
+        if left != 0 {
+            // Cannot happen (only gc moves chunks, and gc is exclusive);
+            // leave the pack in place rather than lose data.
+            return Err(StoreError::Invalid(format!(
+                "gc: {left} chunks still point into {}; pack kept",
+                path.display()
+            )));
+        }
+        tx.execute("DELETE FROM packs WHERE id = ?1", [pid])
+            .map_err(err)?;
+        tx.commit().map_err(err)
+    }
+
+    /// Phase 3: pack files the index does not know and no writer holds are
+    /// left-overs of crashed imports or gcs: delete them.
+    fn gc_orphans(&mut self, report: &mut GcReport) -> Result<()> {
+        let _packs =
+            LockFile::acquire(&self.dir().join(layout::PACKS_LOCK), Mode::Exclusive, true)?;
+        let ierr = self.ierr("gc: listing packs");
+        let known: HashSet<String> = {
+            let mut stmt = self
+                .conn()
+                .prepare("SELECT name FROM packs")
+                .map_err(&ierr)?;
+            let rows = stmt.query_map([], |r| r.get(0)).map_err(&ierr)?;
+            rows.collect::<rusqlite::Result<_>>().map_err(&ierr)?
+        };
+        let packs_dir = self.dir().join(layout::PACKS_DIR);
+        for fan in std::fs::read_dir(&packs_dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            for f in std::fs::read_dir(fan.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                let p = f.path();
+                let Some(stem) = p.file_stem().and_then(|s| s.to_str()) else {
+                    continue;
+                };
+                if p.extension().is_none_or(|e| e != "pack") || known.contains(stem) {
+                    continue;
+                }
+                let Ok(file) = File::open(&p) else { continue };
+                if lock::flock(&file, Mode::Exclusive, false).unwrap_or(false) {
+                    std::fs::remove_file(&p).map_err(|e| StoreError::io(&p, e))?;
+                    report.orphans_deleted += 1;
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,102 @@
+//! The SQLite schema of the store index and its migrations. The schema
+//! version is `PRAGMA user_version`; each migration moves it up by one.
+
+/// Highest schema version this build understands.
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// Migrations, index i takes the schema from version i to i + 1.
+pub const MIGRATIONS: &[&str] = &[r#"
+CREATE TABLE meta (
+    key   TEXT PRIMARY KEY,
+    value INTEGER NOT NULL
+) WITHOUT ROWID;
+INSERT INTO meta (key, value) VALUES ('gc_epoch', 0);
+
+-- One row per pack file that holds at least one committed chunk.
+-- size = length of the pack file up to the end of its last committed entry.
+CREATE TABLE packs (
+    id   INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    size INTEGER NOT NULL
+);
+
+-- Chunk address (blake3 of the uncompressed bytes) -> where its entry is.
+CREATE TABLE chunks (
+    hash       BLOB PRIMARY KEY,
+    pack       INTEGER NOT NULL,
+    offset     INTEGER NOT NULL,
+    stored_len INTEGER NOT NULL,
+    len        INTEGER NOT NULL,
+    codec      INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX chunks_pack ON chunks (pack);
+
+-- A part (snapshot, globals table, image, bitcode) by blake3 of its bytes;
+-- stored once whatever number of recordings share it.
+CREATE TABLE parts (
+    hash    BLOB PRIMARY KEY,
+    len     INTEGER NOT NULL,
+    nchunks INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE part_chunks (
+    part  BLOB NOT NULL,
+    seq   INTEGER NOT NULL,
+    chunk BLOB NOT NULL,
+    PRIMARY KEY (part, seq)
+) WITHOUT ROWID;
+CREATE INDEX part_chunks_chunk ON part_chunks (chunk);
+
+CREATE TABLE recordings (
+    id           BLOB PRIMARY KEY,
+    id_hex       TEXT NOT NULL UNIQUE,
+    kernel       TEXT NOT NULL,
+    generation   TEXT NOT NULL,
+    target       TEXT NOT NULL,
+    arena_base   INTEGER,
+    arena_size   INTEGER NOT NULL,
+    input_size   INTEGER,
+    output_size  INTEGER,
+    num_args     INTEGER NOT NULL,
+    num_globals  INTEGER NOT NULL,
+    logical_size INTEGER NOT NULL,
+    image_hash   BLOB,
+    imported_at  INTEGER NOT NULL,
+    source       TEXT NOT NULL,
+    label        TEXT NOT NULL,
+    manifest     BLOB NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX recordings_time ON recordings (imported_at);
+CREATE INDEX recordings_kernel ON recordings (kernel);
+
+CREATE TABLE recording_parts (
+    recording BLOB NOT NULL,
+    role      TEXT NOT NULL,
+    part      BLOB NOT NULL,
+    PRIMARY KEY (recording, role)
+) WITHOUT ROWID;
+CREATE INDEX recording_parts_part ON recording_parts (part);
+
+CREATE TABLE tags (
+    recording BLOB NOT NULL,
+    key       TEXT NOT NULL,
+    value     TEXT NOT NULL,
+    PRIMARY KEY (recording, key)
+) WITHOUT ROWID;
+CREATE INDEX tags_kv ON tags (key, value);
+
+CREATE TABLE replay_history (
+    id               INTEGER PRIMARY KEY AUTOINCREMENT,
+    recording        BLOB NOT NULL,
+    image_hash       BLOB NOT NULL,
+    backend          TEXT NOT NULL,
+    device           TEXT NOT NULL,
+    runtime_versions TEXT NOT NULL,
+    started_at       INTEGER NOT NULL,
+    wall_ns          INTEGER NOT NULL,
+    kernel_ns        TEXT NOT NULL,
+    output_blake3    BLOB,
+    verdict          TEXT NOT NULL,
+    detail           TEXT NOT NULL
+);
+CREATE INDEX replay_history_recording ON replay_history (recording, started_at);
+"#];

@@ -1,0 +1,41 @@
+//! Where a store lives and the paths inside it (spec/STORE.md, "Layout").
+
+use std::path::{Path, PathBuf};
+
+/// File name of the SQLite index inside the store directory.
+pub const INDEX_FILE: &str = "index.sqlite";
+/// Directory holding the pack files, fanned out by the first two hex digits.
+pub const PACKS_DIR: &str = "packs";
+/// Lock taken (shared) by pack writers while creating a pack file and
+/// (exclusive) by gc while sweeping orphan pack files.
+pub const PACKS_LOCK: &str = "packs.lock";
+/// Lock held exclusively by a running gc (one gc at a time).
+pub const GC_LOCK: &str = "gc.lock";
+/// Scratch space (record runs, temporary files), same file system as packs.
+pub const TMP_DIR: &str = "tmp";
+
+/// The store directory: `--store DIR`, else `$RRSTORE_DIR`, else
+/// `$XDG_DATA_HOME/rrstore`, else `~/.local/share/rrstore`.
+pub fn resolve_dir(explicit: Option<&Path>) -> Option<PathBuf> {
+    if let Some(p) = explicit {
+        return Some(p.to_path_buf());
+    }
+    let env = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    if let Some(p) = env("RRSTORE_DIR") {
+        return Some(p);
+    }
+    if let Some(p) = env("XDG_DATA_HOME") {
+        return Some(p.join("rrstore"));
+    }
+    env("HOME").map(|h| h.join(".local/share/rrstore"))
+}
+
+/// Relative path of a pack file: `packs/<first two hex digits>/<name>.pack`.
+pub fn pack_path(dir: &Path, name: &str) -> PathBuf {
+    let fan = name.get(..2).unwrap_or("00");
+    dir.join(PACKS_DIR).join(fan).join(format!("{name}.pack"))
+}
