@@ -1,12 +1,69 @@
-//! `rrstore inspect`.
+//! `rrstore inspect`: describe one recording, from a `.rra` archive or an
+//! LLVM `.json` descriptor (any generation). The decoding lives in
+//! `rrstore_format::inspect`; this only picks the reader and prints.
 
+use std::io::Read;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+
+use anyhow::Context;
+use rrstore_format::archive::{self, layout::MAGIC};
+use rrstore_format::inspect::{describe, render_json, render_text};
+use rrstore_format::llvm;
 
 use crate::Globals;
 
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// A `.rra` archive, an LLVM recording descriptor (`.json`), or a
+    /// directory holding exactly one recording.
+    #[arg(value_name = "X.rra|RECORDING.json")]
+    pub path: PathBuf,
+    /// Print the stable JSON form (docs/format-llvm.md) instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
 
-pub fn run(_args: Args, _globals: &Globals) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`rrstore inspect` is being built")
+/// Whether the file starts with the archive magic.
+fn is_archive(path: &Path) -> bool {
+    let mut head = [0u8; 8];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut head))
+        .is_ok_and(|()| head == MAGIC)
+        || path.extension().is_some_and(|e| e == archive::EXTENSION)
+}
+
+pub fn run(args: Args, _globals: &Globals) -> anyhow::Result<ExitCode> {
+    let mut path = args.path.clone();
+    if path.is_dir() {
+        let found = llvm::find_recordings(&path)?;
+        match found.as_slice() {
+            [one] => path = one.clone(),
+            [] => anyhow::bail!(
+                "{}: no LLVM recording found in this directory",
+                path.display()
+            ),
+            many => anyhow::bail!(
+                "{}: holds {} recordings; name one descriptor, e.g. {}",
+                path.display(),
+                many.len(),
+                many[0].display()
+            ),
+        }
+    }
+    let description = if is_archive(&path) {
+        let reader = archive::Reader::open(&path)
+            .with_context(|| format!("cannot inspect archive {}", path.display()))?;
+        describe(reader.recording(), &[])
+    } else {
+        let loaded = llvm::load(&path)
+            .with_context(|| format!("cannot inspect recording {}", path.display()))?;
+        describe(&loaded.recording, &loaded.warnings)
+    };
+    if args.json {
+        println!("{}", render_json(&description));
+    } else {
+        print!("{}", render_text(&description));
+    }
+    Ok(ExitCode::SUCCESS)
 }
