@@ -55,6 +55,7 @@ pub fn code_for(err: &anyhow::Error) -> u8 {
                 FormatError::Io { .. } => NOT_FOUND,
                 FormatError::Write { .. } => STORE,
                 FormatError::Chunk { .. } => CORRUPT,
+                FormatError::Corrupt { .. } => CORRUPT,
                 FormatError::UnsupportedVersion { .. } => UNSUPPORTED_VERSION,
                 _ => INVALID_INPUT,
             };

@@ -1,12 +1,44 @@
-//! `rrstore unpack`.
+//! `rrstore unpack`: a `.rra` archive back into LLVM recording files, in the
+//! layout it was packed from or converted to another.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
+
+use anyhow::Context;
+use rrstore_format::archive::Reader;
+use rrstore_format::llvm::{self, Layout};
 
 use crate::Globals;
 
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// The archive.
+    #[arg(value_name = "X.rra")]
+    pub archive: PathBuf,
+    /// Directory to write the recording's files into (created if needed).
+    #[arg(short, long, value_name = "DIR")]
+    pub output: PathBuf,
+    /// File layout: `kernel-named` (LLVM 16-22) or `native` (LLVM 23+).
+    /// Default: the layout the recording was packed from, byte for byte.
+    #[arg(long, value_name = "LAYOUT")]
+    pub layout: Option<Layout>,
+}
 
-pub fn run(_args: Args, _globals: &Globals) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("`rrstore unpack` is being built")
+pub fn run(args: Args, _globals: &Globals) -> anyhow::Result<ExitCode> {
+    let mut reader = Reader::open(&args.archive)
+        .with_context(|| format!("cannot open the archive {}", args.archive.display()))?;
+    let rec = reader.recording().clone();
+    let written =
+        llvm::export(&rec, &mut reader, &args.output, args.layout).with_context(|| {
+            format!(
+                "cannot unpack {} into {}",
+                args.archive.display(),
+                args.output.display()
+            )
+        })?;
+    println!("{}  {}", reader.id(), rec.kernel);
+    for p in written {
+        println!("  {}", p.display());
+    }
+    Ok(ExitCode::SUCCESS)
 }
