@@ -1,0 +1,423 @@
+//! CUDA backend: replays cubin/fatbin/PTX images on an NVIDIA GPU through
+//! the driver API (cudarc, `libcuda.so` loaded at run time).
+//!
+//! * [`driver`]: probing for the library, errors, device queries.
+//! * [`vmm`]: the arena at the recorded address (VMM API).
+//! * [`staging`]: pinned, multi-buffered asynchronous uploads.
+
+pub mod driver;
+pub mod staging;
+pub mod vmm;
+
+use std::ffi::{c_int, c_void, CString};
+use std::time::Duration;
+
+use cudarc::driver::sys::{
+    self, CUcontext, CUdevice, CUevent, CUfunction, CUmodule, CUresult, CUstream,
+};
+
+use self::driver::{ck, describe, CudaDeviceInfo};
+use self::staging::{Staging, UploadStats};
+use self::vmm::DeviceArena;
+use super::args::{KernelParams, LaunchDims, DEFAULT_SHARED_LIMIT};
+use super::placeholder::Placeholder;
+use super::{target, Backend, BackendError, LaunchParams};
+
+/// Staging buffers: count x size of pinned host memory.
+const STAGING_BUFFERS: usize = 3;
+const STAGING_BYTES: usize = 32 << 20;
+
+pub struct CudaBackend {
+    info: CudaDeviceInfo,
+    driver_version: String,
+    dev: CUdevice,
+    ctx: CUcontext,
+    stream: CUstream,
+    start_ev: CUevent,
+    stop_ev: CUevent,
+    placeholder: Option<Placeholder>,
+    // Fields below are released in Drop in reverse order of creation.
+    arena: Option<DeviceArena>,
+    base: u64,
+    size: u64,
+    staging: Option<Staging>,
+    module: Option<CUmodule>,
+    function: Option<CUfunction>,
+    shared_attr: u32,
+    /// A launch timed out and may still run: teardown must not wait on it.
+    wedged: bool,
+}
+
+impl CudaBackend {
+    /// Open CUDA device `ordinal`. When the arena range is known, pass it:
+    /// it is held in this process (PROT_NONE) before the driver initializes
+    /// so the driver cannot put its own mappings there.
+    pub fn new(ordinal: usize, arena: Option<(u64, u64)>) -> Result<Self, BackendError> {
+        let placeholder = match arena {
+            Some((base, size)) => Some(Placeholder::new(base, size)?),
+            None => None,
+        };
+        driver::init()?;
+        let info = driver::device_info(ordinal)?;
+        if !info.vmm_supported {
+            return Err(BackendError::Unavailable(format!(
+                "CUDA device {ordinal} ({}) does not support virtual memory management, \
+                 which replaying at the recorded address needs",
+                info.name
+            )));
+        }
+        let driver_version = driver::driver_version()?;
+        let dev = driver::device(ordinal)?;
+        let mut b = CudaBackend {
+            info,
+            driver_version,
+            dev,
+            ctx: std::ptr::null_mut(),
+            stream: std::ptr::null_mut(),
+            start_ev: std::ptr::null_mut(),
+            stop_ev: std::ptr::null_mut(),
+            placeholder,
+            arena: None,
+            base: 0,
+            size: 0,
+            staging: None,
+            module: None,
+            function: None,
+            shared_attr: DEFAULT_SHARED_LIMIT,
+            wedged: false,
+        };
+        // SAFETY: valid device; writes one context handle.
+        ck(
+            unsafe { sys::cuDevicePrimaryCtxRetain(&mut b.ctx, dev) },
+            "cuDevicePrimaryCtxRetain",
+        )?;
+        // SAFETY: the context was just retained.
+        ck(unsafe { sys::cuCtxSetCurrent(b.ctx) }, "cuCtxSetCurrent")?;
+        // SAFETY: each writes one handle in the current context.
+        unsafe {
+            ck(
+                sys::cuStreamCreate(
+                    &mut b.stream,
+                    sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32,
+                ),
+                "cuStreamCreate",
+            )?;
+            ck(
+                sys::cuEventCreate(&mut b.start_ev, sys::CUevent_flags::CU_EVENT_DEFAULT as u32),
+                "cuEventCreate",
+            )?;
+            ck(
+                sys::cuEventCreate(&mut b.stop_ev, sys::CUevent_flags::CU_EVENT_DEFAULT as u32),
+                "cuEventCreate",
+            )?;
+        }
+        Ok(b)
+    }
+
+    pub fn info(&self) -> &CudaDeviceInfo {
+        &self.info
+    }
+
+    /// Bytes and time of the last upload round (first piece to all copies done).
+    pub fn upload_stats(&self) -> UploadStats {
+        self.staging
+            .as_ref()
+            .map(|s| s.last_stats())
+            .unwrap_or_default()
+    }
+
+    fn current(&self) -> Result<(), BackendError> {
+        // SAFETY: ctx is the retained primary context.
+        ck(unsafe { sys::cuCtxSetCurrent(self.ctx) }, "cuCtxSetCurrent")
+    }
+
+    fn arena_range(&self, offset: u64, len: usize, what: &str) -> Result<u64, BackendError> {
+        if self.arena.is_none() {
+            return Err(BackendError::Driver {
+                op: what.into(),
+                reason: "no arena reserved yet (reserve must come first)".into(),
+            });
+        }
+        match offset.checked_add(len as u64) {
+            Some(end) if end <= self.size => Ok(self.base + offset),
+            _ => Err(BackendError::Driver {
+                op: what.into(),
+                reason: format!(
+                    "{len} bytes at arena offset {offset:#x} run past the arena's {} bytes",
+                    self.size
+                ),
+            }),
+        }
+    }
+
+    /// Complete pending uploads.
+    fn settle(&mut self) -> Result<(), BackendError> {
+        match self.staging.as_mut() {
+            Some(s) => s.finish(),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Backend for CudaBackend {
+    fn name(&self) -> &'static str {
+        "cuda"
+    }
+
+    fn device_description(&self) -> String {
+        format!(
+            "{} (sm_{}{}, {} MiB), CUDA driver {}",
+            self.info.name,
+            self.info.compute_capability.0,
+            self.info.compute_capability.1,
+            self.info.memory_bytes >> 20,
+            self.driver_version
+        )
+    }
+
+    fn reserve(&mut self, base: u64, size: u64) -> Result<(), BackendError> {
+        self.current()?;
+        if let Some(mut p) = self.placeholder.take() {
+            p.release();
+        }
+        self.arena = Some(DeviceArena::create(self.dev, base, size)?);
+        self.base = base;
+        self.size = size;
+        self.staging = Some(Staging::new(self.stream, STAGING_BUFFERS, STAGING_BYTES)?);
+        Ok(())
+    }
+
+    fn upload(&mut self, offset: u64, data: &[u8]) -> Result<(), BackendError> {
+        let dst = self.arena_range(offset, data.len(), "upload")?;
+        match self.staging.as_mut() {
+            Some(s) => s.push(dst, data),
+            None => Ok(()),
+        }
+    }
+
+    fn load_image(&mut self, image: &[u8], kernel: &str) -> Result<(), BackendError> {
+        self.current()?;
+        let image_target = rrstore_format::image::detect(&image[..image.len().min(4096)]);
+        target::check(&image_target, &self.info.target())?;
+        // PTX is text the driver reads up to a NUL; cubin/fatbin are read by size.
+        let owned;
+        let bytes: &[u8] = if matches!(image_target, rrstore_format::image::ImageTarget::Ptx { .. })
+            && image.last() != Some(&0)
+        {
+            owned = [image, &[0u8]].concat();
+            &owned
+        } else {
+            image
+        };
+        if let Some(m) = self.module.take() {
+            self.function = None;
+            // SAFETY: m was loaded by us and no launch is in flight.
+            unsafe { sys::cuModuleUnload(m) };
+        }
+        let mut m: CUmodule = std::ptr::null_mut();
+        // SAFETY: `bytes` is a complete image (ELF, fatbin, or NUL-terminated PTX).
+        let r = unsafe { sys::cuModuleLoadData(&mut m, bytes.as_ptr() as *const c_void) };
+        match r {
+            CUresult::CUDA_SUCCESS => {}
+            CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU => {
+                return Err(BackendError::TargetMismatch {
+                    image: image_target.describe(),
+                    device: self.info.target().describe(),
+                })
+            }
+            _ => {
+                return Err(BackendError::Image(format!(
+                    "cuModuleLoadData: {}",
+                    describe(r)
+                )))
+            }
+        }
+        self.module = Some(m);
+        let name = CString::new(kernel).map_err(|_| BackendError::MissingKernel(kernel.into()))?;
+        let mut f: CUfunction = std::ptr::null_mut();
+        // SAFETY: valid module and NUL-terminated name.
+        let r = unsafe { sys::cuModuleGetFunction(&mut f, m, name.as_ptr()) };
+        match r {
+            CUresult::CUDA_SUCCESS => {}
+            CUresult::CUDA_ERROR_NOT_FOUND => {
+                return Err(BackendError::MissingKernel(kernel.into()))
+            }
+            _ => ck(r, "cuModuleGetFunction")?,
+        }
+        self.function = Some(f);
+        self.shared_attr = DEFAULT_SHARED_LIMIT;
+        Ok(())
+    }
+
+    fn write_global(&mut self, name: &str, data: &[u8]) -> Result<(), BackendError> {
+        self.current()?;
+        let m = self.module.ok_or_else(|| BackendError::Driver {
+            op: "write_global".into(),
+            reason: "no image loaded yet (load_image must come first)".into(),
+        })?;
+        let cname =
+            CString::new(name).map_err(|_| BackendError::MissingGlobal { name: name.into() })?;
+        let mut ptr = 0u64;
+        let mut bytes = 0usize;
+        // SAFETY: valid module and NUL-terminated name; writes two values.
+        let r = unsafe { sys::cuModuleGetGlobal_v2(&mut ptr, &mut bytes, m, cname.as_ptr()) };
+        match r {
+            CUresult::CUDA_SUCCESS => {}
+            CUresult::CUDA_ERROR_NOT_FOUND => {
+                return Err(BackendError::MissingGlobal { name: name.into() })
+            }
+            _ => ck(r, "cuModuleGetGlobal")?,
+        }
+        if bytes as u64 != data.len() as u64 {
+            return Err(BackendError::GlobalSize {
+                name: name.into(),
+                recorded: data.len() as u64,
+                actual: bytes as u64,
+            });
+        }
+        self.settle()?;
+        if data.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: ptr is the global's device address with exactly data.len() bytes.
+        ck(
+            unsafe { sys::cuMemcpyHtoD_v2(ptr, data.as_ptr() as *const c_void, data.len()) },
+            "cuMemcpyHtoD (global)",
+        )
+    }
+
+    fn launch(&mut self, args: &[u64], params: &LaunchParams) -> Result<Duration, BackendError> {
+        self.current()?;
+        let f = self.function.ok_or_else(|| BackendError::Driver {
+            op: "launch".into(),
+            reason: "no kernel loaded yet (load_image must come first)".into(),
+        })?;
+        let dims = LaunchDims::from_params(params)?;
+        self.settle()?;
+        if dims.shared_memory > self.shared_attr {
+            // SAFETY: valid function; the driver checks the value against the device.
+            ck(
+                unsafe {
+                    sys::cuFuncSetAttribute(
+                        f,
+                        sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                        dims.shared_memory as c_int,
+                    )
+                },
+                "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)",
+            )?;
+            self.shared_attr = dims.shared_memory;
+        }
+        let mut kp = KernelParams::new(args);
+        // SAFETY: valid events/stream/function; kernelParams points at one
+        // live u64 per argument for the duration of the call (the driver
+        // copies the values at launch).
+        unsafe {
+            ck(
+                sys::cuEventRecord(self.start_ev, self.stream),
+                "cuEventRecord",
+            )?;
+            let r = sys::cuLaunchKernel(
+                f,
+                dims.grid,
+                1,
+                1,
+                dims.block,
+                1,
+                1,
+                dims.shared_memory,
+                self.stream,
+                kp.as_driver_ptr(),
+                std::ptr::null_mut(),
+            );
+            ck(r, "cuLaunchKernel")?;
+            ck(
+                sys::cuEventRecord(self.stop_ev, self.stream),
+                "cuEventRecord",
+            )?;
+            let r = match params.timeout {
+                None => sys::cuEventSynchronize(self.stop_ev),
+                Some(limit) => {
+                    let t0 = std::time::Instant::now();
+                    loop {
+                        let r = sys::cuEventQuery(self.stop_ev);
+                        if r != CUresult::CUDA_ERROR_NOT_READY {
+                            break r;
+                        }
+                        if t0.elapsed() > limit {
+                            // A running kernel cannot be killed: leave the
+                            // context alone (Drop skips every call that
+                            // would wait) and let process exit reclaim it.
+                            self.wedged = true;
+                            return Err(BackendError::TimedOut(limit));
+                        }
+                        std::thread::sleep(Duration::from_micros(200));
+                    }
+                }
+            };
+            if r != CUresult::CUDA_SUCCESS {
+                return Err(BackendError::Driver {
+                    op: "kernel".into(),
+                    reason: format!("the kernel failed on the device: {}", describe(r)),
+                });
+            }
+        }
+        let mut ms = 0f32;
+        // SAFETY: both events completed.
+        ck(
+            unsafe { sys::cuEventElapsedTime(&mut ms, self.start_ev, self.stop_ev) },
+            "cuEventElapsedTime",
+        )?;
+        Ok(Duration::from_secs_f64(f64::from(ms.max(0.0)) / 1e3))
+    }
+
+    fn download(&mut self, offset: u64, dst: &mut [u8]) -> Result<(), BackendError> {
+        self.current()?;
+        let src = self.arena_range(offset, dst.len(), "download")?;
+        self.settle()?;
+        if dst.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: src..src+len is inside the mapped arena; dst is writable.
+        ck(
+            unsafe { sys::cuMemcpyDtoH_v2(dst.as_mut_ptr() as *mut c_void, src, dst.len()) },
+            "cuMemcpyDtoH",
+        )
+    }
+}
+
+impl Drop for CudaBackend {
+    fn drop(&mut self) {
+        if self.ctx.is_null() {
+            return;
+        }
+        if self.wedged {
+            // Freeing memory a running kernel uses would wait for it (or
+            // fault it); the driver reclaims everything at process exit.
+            std::mem::forget(self.staging.take());
+            std::mem::forget(self.arena.take());
+            return;
+        }
+        // SAFETY: teardown in reverse order of creation, in our context;
+        // errors are ignored (nothing useful can be done with them here).
+        unsafe {
+            sys::cuCtxSetCurrent(self.ctx);
+            sys::cuStreamSynchronize(self.stream);
+            self.staging = None;
+            self.function = None;
+            if let Some(m) = self.module.take() {
+                sys::cuModuleUnload(m);
+            }
+            self.arena = None;
+            for ev in [self.stop_ev, self.start_ev] {
+                if !ev.is_null() {
+                    sys::cuEventDestroy_v2(ev);
+                }
+            }
+            if !self.stream.is_null() {
+                sys::cuStreamDestroy_v2(self.stream);
+            }
+            sys::cuDevicePrimaryCtxRelease_v2(self.dev);
+        }
+    }
+}

@@ -1,0 +1,153 @@
+//! What can replay on this machine: every backend, whether it is usable here
+//! and why not, and its devices (`rrstore devices`).
+
+use serde::Serialize;
+
+use super::{cuda, hip};
+
+/// One device of a backend.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct Device {
+    pub index: usize,
+    pub name: String,
+    /// `sm_90`, `gfx942:sramecc+:xnack-`, `x86_64`.
+    pub target: String,
+    /// NVIDIA only: `9.0`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compute_capability: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_bytes: Option<u64>,
+    /// Host only: logical CPUs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cores: Option<usize>,
+}
+
+/// One backend as seen from here.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct BackendStatus {
+    /// `host`, `cuda`, `hip`.
+    pub backend: &'static str,
+    pub available: bool,
+    /// Driver / runtime version (`CUDA driver 13.0`, `HIP runtime 6.3.42134`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<String>,
+    /// Why the backend is not usable, and what to install.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    pub devices: Vec<Device>,
+}
+
+fn unavailable(backend: &'static str, reason: String) -> BackendStatus {
+    BackendStatus {
+        backend,
+        available: false,
+        runtime: None,
+        reason: Some(reason),
+        devices: Vec::new(),
+    }
+}
+
+/// The host CPU (`model name` from /proc/cpuinfo) and its logical cores.
+pub fn host() -> BackendStatus {
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_else(|| std::env::consts::ARCH.to_string());
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    let usable = cfg!(all(target_arch = "x86_64", target_os = "linux"));
+    BackendStatus {
+        backend: "host",
+        available: usable,
+        runtime: None,
+        reason: (!usable).then(|| "the host backend replays x86-64 Linux images only".to_string()),
+        devices: vec![Device {
+            index: 0,
+            name: model,
+            target: std::env::consts::ARCH.to_string(),
+            compute_capability: None,
+            memory_bytes: None,
+            cores: Some(cores),
+        }],
+    }
+}
+
+pub fn cuda() -> BackendStatus {
+    match cuda::driver::list() {
+        Ok((version, devs)) => BackendStatus {
+            backend: "cuda",
+            available: !devs.is_empty(),
+            runtime: Some(format!("CUDA driver {version}")),
+            reason: devs.is_empty().then(|| "no CUDA device".to_string()),
+            devices: devs
+                .into_iter()
+                .map(|d| Device {
+                    index: d.ordinal,
+                    target: d.target().describe(),
+                    compute_capability: Some(format!(
+                        "{}.{}",
+                        d.compute_capability.0, d.compute_capability.1
+                    )),
+                    memory_bytes: Some(d.memory_bytes),
+                    cores: None,
+                    name: d.name,
+                })
+                .collect(),
+        },
+        Err(e) => unavailable("cuda", e.to_string()),
+    }
+}
+
+pub fn hip() -> BackendStatus {
+    match hip::list() {
+        Ok((version, devs)) => BackendStatus {
+            backend: "hip",
+            available: !devs.is_empty(),
+            runtime: Some(format!("HIP runtime {version}")),
+            reason: devs.is_empty().then(|| "no AMD GPU".to_string()),
+            devices: devs
+                .into_iter()
+                .map(|d| Device {
+                    index: d.ordinal,
+                    target: d.gcn_arch_name,
+                    compute_capability: None,
+                    memory_bytes: Some(d.memory_bytes),
+                    cores: None,
+                    name: d.name,
+                })
+                .collect(),
+        },
+        Err(e) => unavailable("hip", e.to_string()),
+    }
+}
+
+/// Every backend, host first. Never fails: a missing driver is a status.
+pub fn all() -> Vec<BackendStatus> {
+    vec![host(), cuda(), hip()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_is_listed_with_cores_and_gpus_report_a_reason_when_absent() {
+        let all = all();
+        assert_eq!(
+            all.iter().map(|b| b.backend).collect::<Vec<_>>(),
+            ["host", "cuda", "hip"]
+        );
+        assert!(all[0].devices[0].cores.unwrap() >= 1);
+        for b in &all[1..] {
+            assert_eq!(b.available, b.reason.is_none(), "{b:?}");
+        }
+        let json = serde_json::to_value(&all).unwrap();
+        assert_eq!(json[0]["backend"], "host");
+    }
+}

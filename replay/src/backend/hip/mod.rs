@@ -1,0 +1,569 @@
+//! HIP backend: replays AMDGPU code objects on an AMD GPU through the HIP
+//! runtime, `libamdhip64.so` loaded at run time ([`ffi`]).
+//!
+//! Mirrors the CUDA backend: the arena is reserved with
+//! `hipMemAddressReserve` at exactly the recorded address (the range is held
+//! in this process with a PROT_NONE placeholder from before the runtime
+//! initializes until right before the reservation), backed by `hipMemCreate`,
+//! `hipMemMap` and `hipMemSetAccess`; uploads go through pinned,
+//! multi-buffered staging with asynchronous copies; kernels are launched with
+//! `hipModuleLaunchKernel` and timed with events.
+//!
+//! No AMD GPU was available while writing this: the struct layouts and
+//! values are taken from the HIP headers and unit-tested; the device paths
+//! are untested on hardware.
+
+pub mod ffi;
+mod staging;
+
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::sync::Arc;
+use std::time::Duration;
+
+use self::ffi::*;
+use self::staging::HipStaging;
+use super::args::{KernelParams, LaunchDims};
+use super::placeholder::{occupants, round_range, Placeholder};
+use super::target::{self, DeviceTarget};
+use super::{Backend, BackendError, LaunchParams};
+
+const STAGING_BUFFERS: usize = 3;
+const STAGING_BYTES: usize = 32 << 20;
+
+/// One HIP device as `rrstore devices` shows it.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct HipDeviceInfo {
+    pub ordinal: usize,
+    pub name: String,
+    /// `gcnArchName`, e.g. `gfx942:sramecc+:xnack-`.
+    pub gcn_arch_name: String,
+    pub memory_bytes: u64,
+}
+
+fn version_string(v: c_int) -> String {
+    // HIP_VERSION = major * 10_000_000 + minor * 100_000 + patch.
+    format!("{}.{}.{}", v / 10_000_000, (v / 100_000) % 100, v % 100_000)
+}
+
+fn init(api: &HipApi) -> Result<usize, BackendError> {
+    // SAFETY: hipInit takes flags 0.
+    let e = unsafe { (api.hipInit)(0) };
+    if e == HIP_ERROR_NO_DEVICE {
+        return Err(BackendError::Unavailable(format!(
+            "the HIP runtime ({}) reports no AMD GPU",
+            api.path
+        )));
+    }
+    api.ck(e, "hipInit")?;
+    let mut n: c_int = 0;
+    // SAFETY: writes one int.
+    let e = unsafe { (api.hipGetDeviceCount)(&mut n) };
+    if e == HIP_ERROR_NO_DEVICE || n <= 0 {
+        return Err(BackendError::Unavailable(format!(
+            "the HIP runtime ({}) reports no AMD GPU",
+            api.path
+        )));
+    }
+    api.ck(e, "hipGetDeviceCount")?;
+    Ok(n as usize)
+}
+
+fn device_info(api: &HipApi, ordinal: usize) -> Result<HipDeviceInfo, BackendError> {
+    let dev = ordinal as c_int;
+    let mut name = [0 as c_char; 256];
+    // SAFETY: 256-byte buffer, NUL-terminated by HIP.
+    api.ck(
+        unsafe { (api.hipDeviceGetName)(name.as_mut_ptr(), name.len() as c_int, dev) },
+        "hipDeviceGetName",
+    )?;
+    // SAFETY: NUL-terminated within the buffer.
+    let name = unsafe { CStr::from_ptr(name.as_ptr()) }
+        .to_string_lossy()
+        .into_owned();
+    let mut mem = 0usize;
+    // SAFETY: writes one size_t.
+    api.ck(
+        unsafe { (api.hipDeviceTotalMem)(&mut mem, dev) },
+        "hipDeviceTotalMem",
+    )?;
+    let mut props = vec![0u8; DEVICE_PROP_BUFFER];
+    // SAFETY: the buffer is larger than hipDeviceProp_tR0600 (1472 bytes).
+    api.ck(
+        unsafe { (api.hipGetDevicePropertiesR0600)(props.as_mut_ptr() as *mut c_void, dev) },
+        "hipGetDeviceProperties",
+    )?;
+    let gcn_arch_name = gcn_arch_name(&props).ok_or_else(|| BackendError::Driver {
+        op: "hipGetDeviceProperties".into(),
+        reason: "no gcnArchName (gfx...) in the device properties".into(),
+    })?;
+    Ok(HipDeviceInfo {
+        ordinal,
+        name,
+        gcn_arch_name,
+        memory_bytes: mem as u64,
+    })
+}
+
+/// Runtime version and every AMD device, or why there are none.
+pub fn list() -> Result<(String, Vec<HipDeviceInfo>), BackendError> {
+    let api = HipApi::load()?;
+    let n = init(&api)?;
+    let mut v: c_int = 0;
+    // SAFETY: writes one int.
+    api.ck(
+        unsafe { (api.hipRuntimeGetVersion)(&mut v) },
+        "hipRuntimeGetVersion",
+    )?;
+    let devices = (0..n)
+        .map(|i| device_info(&api, i))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((version_string(v), devices))
+}
+
+/// The arena: reservation, physical allocation, mapping.
+struct HipArena {
+    api: Arc<HipApi>,
+    start: u64,
+    len: usize,
+    handle: Option<HipMemHandle>,
+    mapped: bool,
+}
+
+impl Drop for HipArena {
+    fn drop(&mut self) {
+        let p = self.start as HipDevicePtr;
+        // SAFETY: undo each successful step of `reserve`, in reverse order.
+        unsafe {
+            if self.mapped {
+                (self.api.hipMemUnmap)(p, self.len);
+            }
+            if let Some(h) = self.handle.take() {
+                (self.api.hipMemRelease)(h);
+            }
+            (self.api.hipMemAddressFree)(p, self.len);
+        }
+    }
+}
+
+pub struct HipBackend {
+    api: Arc<HipApi>,
+    info: HipDeviceInfo,
+    runtime_version: String,
+    stream: HipStream,
+    start_ev: HipEvent,
+    stop_ev: HipEvent,
+    placeholder: Option<Placeholder>,
+    arena: Option<HipArena>,
+    base: u64,
+    size: u64,
+    staging: Option<HipStaging>,
+    module: Option<HipModule>,
+    function: Option<HipFunction>,
+}
+
+impl HipBackend {
+    /// Open AMD GPU `ordinal`. Pass the arena range when known: it is held
+    /// in this process before the HIP runtime initializes.
+    pub fn new(ordinal: usize, arena: Option<(u64, u64)>) -> Result<Self, BackendError> {
+        let placeholder = match arena {
+            Some((base, size)) => Some(Placeholder::new(base, size)?),
+            None => None,
+        };
+        let api = Arc::new(HipApi::load()?);
+        let n = init(&api)?;
+        if ordinal >= n {
+            return Err(BackendError::Unavailable(format!(
+                "AMD GPU {ordinal} does not exist; this machine has {n}"
+            )));
+        }
+        // SAFETY: valid ordinal.
+        api.ck(
+            unsafe { (api.hipSetDevice)(ordinal as c_int) },
+            "hipSetDevice",
+        )?;
+        let info = device_info(&api, ordinal)?;
+        let mut v: c_int = 0;
+        // SAFETY: writes one int.
+        api.ck(
+            unsafe { (api.hipRuntimeGetVersion)(&mut v) },
+            "hipRuntimeGetVersion",
+        )?;
+        let mut b = HipBackend {
+            api: api.clone(),
+            info,
+            runtime_version: version_string(v),
+            stream: std::ptr::null_mut(),
+            start_ev: std::ptr::null_mut(),
+            stop_ev: std::ptr::null_mut(),
+            placeholder,
+            arena: None,
+            base: 0,
+            size: 0,
+            staging: None,
+            module: None,
+            function: None,
+        };
+        // SAFETY: each writes one handle on the current device.
+        unsafe {
+            api.ck(
+                (api.hipStreamCreateWithFlags)(&mut b.stream, HIP_STREAM_NON_BLOCKING),
+                "hipStreamCreateWithFlags",
+            )?;
+            api.ck(
+                (api.hipEventCreateWithFlags)(&mut b.start_ev, HIP_EVENT_DEFAULT),
+                "hipEventCreateWithFlags",
+            )?;
+            api.ck(
+                (api.hipEventCreateWithFlags)(&mut b.stop_ev, HIP_EVENT_DEFAULT),
+                "hipEventCreateWithFlags",
+            )?;
+        }
+        Ok(b)
+    }
+
+    pub fn info(&self) -> &HipDeviceInfo {
+        &self.info
+    }
+
+    fn device_target(&self) -> DeviceTarget {
+        DeviceTarget::from_gcn_arch_name(&self.info.gcn_arch_name)
+    }
+
+    fn arena_range(&self, offset: u64, len: usize, what: &str) -> Result<u64, BackendError> {
+        if self.arena.is_none() {
+            return Err(BackendError::Driver {
+                op: what.into(),
+                reason: "no arena reserved yet (reserve must come first)".into(),
+            });
+        }
+        match offset.checked_add(len as u64) {
+            Some(end) if end <= self.size => Ok(self.base + offset),
+            _ => Err(BackendError::Driver {
+                op: what.into(),
+                reason: format!(
+                    "{len} bytes at arena offset {offset:#x} run past the arena's {} bytes",
+                    self.size
+                ),
+            }),
+        }
+    }
+
+    fn settle(&mut self) -> Result<(), BackendError> {
+        match self.staging.as_mut() {
+            Some(s) => s.finish(),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Backend for HipBackend {
+    fn name(&self) -> &'static str {
+        "hip"
+    }
+
+    fn device_description(&self) -> String {
+        format!(
+            "{} ({}, {} MiB), HIP runtime {}",
+            self.info.name,
+            self.info.gcn_arch_name,
+            self.info.memory_bytes >> 20,
+            self.runtime_version
+        )
+    }
+
+    fn reserve(&mut self, base: u64, size: u64) -> Result<(), BackendError> {
+        let api = self.api.clone();
+        let prop = HipMemAllocationProp::device(self.info.ordinal as c_int);
+        let mut gran = 0usize;
+        // SAFETY: valid prop; writes one size_t.
+        api.ck(
+            unsafe {
+                (api.hipMemGetAllocationGranularity)(
+                    &mut gran,
+                    &prop,
+                    HIP_MEM_ALLOC_GRANULARITY_MINIMUM,
+                )
+            },
+            "hipMemGetAllocationGranularity",
+        )?;
+        let reserve_err = |reason: String| BackendError::Reserve { base, size, reason };
+        let (start, len) = round_range(base, size, gran.max(1) as u64)
+            .ok_or_else(|| reserve_err("the range overflows the address space".into()))?;
+        let len_us = usize::try_from(len)
+            .map_err(|_| reserve_err("the range does not fit size_t".into()))?;
+        if let Some(mut p) = self.placeholder.take() {
+            p.release();
+        }
+        let mut got: HipDevicePtr = std::ptr::null_mut();
+        // SAFETY: writes one pointer; the address is a hint.
+        let e =
+            unsafe { (api.hipMemAddressReserve)(&mut got, len_us, 0, start as HipDevicePtr, 0) };
+        if e != HIP_SUCCESS {
+            return Err(reserve_err(format!(
+                "hipMemAddressReserve of {len} bytes at {start:#x} failed: {}",
+                api.describe(e)
+            )));
+        }
+        let mut arena = HipArena {
+            api: api.clone(),
+            start: got as u64,
+            len: len_us,
+            handle: None,
+            mapped: false,
+        };
+        if got as u64 != start {
+            drop(arena);
+            return Err(reserve_err(format!(
+                "the HIP runtime placed the reservation at {:#x} instead of {start:#x}; \
+                 the range is in use: {}",
+                got as u64,
+                occupants(start, len)
+            )));
+        }
+        let mut h: HipMemHandle = std::ptr::null_mut();
+        // SAFETY: valid prop; writes one handle.
+        let e = unsafe { (api.hipMemCreate)(&mut h, len_us, &prop, 0) };
+        if e != HIP_SUCCESS {
+            return Err(BackendError::Driver {
+                op: "hipMemCreate".into(),
+                reason: format!(
+                    "cannot allocate {len} bytes of device memory for the arena: {}",
+                    api.describe(e)
+                ),
+            });
+        }
+        arena.handle = Some(h);
+        // SAFETY: our reservation, a handle of exactly len bytes.
+        api.ck(
+            unsafe { (api.hipMemMap)(got, len_us, 0, h, 0) },
+            "hipMemMap",
+        )?;
+        arena.mapped = true;
+        let desc = HipMemAccessDesc {
+            location: prop.location,
+            flags: HIP_MEM_ACCESS_FLAGS_PROT_READ_WRITE,
+        };
+        // SAFETY: the range is mapped; one descriptor.
+        api.ck(
+            unsafe { (api.hipMemSetAccess)(got, len_us, &desc, 1) },
+            "hipMemSetAccess",
+        )?;
+        self.arena = Some(arena);
+        self.base = base;
+        self.size = size;
+        self.staging = Some(HipStaging::new(
+            api,
+            self.stream,
+            STAGING_BUFFERS,
+            STAGING_BYTES,
+        )?);
+        Ok(())
+    }
+
+    fn upload(&mut self, offset: u64, data: &[u8]) -> Result<(), BackendError> {
+        let dst = self.arena_range(offset, data.len(), "upload")?;
+        match self.staging.as_mut() {
+            Some(s) => s.push(dst, data),
+            None => Ok(()),
+        }
+    }
+
+    fn load_image(&mut self, image: &[u8], kernel: &str) -> Result<(), BackendError> {
+        let api = self.api.clone();
+        let image_target = rrstore_format::image::detect(&image[..image.len().min(4096)]);
+        target::check(&image_target, &self.device_target())?;
+        if let Some(m) = self.module.take() {
+            self.function = None;
+            // SAFETY: our module; nothing in flight.
+            unsafe { (api.hipModuleUnload)(m) };
+        }
+        let mut m: HipModule = std::ptr::null_mut();
+        // SAFETY: a complete code object in memory.
+        let e = unsafe { (api.hipModuleLoadData)(&mut m, image.as_ptr() as *const c_void) };
+        match e {
+            HIP_SUCCESS => {}
+            HIP_ERROR_NO_BINARY_FOR_GPU => {
+                return Err(BackendError::TargetMismatch {
+                    image: image_target.describe(),
+                    device: self.device_target().describe(),
+                })
+            }
+            _ => {
+                return Err(BackendError::Image(format!(
+                    "hipModuleLoadData: {}",
+                    api.describe(e)
+                )))
+            }
+        }
+        self.module = Some(m);
+        let name = CString::new(kernel).map_err(|_| BackendError::MissingKernel(kernel.into()))?;
+        let mut f: HipFunction = std::ptr::null_mut();
+        // SAFETY: valid module, NUL-terminated name.
+        let e = unsafe { (api.hipModuleGetFunction)(&mut f, m, name.as_ptr()) };
+        match e {
+            HIP_SUCCESS => {}
+            HIP_ERROR_NOT_FOUND | HIP_ERROR_INVALID_SYMBOL => {
+                return Err(BackendError::MissingKernel(kernel.into()))
+            }
+            _ => api.ck(e, "hipModuleGetFunction")?,
+        }
+        self.function = Some(f);
+        Ok(())
+    }
+
+    fn write_global(&mut self, name: &str, data: &[u8]) -> Result<(), BackendError> {
+        let api = self.api.clone();
+        let m = self.module.ok_or_else(|| BackendError::Driver {
+            op: "write_global".into(),
+            reason: "no image loaded yet (load_image must come first)".into(),
+        })?;
+        let cname =
+            CString::new(name).map_err(|_| BackendError::MissingGlobal { name: name.into() })?;
+        let mut ptr: HipDevicePtr = std::ptr::null_mut();
+        let mut bytes = 0usize;
+        // SAFETY: valid module and name; writes two values.
+        let e = unsafe { (api.hipModuleGetGlobal)(&mut ptr, &mut bytes, m, cname.as_ptr()) };
+        match e {
+            HIP_SUCCESS => {}
+            HIP_ERROR_NOT_FOUND | HIP_ERROR_INVALID_SYMBOL => {
+                return Err(BackendError::MissingGlobal { name: name.into() })
+            }
+            _ => api.ck(e, "hipModuleGetGlobal")?,
+        }
+        if bytes as u64 != data.len() as u64 {
+            return Err(BackendError::GlobalSize {
+                name: name.into(),
+                recorded: data.len() as u64,
+                actual: bytes as u64,
+            });
+        }
+        self.settle()?;
+        if data.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: ptr is the global with exactly data.len() bytes.
+        api.ck(
+            unsafe { (api.hipMemcpyHtoD)(ptr, data.as_ptr() as *const c_void, data.len()) },
+            "hipMemcpyHtoD (global)",
+        )
+    }
+
+    fn launch(&mut self, args: &[u64], params: &LaunchParams) -> Result<Duration, BackendError> {
+        let api = self.api.clone();
+        let f = self.function.ok_or_else(|| BackendError::Driver {
+            op: "launch".into(),
+            reason: "no kernel loaded yet (load_image must come first)".into(),
+        })?;
+        let dims = LaunchDims::from_params(params)?;
+        self.settle()?;
+        let mut kp = KernelParams::new(args);
+        // SAFETY: valid handles; kernelParams points at one live u64 per
+        // argument during the call.
+        unsafe {
+            api.ck(
+                (api.hipEventRecord)(self.start_ev, self.stream),
+                "hipEventRecord",
+            )?;
+            let e = (api.hipModuleLaunchKernel)(
+                f,
+                dims.grid,
+                1,
+                1,
+                dims.block,
+                1,
+                1,
+                dims.shared_memory,
+                self.stream,
+                kp.as_driver_ptr(),
+                std::ptr::null_mut(),
+            );
+            api.ck(e, "hipModuleLaunchKernel")?;
+            api.ck(
+                (api.hipEventRecord)(self.stop_ev, self.stream),
+                "hipEventRecord",
+            )?;
+            let e = (api.hipEventSynchronize)(self.stop_ev);
+            if e != HIP_SUCCESS {
+                return Err(BackendError::Driver {
+                    op: "kernel".into(),
+                    reason: format!("the kernel failed on the device: {}", api.describe(e)),
+                });
+            }
+        }
+        let mut ms = 0f32;
+        // SAFETY: both events completed.
+        api.ck(
+            unsafe { (api.hipEventElapsedTime)(&mut ms, self.start_ev, self.stop_ev) },
+            "hipEventElapsedTime",
+        )?;
+        Ok(Duration::from_secs_f64(f64::from(ms.max(0.0)) / 1e3))
+    }
+
+    fn download(&mut self, offset: u64, dst: &mut [u8]) -> Result<(), BackendError> {
+        let src = self.arena_range(offset, dst.len(), "download")?;
+        self.settle()?;
+        if dst.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: inside the mapped arena; dst is writable.
+        self.api.ck(
+            unsafe {
+                (self.api.hipMemcpyDtoH)(
+                    dst.as_mut_ptr() as *mut c_void,
+                    src as HipDevicePtr,
+                    dst.len(),
+                )
+            },
+            "hipMemcpyDtoH",
+        )
+    }
+}
+
+impl Drop for HipBackend {
+    fn drop(&mut self) {
+        let api = self.api.clone();
+        // SAFETY: teardown in reverse order of creation; errors ignored.
+        unsafe {
+            if !self.stream.is_null() {
+                (api.hipStreamSynchronize)(self.stream);
+            }
+            self.staging = None;
+            self.function = None;
+            if let Some(m) = self.module.take() {
+                (api.hipModuleUnload)(m);
+            }
+            self.arena = None;
+            for ev in [self.stop_ev, self.start_ev] {
+                if !ev.is_null() {
+                    (api.hipEventDestroy)(ev);
+                }
+            }
+            if !self.stream.is_null() {
+                (api.hipStreamDestroy)(self.stream);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hip_version_numbers_are_decoded() {
+        assert_eq!(version_string(60_342_134), "6.3.42134");
+        assert_eq!(version_string(70_051_831), "7.0.51831");
+    }
+
+    #[test]
+    fn absent_runtime_means_unavailable_for_backend_and_listing() {
+        if HipApi::load().is_ok() {
+            return;
+        }
+        assert!(matches!(list(), Err(BackendError::Unavailable(_))));
+        assert!(matches!(
+            HipBackend::new(0, None),
+            Err(BackendError::Unavailable(_))
+        ));
+    }
+}
