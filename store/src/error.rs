@@ -71,6 +71,14 @@ pub enum StoreError {
     },
     #[error(transparent)]
     Format(#[from] FormatError),
+    #[error("cannot read {path}: {source}")]
+    Source {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{0}: no LLVM recording (.json with its snapshot files) or .rra archive found under this directory")]
+    NoRecordings(PathBuf),
     #[error("{0}")]
     Invalid(String),
     #[error("the store is busy: {0}; retry when the other rrstore process has finished")]

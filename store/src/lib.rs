@@ -23,6 +23,8 @@ pub mod lock;
 pub mod pack;
 pub mod query;
 pub mod recordings;
+pub mod sharing;
+pub mod sources;
 pub mod stats;
 pub mod verify;
 
@@ -37,6 +39,7 @@ pub use export::StoredRecording;
 pub use history::HistoryEntry;
 pub use import::{ImportOptions, ImportReport};
 pub use query::{LsFilter, LsSort, RecordingSummary};
+pub use sources::{find_sources, Source};
 
 /// An open store: its directory, a connection to its index and, while
 /// importing, the pack files this process is writing.
