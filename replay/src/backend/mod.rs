@@ -95,3 +95,10 @@ pub trait Backend {
         Vec::new()
     }
 }
+
+pub mod args;
+pub mod cuda;
+pub mod devices;
+pub mod hip;
+pub mod placeholder;
+pub mod target;
