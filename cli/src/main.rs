@@ -28,6 +28,8 @@ pub enum Command {
     Unpack(commands::unpack::Args),
     /// Describe a recording (.rra archive or LLVM .json descriptor).
     Inspect(commands::inspect::Args),
+    /// List the replay backends usable here (host, CUDA, HIP) and their devices.
+    Devices(commands::devices::Args),
 }
 
 /// Options every command can read.
@@ -42,6 +44,7 @@ fn main() -> ExitCode {
         Command::Pack(a) => commands::pack::run(a, &globals),
         Command::Unpack(a) => commands::unpack::run(a, &globals),
         Command::Inspect(a) => commands::inspect::run(a, &globals),
+        Command::Devices(a) => commands::devices::run(a, &globals),
     };
     match result {
         Ok(code) => code,

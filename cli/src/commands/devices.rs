@@ -1,0 +1,70 @@
+//! `rrstore devices`: the replay backends usable on this machine and their
+//! devices (host CPU; CUDA: name, compute capability, driver version,
+//! memory; HIP: name, gfx target, runtime version). A machine without a GPU
+//! or driver is a normal answer: it says so and exits 0.
+
+use std::process::ExitCode;
+
+use rrstore_replay::backend::devices::{self, BackendStatus};
+
+use crate::Globals;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Print JSON: an array of {backend, available, runtime?, reason?,
+    /// devices: [{index, name, target, compute_capability?, memory_bytes?, cores?}]}.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn gib(bytes: u64) -> String {
+    format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
+}
+
+fn render_text(all: &[BackendStatus]) -> String {
+    let mut out = String::new();
+    for b in all {
+        if b.available {
+            let rt = b.runtime.as_deref().unwrap_or("");
+            out.push_str(&format!("{:<5} available  {rt}\n", b.backend));
+            for d in &b.devices {
+                let mut extra = Vec::new();
+                if let Some(cc) = &d.compute_capability {
+                    extra.push(format!("compute capability {cc}"));
+                }
+                if let Some(m) = d.memory_bytes {
+                    extra.push(gib(m));
+                }
+                if let Some(c) = d.cores {
+                    extra.push(format!("{c} cores"));
+                }
+                out.push_str(&format!(
+                    "  [{}] {}  target {}  {}\n",
+                    d.index,
+                    d.name,
+                    d.target,
+                    extra.join(", ")
+                ));
+            }
+        } else {
+            let why = b.reason.as_deref().unwrap_or("not usable here");
+            out.push_str(&format!("{:<5} not available: {why}\n", b.backend));
+        }
+    }
+    if !all.iter().any(|b| b.backend != "host" && b.available) {
+        out.push_str(
+            "No GPU backend is usable on this machine; replays run on the host backend.\n",
+        );
+    }
+    out
+}
+
+pub fn run(args: Args, _globals: &Globals) -> anyhow::Result<ExitCode> {
+    let all = devices::all();
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&all)?);
+    } else {
+        print!("{}", render_text(&all));
+    }
+    Ok(ExitCode::SUCCESS)
+}

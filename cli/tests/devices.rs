@@ -1,0 +1,73 @@
+//! `rrstore devices` through the real binary: on a machine without a GPU
+//! driver it lists the host, says why CUDA and HIP are not usable, and exits 0.
+
+use std::process::Command;
+
+fn rrstore(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_rrstore"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn have(paths: &[&str]) -> bool {
+    paths.iter().any(|p| {
+        [
+            "/usr/lib/x86_64-linux-gnu",
+            "/usr/lib64",
+            "/usr/lib",
+            "/opt/rocm/lib",
+        ]
+        .iter()
+        .any(|d| std::path::Path::new(d).join(p).exists())
+    })
+}
+
+fn no_cuda() -> bool {
+    !have(&["libcuda.so", "libcuda.so.1"])
+}
+
+fn no_hip() -> bool {
+    !have(&["libamdhip64.so", "libamdhip64.so.6", "libamdhip64.so.7"])
+}
+
+#[test]
+fn text_lists_host_and_explains_missing_drivers() {
+    let o = rrstore(&["devices"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8(o.stdout).unwrap();
+    assert!(out.contains("host  available"), "{out}");
+    assert!(out.contains("cores"), "{out}");
+    if no_cuda() {
+        assert!(out.contains("cuda  not available"), "{out}");
+        assert!(out.contains("libcuda.so"), "{out}");
+    }
+    if no_hip() {
+        assert!(out.contains("hip   not available"), "{out}");
+        assert!(out.contains("libamdhip64.so"), "{out}");
+    }
+    if no_cuda() && no_hip() {
+        assert!(out.contains("No GPU backend is usable"), "{out}");
+    }
+}
+
+#[test]
+fn json_is_an_array_of_backends() {
+    let o = rrstore(&["devices", "--json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let arr = v.as_array().unwrap();
+    let names: Vec<_> = arr.iter().map(|b| b["backend"].as_str().unwrap()).collect();
+    assert_eq!(names, ["host", "cuda", "hip"]);
+    assert_eq!(arr[0]["available"], true);
+    assert!(arr[0]["devices"][0]["cores"].as_u64().unwrap() >= 1);
+    if no_cuda() {
+        assert_eq!(arr[1]["available"], false);
+        assert!(arr[1]["reason"].as_str().unwrap().contains("libcuda.so"));
+        assert!(arr[1]["devices"].as_array().unwrap().is_empty());
+    }
+    if no_hip() {
+        assert_eq!(arr[2]["available"], false);
+        assert!(arr[2]["reason"].as_str().unwrap().contains("ROCm"));
+    }
+}
