@@ -6,8 +6,22 @@
 //! with the recorded arguments and launch configuration, reads the arena back
 //! and compares it with the recorded output.
 //!
-//! Backends implement [`backend::Backend`]: `host` (x86-64 ELF images of
-//! LLVM's host offload target, run in a child process), `cuda` (cudarc,
-//! driver loaded at run time) and `hip` (libamdhip64 loaded at run time).
+//! * [`source`]: store ID prefix, `.rra` archive or LLVM `.json` ->
+//!   recording + part source.
+//! * [`engine`]: the sequence, overrides, repetitions, timing, verdict.
+//! * [`verify`]: byte-exact and tolerance comparison.
+//! * [`history`]: the replay history row.
+//! * [`backend`]: [`backend::Backend`] and its implementations: `host`
+//!   (x86-64 ELF images of LLVM's host offload target, run in a child
+//!   process), `cuda` and `hip`.
 
 pub mod backend;
+pub mod engine;
+pub mod error;
+pub mod history;
+pub mod source;
+pub mod verify;
+
+pub use engine::{replay, BackendKind, ReplayOptions, ReplayReport, Verdict, VerifyMode};
+pub use error::ReplayError;
+pub use source::{Origin, ReplaySource};

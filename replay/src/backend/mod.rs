@@ -7,6 +7,8 @@
 //! the input in between), `download` the arena, and finally drop the backend,
 //! which releases everything in reverse order.
 
+pub mod host;
+
 use std::time::Duration;
 
 /// Launch configuration handed to a backend (recorded values, or the user's

@@ -1,0 +1,514 @@
+//! The host backend: replays x86-64 ELF images of LLVM's host offload target
+//! on this CPU, in a child process.
+//!
+//! # Design
+//! * **Isolation.** The kernel runs in a runner child (`rrstore __host-runner`,
+//!   the same binary re-executed through [`Runner::current_exe`], see
+//!   [`runner`]). A kernel that segfaults, aborts or spins only takes the
+//!   runner down: the parent sees the control socket close (then reports
+//!   [`BackendError::Crashed`] with the signal from `waitpid`) or no reply
+//!   within `--timeout` (then kills it and reports [`BackendError::TimedOut`]).
+//!   Re-executing ourselves (rather than `fork` without `exec`) gives the
+//!   runner a clean single-threaded process whose address space holds only
+//!   rrstore and libc, and no copy of the parent's heap.
+//! * **Arena.** One memfd holds the page-rounded arena. The parent maps it
+//!   anywhere and the engine decodes the input snapshot straight into that
+//!   mapping ([`Backend::host_view`]) and compares the output in place: no
+//!   file, no pipe copy, no second buffer. The runner maps the same memfd at
+//!   the recorded address with `MAP_FIXED_NOREPLACE` as its very first step,
+//!   before the image or the OpenMP runtime is loaded, so nothing they map
+//!   can take the range. If the runner's own start-up mappings happen to
+//!   collide (ASLR), a fresh runner is tried (different random layout) up to
+//!   [`RESERVE_ATTEMPTS`] times before the occupant is reported.
+//! * **Image.** Written to a memfd in the runner and `dlopen`ed through
+//!   `/proc/self/fd/N` (nothing written to disk). Its `.dynsym` is parsed in
+//!   the parent first ([`elf`]) to check the kernel symbol and each global's
+//!   exported size, which `dlsym` alone cannot give.
+//! * **Call.** Every argument is one 64-bit integer, as the host plugin
+//!   passes them through libffi; [`call`] has the SysV trampoline.
+//! * **Launch configuration.** A host kernel takes its team and thread counts
+//!   from the OpenMP runtime, so overrides are passed as `OMP_NUM_TEAMS` /
+//!   `OMP_NUM_THREADS` / `OMP_TEAMS_THREAD_LIMIT` in the runner's environment
+//!   ([`HostConfig::env`]); otherwise the runner inherits the caller's
+//!   environment.
+
+pub mod arena;
+pub mod call;
+pub mod elf;
+pub mod protocol;
+pub mod runner;
+
+use std::ffi::OsString;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use super::{Backend, BackendError, LaunchParams};
+use arena::SharedMap;
+use protocol::{ErrKind, Fields, Msg, Op};
+
+pub use runner::runner_main;
+
+/// Attempts at reserving the arena in fresh runners when the range collides
+/// with a runner's own start-up mappings.
+pub const RESERVE_ATTEMPTS: usize = 3;
+
+/// Name of the hidden subcommand that starts a runner.
+pub const RUNNER_SUBCOMMAND: &str = "__host-runner";
+
+/// How to start a runner process.
+#[derive(Clone, Debug)]
+pub struct Runner {
+    pub program: PathBuf,
+    /// Arguments before `--control FD --arena FD`.
+    pub args: Vec<OsString>,
+}
+
+impl Runner {
+    /// This executable with the hidden `__host-runner` subcommand: what the
+    /// `rrstore` binary uses (its `main` dispatches to [`runner_main`]).
+    pub fn current_exe() -> Result<Runner, BackendError> {
+        let program = std::env::current_exe().map_err(|e| {
+            BackendError::Unavailable(format!(
+                "the host backend re-executes rrstore but its path is unknown: {e}"
+            ))
+        })?;
+        Ok(Runner {
+            program,
+            args: vec![RUNNER_SUBCOMMAND.into()],
+        })
+    }
+}
+
+/// Host backend settings.
+#[derive(Clone, Debug)]
+pub struct HostConfig {
+    pub runner: Runner,
+    /// Extra environment for the runner (launch-configuration overrides).
+    pub env: Vec<(OsString, OsString)>,
+}
+
+struct Live {
+    child: Child,
+    sock: UnixStream,
+}
+
+struct ArenaMem {
+    _fd: OwnedFd,
+    map: SharedMap,
+    /// Offset of the arena base inside the memfd.
+    skew: usize,
+    size: usize,
+}
+
+/// The host backend (see the module documentation).
+pub struct HostBackend {
+    config: HostConfig,
+    live: Option<Live>,
+    arena: Option<ArenaMem>,
+    elf: Option<elf::ElfInfo>,
+    libraries: Vec<String>,
+    /// Set once the runner died; every later call reports it.
+    dead: Option<String>,
+}
+
+impl HostBackend {
+    pub fn new(config: HostConfig) -> HostBackend {
+        HostBackend {
+            config,
+            live: None,
+            arena: None,
+            elf: None,
+            libraries: Vec::new(),
+            dead: None,
+        }
+    }
+
+    fn spawn(&self, arena_fd: &OwnedFd) -> Result<Live, BackendError> {
+        let (parent, child_end) = UnixStream::pair().map_err(|e| driver("socketpair", e))?;
+        let control = child_end.as_raw_fd();
+        let afd = arena_fd.as_raw_fd();
+        let mut cmd = Command::new(&self.config.runner.program);
+        cmd.args(&self.config.runner.args)
+            .arg("--control")
+            .arg(control.to_string())
+            .arg("--arena")
+            .arg(afd.to_string())
+            .envs(self.config.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::inherit())
+            .stderr(Stdio::inherit());
+        // SAFETY: the closure runs between fork and exec and only makes
+        // async-signal-safe calls (fcntl, dup2, prctl) on descriptors it
+        // was handed.
+        unsafe {
+            cmd.pre_exec(move || {
+                // Keep exactly these two descriptors across exec (they are
+                // close-on-exec in the parent, so no other child inherits them).
+                for fd in [control, afd] {
+                    if libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
+                // Kernel output goes to stderr: stdout belongs to rrstore.
+                libc::dup2(2, 1);
+                // Die with the parent.
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        let child = cmd.spawn().map_err(|e| {
+            BackendError::Unavailable(format!(
+                "cannot start the host runner {}: {e}",
+                self.config.runner.program.display()
+            ))
+        })?;
+        drop(child_end);
+        Ok(Live {
+            child,
+            sock: parent,
+        })
+    }
+
+    /// Send a request and wait for its reply (`timeout` for launches).
+    fn request(
+        &mut self,
+        msg: &Msg,
+        timeout: Option<Duration>,
+    ) -> Result<Result<Vec<u8>, (ErrKind, String)>, BackendError> {
+        if let Some(why) = &self.dead {
+            return Err(BackendError::Driver {
+                op: "host runner".into(),
+                reason: format!("{why}; nothing more can be run in it"),
+            });
+        }
+        let Some(live) = self.live.as_mut() else {
+            return Err(BackendError::Driver {
+                op: "host runner".into(),
+                reason: "the arena was not reserved yet".into(),
+            });
+        };
+        let sent = msg.send(&mut live.sock);
+        let _ = live.sock.set_read_timeout(timeout);
+        let got = match sent {
+            Ok(()) => protocol::recv(&mut live.sock),
+            Err(e) => Err(e),
+        };
+        match got {
+            Ok(Some(reply)) => {
+                let mut f = Fields::new(&reply);
+                match f.u8() {
+                    Ok(0) => Ok(Ok(reply[1..].to_vec())),
+                    Ok(_) => {
+                        let kind = ErrKind::from_u8(f.u8().unwrap_or(0));
+                        Ok(Err((kind, f.string().unwrap_or_default())))
+                    }
+                    Err(e) => Err(driver("host runner reply", e)),
+                }
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                let t = timeout.unwrap_or_default();
+                self.kill("timed out");
+                Err(BackendError::TimedOut(t))
+            }
+            Ok(None) | Err(_) => Err(self.collect_death()),
+        }
+    }
+
+    fn kill(&mut self, why: &str) {
+        if let Some(mut live) = self.live.take() {
+            let _ = live.child.kill();
+            let _ = live.child.wait();
+        }
+        self.dead = Some(format!("the host runner was killed ({why})"));
+    }
+
+    /// The runner closed the socket: reap it and say how it ended.
+    fn collect_death(&mut self) -> BackendError {
+        let status = self.live.take().and_then(|mut l| l.child.wait().ok());
+        let err = match status {
+            Some(s) if s.signal().is_some() => BackendError::Crashed {
+                signal: s.signal().unwrap_or(0),
+            },
+            Some(s) => BackendError::Driver {
+                op: "host runner".into(),
+                reason: format!(
+                    "the runner exited unexpectedly ({s}); the kernel or a library it loaded called exit"
+                ),
+            },
+            None => BackendError::Driver {
+                op: "host runner".into(),
+                reason: "the runner vanished".into(),
+            },
+        };
+        self.dead = Some(err.to_string());
+        err
+    }
+
+    fn elf(&self) -> Result<&elf::ElfInfo, BackendError> {
+        self.elf
+            .as_ref()
+            .ok_or_else(|| BackendError::Image("no image loaded yet".into()))
+    }
+
+    fn view(&mut self, offset: u64, len: usize) -> Result<&mut [u8], BackendError> {
+        let a = self.arena.as_mut().ok_or_else(|| BackendError::Driver {
+            op: "arena access".into(),
+            reason: "the arena was not reserved yet".into(),
+        })?;
+        let start = usize::try_from(offset)
+            .ok()
+            .filter(|o| o.checked_add(len).is_some_and(|e| e <= a.size));
+        let Some(start) = start else {
+            return Err(BackendError::Driver {
+                op: "arena access".into(),
+                reason: format!(
+                    "{len} bytes at offset {offset} are outside the {}-byte arena",
+                    a.size
+                ),
+            });
+        };
+        let skew = a.skew;
+        Ok(&mut a.map.as_mut_slice()[skew + start..skew + start + len])
+    }
+}
+
+fn driver(op: &str, e: impl std::fmt::Display) -> BackendError {
+    BackendError::Driver {
+        op: op.into(),
+        reason: e.to_string(),
+    }
+}
+
+impl Drop for HostBackend {
+    fn drop(&mut self) {
+        if let Some(mut live) = self.live.take() {
+            let _ = live.child.kill();
+            let _ = live.child.wait();
+        }
+    }
+}
+
+/// Which Debian package provides a runtime library an image needs.
+pub fn package_hint(library: &str) -> String {
+    let pkg = if library.starts_with("libomptarget.so.") {
+        let major = library
+            .trim_start_matches("libomptarget.so.")
+            .split('.')
+            .next()
+            .unwrap_or("22");
+        format!("liboffload-{major}")
+    } else if library.starts_with("libomp.so") {
+        "liboffload-22 (which depends on libomp5-19, the package that ships libomp.so.5)".into()
+    } else if let Some(v) = library.strip_prefix("libLLVM.so.") {
+        format!("libllvm{}", v.split('.').next().unwrap_or(v))
+    } else {
+        return format!("install the package that ships it (`apt-file search {library}`)");
+    };
+    format!("install it with `apt-get install -y {pkg}`")
+}
+
+/// The library a dynamic-loader error says it could not find, if any.
+pub fn missing_library(dlerror: &str) -> Option<String> {
+    let idx = dlerror.find(": cannot open shared object file")?;
+    let before = &dlerror[..idx];
+    let lib = before.rsplit(": ").next().unwrap_or(before).trim();
+    (!lib.is_empty()).then(|| lib.to_string())
+}
+
+/// "host x86_64: <CPU model> (<n> CPUs), Linux <release>".
+pub fn host_description() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let n = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default();
+    format!(
+        "host {}: {cpu} ({n} CPUs), Linux {kernel}",
+        std::env::consts::ARCH
+    )
+}
+
+impl Backend for HostBackend {
+    fn name(&self) -> &'static str {
+        "host"
+    }
+
+    fn device_description(&self) -> String {
+        host_description()
+    }
+
+    fn reserve(&mut self, base: u64, size: u64) -> Result<(), BackendError> {
+        let reserve_err = |reason: String| BackendError::Reserve { base, size, reason };
+        let Some((lo, hi)) = arena::page_range(base, size) else {
+            return Err(reserve_err(
+                "the range wraps around the address space".into(),
+            ));
+        };
+        let fd = arena::create_memfd("rrstore-arena", hi - lo)
+            .map_err(|e| reserve_err(format!("cannot create a {}-byte memfd: {e}", hi - lo)))?;
+        let map = SharedMap::map(fd.as_raw_fd(), hi - lo)
+            .map_err(|e| reserve_err(format!("cannot map the arena memfd: {e}")))?;
+        let mut last = String::new();
+        for _ in 0..RESERVE_ATTEMPTS {
+            self.dead = None;
+            self.live = Some(self.spawn(&fd)?);
+            let mut m = Msg::op(Op::Reserve);
+            m.u64(lo).u64(hi - lo);
+            match self.request(&m, None)? {
+                Ok(_) => {
+                    self.arena = Some(ArenaMem {
+                        _fd: fd,
+                        map,
+                        skew: (base - lo) as usize,
+                        size: size as usize,
+                    });
+                    return Ok(());
+                }
+                Err((ErrKind::Occupied, why)) => {
+                    last = why;
+                    self.kill("arena range occupied");
+                }
+                Err((_, why)) => {
+                    self.kill("arena reservation failed");
+                    return Err(reserve_err(why));
+                }
+            }
+        }
+        Err(reserve_err(format!(
+            "{last} (in {RESERVE_ATTEMPTS} fresh runner processes)"
+        )))
+    }
+
+    fn upload(&mut self, offset: u64, data: &[u8]) -> Result<(), BackendError> {
+        self.view(offset, data.len())?.copy_from_slice(data);
+        Ok(())
+    }
+
+    fn load_image(&mut self, image: &[u8], kernel: &str) -> Result<(), BackendError> {
+        let info = elf::parse(image).map_err(BackendError::Image)?;
+        match info.symbol(kernel) {
+            Some(s) if s.kind == elf::SymKind::Func => {}
+            _ => return Err(BackendError::MissingKernel(kernel.to_string())),
+        }
+        let needed = info.needed.clone();
+        self.elf = Some(info);
+        let mut m = Msg::op(Op::LoadImage);
+        m.bytes(kernel.as_bytes()).bytes(image);
+        match self.request(&m, None)? {
+            Ok(_) => {}
+            Err((ErrKind::MissingKernel, _)) => {
+                return Err(BackendError::MissingKernel(kernel.to_string()))
+            }
+            Err((_, why)) => {
+                let lib = missing_library(&why)
+                    .or_else(|| needed.iter().find(|n| why.contains(n.as_str())).cloned());
+                return Err(match lib {
+                    Some(library) => BackendError::MissingLibrary {
+                        hint: package_hint(&library),
+                        library,
+                    },
+                    None => BackendError::Image(why),
+                });
+            }
+        }
+        if let Ok(Ok(reply)) = self.request(&Msg::op(Op::Libraries), None) {
+            let mut f = Fields::new(&reply);
+            let n = f.u64().unwrap_or(0);
+            self.libraries = (0..n).filter_map(|_| f.string().ok()).collect();
+        }
+        Ok(())
+    }
+
+    fn write_global(&mut self, name: &str, data: &[u8]) -> Result<(), BackendError> {
+        let sym = self
+            .elf()?
+            .symbol(name)
+            .cloned()
+            .ok_or_else(|| BackendError::MissingGlobal { name: name.into() })?;
+        if sym.size != data.len() as u64 {
+            return Err(BackendError::GlobalSize {
+                name: name.into(),
+                recorded: data.len() as u64,
+                actual: sym.size,
+            });
+        }
+        let mut m = Msg::op(Op::WriteGlobal);
+        m.bytes(name.as_bytes()).bytes(data);
+        match self.request(&m, None)? {
+            Ok(_) => Ok(()),
+            Err((ErrKind::MissingGlobal, _)) => {
+                Err(BackendError::MissingGlobal { name: name.into() })
+            }
+            Err((_, why)) => Err(driver("writing a global", why)),
+        }
+    }
+
+    fn launch(&mut self, args: &[u64], params: &LaunchParams) -> Result<Duration, BackendError> {
+        let mut m = Msg::op(Op::Launch);
+        m.u64(args.len() as u64);
+        for a in args {
+            m.u64(*a);
+        }
+        match self.request(&m, params.timeout)? {
+            Ok(reply) => {
+                let ns = Fields::new(&reply).u64().map_err(|e| driver("launch", e))?;
+                Ok(Duration::from_nanos(ns))
+            }
+            Err((_, why)) => Err(driver("launch", why)),
+        }
+    }
+
+    fn download(&mut self, offset: u64, dst: &mut [u8]) -> Result<(), BackendError> {
+        dst.copy_from_slice(self.view(offset, dst.len())?);
+        Ok(())
+    }
+
+    fn host_view(&mut self) -> Option<&mut [u8]> {
+        let a = self.arena.as_mut()?;
+        let (skew, size) = (a.skew, a.size);
+        Some(&mut a.map.as_mut_slice()[skew..skew + size])
+    }
+
+    fn runtime_libraries(&self) -> Vec<String> {
+        self.libraries.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_missing_libraries_and_their_packages() {
+        let e = "/proc/self/fd/5: libomptarget.so.22.1: cannot open shared object file: No such file or directory";
+        assert_eq!(missing_library(e).as_deref(), Some("libomptarget.so.22.1"));
+        assert!(package_hint("libomptarget.so.22.1").contains("liboffload-22"));
+        assert!(package_hint("libomp.so.5").contains("libomp5-19"));
+        assert!(package_hint("libLLVM.so.22.1").contains("libllvm22"));
+        assert_eq!(missing_library("undefined symbol: foo"), None);
+    }
+
+    #[test]
+    fn describes_the_host() {
+        assert!(host_description().starts_with("host x86_64: "));
+    }
+}

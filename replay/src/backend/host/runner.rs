@@ -1,0 +1,211 @@
+//! The runner: the child-process half of the host backend.
+//!
+//! `rrstore __host-runner --control FD --arena FD` (see [`runner_main`]) is
+//! started by [`super::HostBackend`] and serves its requests in order:
+//! map the arena memfd at the recorded address (first, before any library is
+//! loaded, so nothing the image pulls in can land there), load the image from
+//! a memfd, write globals, call the kernel (timed here, around the call
+//! only), and list the runtime libraries it mapped. A kernel that crashes
+//! takes only this process down.
+
+use std::ffi::{CStr, CString};
+use std::io::Write;
+use std::os::fd::FromRawFd;
+use std::os::unix::net::UnixStream;
+use std::time::Instant;
+
+use super::arena;
+use super::call::call_with_u64_args;
+use super::protocol::{recv, ErrKind, Fields, Msg, Op};
+
+/// Entry point of the hidden `__host-runner` subcommand; `args` are the
+/// arguments after it. Returns the process exit code.
+pub fn runner_main(args: &[String]) -> i32 {
+    let (Some(control), Some(arena_fd)) = (flag(args, "--control"), flag(args, "--arena")) else {
+        eprintln!("rrstore __host-runner is internal to `rrstore replay` (usage: --control FD --arena FD)");
+        return 2;
+    };
+    // SAFETY: the parent passed us this socket's descriptor and nothing else
+    // in this process owns it.
+    let mut sock = unsafe { UnixStream::from_raw_fd(control) };
+    let mut state = State {
+        arena_fd,
+        handle: std::ptr::null_mut(),
+        kernel: std::ptr::null(),
+    };
+    loop {
+        let msg = match recv(&mut sock) {
+            Ok(Some(m)) => m,
+            Ok(None) => return 0,
+            Err(e) => {
+                eprintln!("rrstore host runner: {e}");
+                return 3;
+            }
+        };
+        let reply = state
+            .handle(&msg)
+            .unwrap_or_else(|e| Msg::err(ErrKind::Other, &e.to_string()));
+        if reply.send(&mut sock).is_err() {
+            return 3;
+        }
+    }
+}
+
+fn flag(args: &[String], name: &str) -> Option<i32> {
+    let i = args.iter().position(|a| a == name)?;
+    args.get(i + 1)?.parse().ok()
+}
+
+struct State {
+    arena_fd: i32,
+    handle: *mut libc::c_void,
+    kernel: *const u8,
+}
+
+fn dlerror_string() -> String {
+    // SAFETY: dlerror returns NULL or a valid C string owned by libdl.
+    let p = unsafe { libc::dlerror() };
+    if p.is_null() {
+        "unknown dynamic loader error".into()
+    } else {
+        // SAFETY: non-null pointer from dlerror is a NUL-terminated string.
+        unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+    }
+}
+
+impl State {
+    fn handle(&mut self, msg: &[u8]) -> std::io::Result<Msg> {
+        let mut f = Fields::new(msg);
+        let op = f.u8()?;
+        Ok(match Op::from_u8(op) {
+            Some(Op::Reserve) => {
+                let (lo, len) = (f.u64()?, f.u64()?);
+                match arena::map_fixed(self.arena_fd, lo, len) {
+                    Ok(()) => Msg::ok(),
+                    Err(reason) if reason.contains("occupied") => {
+                        Msg::err(ErrKind::Occupied, &reason)
+                    }
+                    Err(reason) => Msg::err(ErrKind::Reserve, &reason),
+                }
+            }
+            Some(Op::LoadImage) => {
+                let kernel = f.string()?;
+                let image = f.bytes()?;
+                self.load(&kernel, image)
+            }
+            Some(Op::WriteGlobal) => {
+                let name = f.string()?;
+                let data = f.bytes()?;
+                self.write_global(&name, data)
+            }
+            Some(Op::Launch) => {
+                let n = f.u64()?;
+                let mut args = Vec::new();
+                for _ in 0..n {
+                    args.push(f.u64()?);
+                }
+                if self.kernel.is_null() {
+                    return Ok(Msg::err(
+                        ErrKind::Other,
+                        "launch before the image was loaded",
+                    ));
+                }
+                let _ = std::io::stderr().flush();
+                let t0 = Instant::now();
+                // SAFETY: `kernel` is the recorded kernel's entry point, which
+                // takes one 64-bit value per recorded argument (the host
+                // plugin's calling convention); the arena it points into is
+                // mapped at the recorded address.
+                unsafe { call_with_u64_args(self.kernel, &args) };
+                let ns = t0.elapsed().as_nanos() as u64;
+                let mut m = Msg::ok();
+                m.u64(ns);
+                m
+            }
+            Some(Op::Libraries) => {
+                let mut m = Msg::ok();
+                let libs = runtime_libraries();
+                m.u64(libs.len() as u64);
+                for l in &libs {
+                    m.bytes(l.as_bytes());
+                }
+                m
+            }
+            None => Msg::err(ErrKind::Other, &format!("unknown request {op}")),
+        })
+    }
+
+    fn load(&mut self, kernel: &str, image: &[u8]) -> Msg {
+        let fd = match arena::create_memfd("rrstore-image", image.len() as u64) {
+            Ok(fd) => fd,
+            Err(e) => return Msg::err(ErrKind::Dlopen, &format!("memfd_create: {e}")),
+        };
+        let mut file = std::fs::File::from(fd);
+        if let Err(e) = file.write_all(image) {
+            return Msg::err(
+                ErrKind::Dlopen,
+                &format!("writing the image to a memfd: {e}"),
+            );
+        }
+        let path = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&file));
+        let Ok(cpath) = CString::new(path) else {
+            return Msg::err(ErrKind::Dlopen, "bad image path");
+        };
+        // SAFETY: dlopen of an image the user asked us to replay; running its
+        // initializers is the point of the runner process.
+        let h = unsafe { libc::dlopen(cpath.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+        if h.is_null() {
+            return Msg::err(ErrKind::Dlopen, &dlerror_string());
+        }
+        self.handle = h;
+        let Ok(ck) = CString::new(kernel) else {
+            return Msg::err(ErrKind::MissingKernel, "kernel name contains NUL");
+        };
+        // SAFETY: `h` is a live handle from dlopen, `ck` a C string.
+        let k = unsafe { libc::dlsym(h, ck.as_ptr()) };
+        if k.is_null() {
+            return Msg::err(ErrKind::MissingKernel, &dlerror_string());
+        }
+        self.kernel = k.cast();
+        Msg::ok()
+    }
+
+    fn write_global(&mut self, name: &str, data: &[u8]) -> Msg {
+        if self.handle.is_null() {
+            return Msg::err(ErrKind::Other, "global written before the image was loaded");
+        }
+        let Ok(cname) = CString::new(name) else {
+            return Msg::err(ErrKind::MissingGlobal, "global name contains NUL");
+        };
+        // SAFETY: live dlopen handle, valid C string.
+        let p = unsafe { libc::dlsym(self.handle, cname.as_ptr()) };
+        if p.is_null() {
+            return Msg::err(ErrKind::MissingGlobal, &dlerror_string());
+        }
+        // SAFETY: the parent checked that the image's .dynsym gives this
+        // symbol at least `data.len()` bytes, and dlsym returned its address
+        // in the writable data segment of the loaded image.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), p.cast::<u8>(), data.len()) };
+        Msg::ok()
+    }
+}
+
+/// The OpenMP runtime libraries (and LLVM) mapped in this process, as their
+/// resolved paths from `/proc/self/maps`.
+fn runtime_libraries() -> Vec<String> {
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
+    let mut out: Vec<String> = Vec::new();
+    for line in maps.lines() {
+        let Some(path) = line.split_whitespace().nth(5) else {
+            continue;
+        };
+        let file = path.rsplit('/').next().unwrap_or(path);
+        let wanted = ["libomp.", "libomptarget.", "libLLVM"]
+            .iter()
+            .any(|p| file.starts_with(p));
+        if wanted && !out.iter().any(|o| o == path) {
+            out.push(path.to_string());
+        }
+    }
+    out
+}

@@ -1,0 +1,672 @@
+//! The replay sequence: check the recording and the options, pick and drive
+//! a backend (reserve, rehydrate, load, globals, launch; repeated for
+//! `--repetitions`), then one streamed pass over the arena that verifies it
+//! against the recorded output, hashes it and saves it.
+//!
+//! [`replay`] never fails once a recording is resolved: every outcome,
+//! errors included, becomes a [`ReplayReport`] with a [`Verdict`], because
+//! every replay gets a history row.
+
+use std::ffi::OsString;
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::time::{Duration, Instant, SystemTime};
+
+use rrstore_format::image::ImageTarget;
+use rrstore_format::{PartRole, Recording};
+use serde::Serialize;
+
+use crate::backend::host::{HostBackend, HostConfig, Runner};
+use crate::backend::{Backend, BackendError, LaunchParams};
+use crate::error::ReplayError;
+use crate::source::ReplaySource;
+use crate::verify::arg_pointers;
+use crate::verify::exact::{ExactComparer, MismatchReport};
+use crate::verify::tolerance::{Tolerance, ToleranceComparer, ToleranceReport};
+
+/// Piece size of streamed uploads, downloads and comparisons.
+const PIECE: usize = 1 << 20;
+/// Largest image or globals table read into memory.
+const MAX_SMALL_PART: u64 = 4 << 30;
+
+/// `--backend`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BackendKind {
+    Auto,
+    Host,
+    Cuda,
+    Hip,
+}
+
+impl BackendKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackendKind::Auto => "auto",
+            BackendKind::Host => "host",
+            BackendKind::Cuda => "cuda",
+            BackendKind::Hip => "hip",
+        }
+    }
+
+    /// The backend that runs images of `target`.
+    pub fn for_target(target: &ImageTarget) -> Option<BackendKind> {
+        match target {
+            ImageTarget::X86_64 => Some(BackendKind::Host),
+            ImageTarget::Cubin { .. } | ImageTarget::Ptx { .. } | ImageTarget::Fatbin => {
+                Some(BackendKind::Cuda)
+            }
+            ImageTarget::Amdgpu { .. } => Some(BackendKind::Hip),
+            ImageTarget::None | ImageTarget::Unknown => None,
+        }
+    }
+
+    /// What this backend's device is, for target-mismatch errors.
+    fn device_words(self) -> &'static str {
+        match self {
+            BackendKind::Host => "host x86_64 (this CPU)",
+            BackendKind::Cuda => "an NVIDIA GPU (cubin/PTX)",
+            BackendKind::Hip => "an AMD GPU (AMDGPU code object)",
+            BackendKind::Auto => "any",
+        }
+    }
+}
+
+/// `--verify` / `--no-verify` / neither.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VerifyMode {
+    /// Verify when the recording has an output snapshot.
+    Auto,
+    /// Verify; an error when there is no output snapshot.
+    On,
+    Off,
+}
+
+/// Everything `rrstore replay` can ask for.
+#[derive(Clone, Debug)]
+pub struct ReplayOptions {
+    pub backend: BackendKind,
+    pub verify: VerifyMode,
+    /// Tolerance mode instead of byte-exact comparison.
+    pub tolerance: Option<Tolerance>,
+    pub num_teams: Option<u64>,
+    pub num_threads: Option<u64>,
+    pub ignore_limits: bool,
+    /// Launches (each after re-uploading the input and globals); at least 1.
+    pub repetitions: u32,
+    pub timeout: Option<Duration>,
+    pub save_output: Option<PathBuf>,
+    /// How to start the host runner (default: this executable).
+    pub host_runner: Option<Runner>,
+    /// Extra environment for the host runner.
+    pub host_env: Vec<(OsString, OsString)>,
+}
+
+impl Default for ReplayOptions {
+    fn default() -> Self {
+        ReplayOptions {
+            backend: BackendKind::Auto,
+            verify: VerifyMode::Auto,
+            tolerance: None,
+            num_teams: None,
+            num_threads: None,
+            ignore_limits: false,
+            repetitions: 1,
+            timeout: None,
+            save_output: None,
+            host_runner: None,
+            host_env: Vec::new(),
+        }
+    }
+}
+
+/// How a replay ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case", tag = "verdict")]
+pub enum Verdict {
+    /// Byte-identical to the recorded output.
+    Verified,
+    /// Within the `--tolerance` bounds (not byte-identical).
+    WithinTolerance,
+    Mismatch,
+    /// Ran, not compared (`--no-verify` or no output snapshot).
+    Unverified,
+    Crashed {
+        signal: i32,
+    },
+    TimedOut,
+    Error,
+}
+
+impl Verdict {
+    /// Stable name stored in the history.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Verdict::Verified => "verified",
+            Verdict::WithinTolerance => "within-tolerance",
+            Verdict::Mismatch => "mismatch",
+            Verdict::Unverified => "unverified",
+            Verdict::Crashed { .. } => "crashed",
+            Verdict::TimedOut => "timed-out",
+            Verdict::Error => "error",
+        }
+    }
+}
+
+/// Where the time went (nanoseconds).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Timing {
+    pub reserve_ns: u64,
+    /// Per repetition: writing the input snapshot into the arena.
+    pub rehydrate_ns: Vec<u64>,
+    pub rehydrate_bytes: u64,
+    pub load_image_ns: u64,
+    pub globals_ns: u64,
+    /// Per repetition, measured around the call in the runner/device.
+    pub kernel_ns: Vec<u64>,
+    pub verify_ns: u64,
+    pub wall_ns: u64,
+}
+
+impl Timing {
+    /// Rehydration throughput of the fastest repetition, bytes per second.
+    pub fn rehydrate_bytes_per_s(&self) -> Option<f64> {
+        let best = *self.rehydrate_ns.iter().min()?;
+        (best > 0).then(|| self.rehydrate_bytes as f64 / (best as f64 / 1e9))
+    }
+
+    pub fn kernel_min_ns(&self) -> Option<u64> {
+        self.kernel_ns.iter().min().copied()
+    }
+
+    pub fn kernel_median_ns(&self) -> Option<u64> {
+        let mut v = self.kernel_ns.clone();
+        v.sort_unstable();
+        v.get(v.len().checked_sub(1)? / 2).copied()
+    }
+}
+
+/// The outcome of one replay.
+#[derive(Debug, Serialize)]
+pub struct ReplayReport {
+    pub recording_id: String,
+    pub kernel: String,
+    pub source: String,
+    pub backend: String,
+    pub device: String,
+    pub runtime_libraries: Vec<String>,
+    /// blake3 of the image run (hex).
+    pub image_blake3: Option<String>,
+    pub arena_base: Option<u64>,
+    pub arena_size: u64,
+    pub args: Vec<u64>,
+    pub num_teams: u64,
+    pub num_threads: u64,
+    pub repetitions: u32,
+    #[serde(flatten)]
+    pub verdict: Verdict,
+    /// What failed, when the verdict is crashed, timed-out or error.
+    pub error: Option<String>,
+    pub mismatch: Option<MismatchReport>,
+    pub tolerance: Option<ToleranceReport>,
+    /// blake3 of the arena after the (last) launch (hex).
+    pub output_blake3: Option<String>,
+    pub saved_output: Option<PathBuf>,
+    /// Unix seconds.
+    pub started_at: i64,
+    pub timing: Timing,
+    #[serde(skip)]
+    pub failure: Option<ReplayError>,
+    #[serde(skip)]
+    pub image_hash: [u8; 32],
+    #[serde(skip)]
+    pub output_hash: Option<[u8; 32]>,
+}
+
+/// Replay `src` as `opts` say. See the module documentation.
+pub fn replay(src: &mut ReplaySource, opts: &ReplayOptions) -> ReplayReport {
+    let t0 = Instant::now();
+    let rec = &src.recording;
+    let started_at = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    let mut report = ReplayReport {
+        recording_id: src.id.to_hex(),
+        kernel: rec.kernel.clone(),
+        source: src.origin.to_string(),
+        backend: String::new(),
+        device: String::new(),
+        runtime_libraries: Vec::new(),
+        image_blake3: None,
+        arena_base: rec.arena.base,
+        arena_size: rec.arena.size,
+        args: rec.args.clone(),
+        num_teams: opts.num_teams.unwrap_or(rec.launch.num_teams),
+        num_threads: opts.num_threads.unwrap_or(rec.launch.num_threads),
+        repetitions: opts.repetitions.max(1),
+        verdict: Verdict::Error,
+        error: None,
+        mismatch: None,
+        tolerance: None,
+        output_blake3: None,
+        saved_output: None,
+        started_at,
+        timing: Timing::default(),
+        failure: None,
+        image_hash: [0; 32],
+        output_hash: None,
+    };
+    if let Err(e) = run(src, opts, &mut report) {
+        report.verdict = match &e {
+            ReplayError::Backend(BackendError::Crashed { signal }) => {
+                Verdict::Crashed { signal: *signal }
+            }
+            ReplayError::Backend(BackendError::TimedOut(_)) => Verdict::TimedOut,
+            _ => Verdict::Error,
+        };
+        report.error = Some(e.to_string());
+        report.failure = Some(e);
+    }
+    report.image_blake3 = (report.image_hash != [0; 32]).then(|| hex(&report.image_hash));
+    report.output_blake3 = report.output_hash.as_ref().map(|h| hex(h));
+    report.timing.wall_ns = t0.elapsed().as_nanos() as u64;
+    report
+}
+
+fn hex(h: &[u8]) -> String {
+    rrstore_format::id::hex(h)
+}
+
+/// Check what can be checked before any backend work.
+fn preflight(
+    rec: &Recording,
+    opts: &ReplayOptions,
+) -> Result<(BackendKind, bool, u64), ReplayError> {
+    let not_replayable = |why: &str| ReplayError::NotReplayable {
+        kernel: rec.kernel.clone(),
+        why: why.into(),
+    };
+    let Some(base) = rec.arena.base else {
+        return Err(not_replayable(
+            "it has no arena address (LLVM 16-17 recordings do not save BumpAllocVAStart), so pointers in its snapshot cannot be placed",
+        ));
+    };
+    if rec.part(PartRole::Image).is_none() || rec.image_target == ImageTarget::None {
+        return Err(not_replayable("it has no device image"));
+    }
+    let has_output = rec.part(PartRole::Output).is_some();
+    let verify = match opts.verify {
+        VerifyMode::Off => false,
+        VerifyMode::Auto if opts.tolerance.is_none() => has_output,
+        _ if !has_output => {
+            return Err(ReplayError::NoOutput {
+                kernel: rec.kernel.clone(),
+            })
+        }
+        _ => true,
+    };
+    if let Some(t) = &opts.tolerance {
+        t.validate()?;
+    }
+    let wanted = BackendKind::for_target(&rec.image_target);
+    let kind = match (opts.backend, wanted) {
+        (BackendKind::Auto, Some(k)) => k,
+        (BackendKind::Auto, None) => {
+            return Err(BackendError::Unavailable(format!(
+                "no backend runs images of target {}; pass --backend to force one",
+                rec.image_target
+            ))
+            .into())
+        }
+        (k, Some(w)) if k == w => k,
+        (k, _) => {
+            return Err(BackendError::TargetMismatch {
+                image: rec.image_target.describe(),
+                device: format!("the {} backend's {}", k.as_str(), k.device_words()),
+            }
+            .into())
+        }
+    };
+    check_limit(
+        "--num-teams",
+        opts.num_teams,
+        rec.launch.teams_limits,
+        "TeamsLimits",
+        opts,
+    )?;
+    check_limit(
+        "--num-threads",
+        opts.num_threads,
+        rec.launch.threads_limits,
+        "ThreadsLimits",
+        opts,
+    )?;
+    Ok((kind, verify, base))
+}
+
+fn check_limit(
+    what: &'static str,
+    value: Option<u64>,
+    limits: Option<[u64; 2]>,
+    key: &'static str,
+    opts: &ReplayOptions,
+) -> Result<(), ReplayError> {
+    let (Some(value), Some([min, max])) = (value, limits) else {
+        return Ok(());
+    };
+    if opts.ignore_limits {
+        return Ok(());
+    }
+    if value < min || (max != 0 && value > max) {
+        return Err(ReplayError::Limits {
+            what,
+            value,
+            min,
+            max,
+            key,
+        });
+    }
+    Ok(())
+}
+
+fn open_backend(kind: BackendKind, opts: &ReplayOptions) -> Result<Box<dyn Backend>, ReplayError> {
+    match kind {
+        BackendKind::Host | BackendKind::Auto => {
+            let runner = match &opts.host_runner {
+                Some(r) => r.clone(),
+                None => Runner::current_exe()?,
+            };
+            let mut env = opts.host_env.clone();
+            if let Some(t) = opts.num_teams {
+                env.push(("OMP_NUM_TEAMS".into(), t.to_string().into()));
+            }
+            if let Some(t) = opts.num_threads {
+                env.push(("OMP_NUM_THREADS".into(), t.to_string().into()));
+                env.push(("OMP_TEAMS_THREAD_LIMIT".into(), t.to_string().into()));
+            }
+            Ok(Box::new(HostBackend::new(HostConfig { runner, env })))
+        }
+        BackendKind::Cuda | BackendKind::Hip => Err(BackendError::Unavailable(format!(
+            "the {} backend is not available in this build of the replay engine yet",
+            kind.as_str()
+        ))
+        .into()),
+    }
+}
+
+/// Read a small part (image, globals) whole, checked against its length.
+fn read_small(src: &mut ReplaySource, role: PartRole) -> Result<Vec<u8>, ReplayError> {
+    let kernel = src.recording.kernel.clone();
+    let Some(info) = src.recording.part(role) else {
+        return Ok(Vec::new());
+    };
+    if info.len > MAX_SMALL_PART {
+        return Err(ReplayError::PartSize {
+            kernel,
+            role,
+            expected: MAX_SMALL_PART,
+            actual: info.len,
+        });
+    }
+    let mut buf = vec![0u8; info.len as usize];
+    src.parts
+        .read_part_into(role, &mut buf)
+        .map_err(|source| ReplayError::Part {
+            kernel,
+            role,
+            source,
+        })?;
+    Ok(buf)
+}
+
+fn part_error(rec: &Recording, role: PartRole) -> impl Fn(std::io::Error) -> ReplayError + '_ {
+    move |source| ReplayError::Part {
+        kernel: rec.kernel.clone(),
+        role,
+        source,
+    }
+}
+
+/// Write the input snapshot into the arena.
+fn rehydrate(src: &mut ReplaySource, backend: &mut dyn Backend) -> Result<(), ReplayError> {
+    let rec = &src.recording;
+    let size = rec.arena.size;
+    let len = rec.part(PartRole::Input).map(|p| p.len).unwrap_or(0);
+    if len != size {
+        return Err(ReplayError::PartSize {
+            kernel: rec.kernel.clone(),
+            role: PartRole::Input,
+            expected: size,
+            actual: len,
+        });
+    }
+    if let Some(view) = backend.host_view() {
+        return src
+            .parts
+            .read_part_into(PartRole::Input, view)
+            .map_err(part_error(rec, PartRole::Input));
+    }
+    let mut r = src
+        .parts
+        .open_part(PartRole::Input)
+        .map_err(part_error(rec, PartRole::Input))?;
+    let mut buf = vec![0u8; PIECE];
+    let mut off = 0u64;
+    while off < size {
+        let n = PIECE.min((size - off) as usize);
+        r.read_exact(&mut buf[..n])
+            .map_err(part_error(rec, PartRole::Input))?;
+        backend.upload(off, &buf[..n])?;
+        off += n as u64;
+    }
+    Ok(())
+}
+
+fn run(
+    src: &mut ReplaySource,
+    opts: &ReplayOptions,
+    report: &mut ReplayReport,
+) -> Result<(), ReplayError> {
+    let (kind, verify, base) = preflight(&src.recording, opts)?;
+    report.backend = kind.as_str().to_string();
+    let image = read_small(src, PartRole::Image)?;
+    report.image_hash = *blake3::hash(&image).as_bytes();
+    let globals_part = read_small(src, PartRole::Globals)?;
+    let rec = src.recording.clone();
+    let mut globals = Vec::new();
+    for g in &rec.globals {
+        let end = g.data_offset.checked_add(g.size);
+        let Some(data) = end.and_then(|e| globals_part.get(g.data_offset as usize..e as usize))
+        else {
+            return Err(ReplayError::GlobalBounds {
+                kernel: rec.kernel.clone(),
+                name: g.name.clone(),
+                offset: g.data_offset,
+                size: g.size,
+                len: globals_part.len() as u64,
+            });
+        };
+        globals.push((g.name.as_str(), data));
+    }
+    let mut backend = open_backend(kind, opts)?;
+    report.device = backend.device_description();
+    let params = LaunchParams {
+        num_teams: report.num_teams,
+        num_threads: report.num_threads,
+        shared_memory: rec.launch.shared_memory,
+        loop_trip_count: rec.launch.loop_trip_count,
+        timeout: opts.timeout,
+    };
+
+    let t = Instant::now();
+    backend.reserve(base, rec.arena.size)?;
+    report.timing.reserve_ns = t.elapsed().as_nanos() as u64;
+    report.timing.rehydrate_bytes = rec.arena.size;
+    for rep in 0..report.repetitions {
+        let t = Instant::now();
+        rehydrate(src, backend.as_mut())?;
+        report
+            .timing
+            .rehydrate_ns
+            .push(t.elapsed().as_nanos() as u64);
+        if rep == 0 {
+            let t = Instant::now();
+            backend.load_image(&image, &rec.kernel)?;
+            report.timing.load_image_ns = t.elapsed().as_nanos() as u64;
+            report.runtime_libraries = backend.runtime_libraries();
+        }
+        let t = Instant::now();
+        for (name, data) in &globals {
+            backend.write_global(name, data)?;
+        }
+        report.timing.globals_ns += t.elapsed().as_nanos() as u64;
+        let k = backend.launch(&rec.args, &params)?;
+        report.timing.kernel_ns.push(k.as_nanos() as u64);
+    }
+
+    let t = Instant::now();
+    check_output(src, backend.as_mut(), opts, verify, report)?;
+    report.timing.verify_ns = t.elapsed().as_nanos() as u64;
+    Ok(())
+}
+
+enum Comparer {
+    None,
+    Exact(ExactComparer),
+    Tolerance(ToleranceComparer),
+}
+
+/// One pass over the arena: compare with the output part, hash, save.
+fn check_output(
+    src: &mut ReplaySource,
+    backend: &mut dyn Backend,
+    opts: &ReplayOptions,
+    verify: bool,
+    report: &mut ReplayReport,
+) -> Result<(), ReplayError> {
+    let rec = &src.recording;
+    let size = rec.arena.size;
+    let pointers = arg_pointers(&rec.args, rec.arena.base.unwrap_or(0), size);
+    let mut comparer = match (verify, opts.tolerance) {
+        (false, _) => Comparer::None,
+        (true, None) => Comparer::Exact(ExactComparer::new(pointers)),
+        (true, Some(t)) => Comparer::Tolerance(ToleranceComparer::new(t)),
+    };
+    let output_info = rec.part(PartRole::Output).cloned();
+    let mut expected_reader = None;
+    if verify {
+        let len = output_info.as_ref().map(|p| p.len).unwrap_or(0);
+        if len != size {
+            return Err(ReplayError::PartSize {
+                kernel: rec.kernel.clone(),
+                role: PartRole::Output,
+                expected: size,
+                actual: len,
+            });
+        }
+        expected_reader = Some(
+            src.parts
+                .open_part(PartRole::Output)
+                .map_err(part_error(rec, PartRole::Output))?,
+        );
+    }
+    let mut save = match &opts.save_output {
+        Some(path) => Some((
+            std::io::BufWriter::with_capacity(
+                PIECE,
+                std::fs::File::create(path).map_err(|source| ReplayError::SaveOutput {
+                    path: path.clone(),
+                    source,
+                })?,
+            ),
+            path,
+        )),
+        None => None,
+    };
+    let has_view = backend.host_view().is_some();
+    // Without a host view the arena comes in pieces: hash while streaming.
+    let mut hasher = (!has_view).then(blake3::Hasher::new);
+    let mut actual_buf = if has_view {
+        Vec::new()
+    } else {
+        vec![0u8; PIECE]
+    };
+    let mut expected_buf = if verify { vec![0u8; PIECE] } else { Vec::new() };
+    let mut off = 0u64;
+    while off < size {
+        let n = PIECE.min((size - off) as usize);
+        let actual: &[u8] = match backend.host_view() {
+            Some(v) => &v[off as usize..off as usize + n],
+            None => {
+                backend.download(off, &mut actual_buf[..n])?;
+                &actual_buf[..n]
+            }
+        };
+        if let Some(h) = hasher.as_mut() {
+            h.update(actual);
+        }
+        if let Some((w, path)) = save.as_mut() {
+            w.write_all(actual)
+                .map_err(|source| ReplayError::SaveOutput {
+                    path: path.to_path_buf(),
+                    source,
+                })?;
+        }
+        if let Some(r) = expected_reader.as_mut() {
+            r.read_exact(&mut expected_buf[..n])
+                .map_err(part_error(rec, PartRole::Output))?;
+            match &mut comparer {
+                Comparer::Exact(c) => c.feed(actual, &expected_buf[..n]),
+                Comparer::Tolerance(c) => c.feed(actual, &expected_buf[..n]),
+                Comparer::None => {}
+            }
+        }
+        off += n as u64;
+    }
+    drop(expected_reader);
+    if let Some((mut w, path)) = save {
+        w.flush().map_err(|source| ReplayError::SaveOutput {
+            path: path.clone(),
+            source,
+        })?;
+        report.saved_output = Some(path.clone());
+    }
+    let mut identical = false;
+    report.verdict = match comparer {
+        Comparer::None => Verdict::Unverified,
+        Comparer::Exact(c) => match c.finish() {
+            None => {
+                identical = true;
+                Verdict::Verified
+            }
+            Some(m) => {
+                report.mismatch = Some(m);
+                Verdict::Mismatch
+            }
+        },
+        Comparer::Tolerance(c) => {
+            let r = c.finish();
+            let v = if r.differing == 0 && r.tail_bytes_differing == 0 {
+                identical = true;
+                Verdict::Verified
+            } else if r.passed {
+                Verdict::WithinTolerance
+            } else {
+                Verdict::Mismatch
+            };
+            report.tolerance = Some(r);
+            v
+        }
+    };
+    report.output_hash = Some(match (identical, output_info, hasher) {
+        // Byte-identical to the recorded output: its hash is in the manifest.
+        (true, Some(info), _) => info.blake3,
+        (_, _, Some(h)) => *h.finalize().as_bytes(),
+        _ => match backend.host_view() {
+            Some(v) => *blake3::hash(v).as_bytes(),
+            None => [0; 32],
+        },
+    });
+    Ok(())
+}

@@ -1,0 +1,62 @@
+//! Errors of the replay engine. Backend failures keep their
+//! [`BackendError`] (the CLI maps each to its own exit code); the rest say
+//! what about the recording or the options stops the replay and what to do.
+
+use std::path::PathBuf;
+
+use crate::backend::BackendError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    /// The recording could not be found or opened.
+    #[error(transparent)]
+    Format(#[from] rrstore_format::FormatError),
+    #[error(transparent)]
+    Store(#[from] rrstore_store::StoreError),
+    #[error("`{0}` is neither an existing .json/.rra file nor a recording ID prefix (IDs are hexadecimal)")]
+    BadSpec(String),
+    #[error("recording {kernel} cannot be replayed: {why}; record it again with LLVM 18 or newer (which saves the image and the arena address)")]
+    NotReplayable { kernel: String, why: String },
+    #[error("--verify was given but recording {kernel} has no output snapshot (record with LIBOMPTARGET_RR_SAVE_OUTPUT=1, or replay without --verify)")]
+    NoOutput { kernel: String },
+    #[error("{what} {value} is outside the recorded limits [{min}, {max}] ({key}); pass --ignore-limits to launch anyway")]
+    Limits {
+        what: &'static str,
+        value: u64,
+        min: u64,
+        max: u64,
+        key: &'static str,
+    },
+    #[error("tolerance mode: {0}")]
+    Tolerance(String),
+    #[error("reading the {role} part of {kernel}: {source}")]
+    Part {
+        kernel: String,
+        role: rrstore_format::PartRole,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the {role} part of {kernel} has {actual} bytes but the arena has {expected}; the recording is inconsistent")]
+    PartSize {
+        kernel: String,
+        role: rrstore_format::PartRole,
+        expected: u64,
+        actual: u64,
+    },
+    #[error("global `{name}` of {kernel}: its {size} bytes at offset {offset} lie outside the {len}-byte globals part")]
+    GlobalBounds {
+        kernel: String,
+        name: String,
+        offset: u64,
+        size: u64,
+        len: u64,
+    },
+    #[error("cannot write the replayed arena to {path}: {source}")]
+    SaveOutput {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+}

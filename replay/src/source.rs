@@ -1,0 +1,100 @@
+//! Resolving what the user asked to replay into a [`Recording`] and a
+//! [`PartSource`] for its bytes: an LLVM recording `.json` on disk, a `.rra`
+//! archive, or a store ID (prefix). Nothing is read beyond the manifest here;
+//! parts are streamed by the engine.
+
+use std::path::{Path, PathBuf};
+
+use rrstore_format::{PartSource, Recording, RecordingId};
+use rrstore_store::Store;
+
+use crate::error::ReplayError;
+
+/// Where a recording came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// A stored recording (the store directory).
+    Store(PathBuf),
+    /// A `.rra` archive.
+    Archive(PathBuf),
+    /// An LLVM recording's `.json` descriptor.
+    Llvm(PathBuf),
+}
+
+impl std::fmt::Display for Origin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Origin::Store(d) => write!(f, "store {}", d.display()),
+            Origin::Archive(p) => write!(f, "archive {}", p.display()),
+            Origin::Llvm(p) => write!(f, "LLVM recording {}", p.display()),
+        }
+    }
+}
+
+/// A recording opened for replay.
+pub struct ReplaySource {
+    pub recording: Recording,
+    pub id: RecordingId,
+    pub origin: Origin,
+    pub parts: Box<dyn PartSource + Send>,
+}
+
+impl ReplaySource {
+    /// An LLVM recording from its `.json` descriptor.
+    pub fn llvm(path: &Path) -> Result<ReplaySource, ReplayError> {
+        let rec = rrstore_format::llvm::load(path)?;
+        let recording = rec.recording.clone();
+        Ok(ReplaySource {
+            id: recording.id(),
+            recording,
+            origin: Origin::Llvm(path.to_path_buf()),
+            parts: Box::new(rec),
+        })
+    }
+
+    /// A `.rra` archive.
+    pub fn archive(path: &Path) -> Result<ReplaySource, ReplayError> {
+        let reader = rrstore_format::archive::Reader::open(path)?;
+        let recording = reader.recording().clone();
+        Ok(ReplaySource {
+            id: reader.id(),
+            recording,
+            origin: Origin::Archive(path.to_path_buf()),
+            parts: Box::new(reader),
+        })
+    }
+
+    /// A stored recording by full ID or unique prefix.
+    pub fn stored(store: &Store, prefix: &str) -> Result<ReplaySource, ReplayError> {
+        let id = store.resolve(prefix)?;
+        let parts = store.part_source(&id)?;
+        let recording = parts.recording().clone();
+        Ok(ReplaySource {
+            recording,
+            id,
+            origin: Origin::Store(store.dir().to_path_buf()),
+            parts: Box::new(parts),
+        })
+    }
+
+    /// Resolve `spec`: an existing file is an archive (`.rra`) or an LLVM
+    /// descriptor (anything else, normally `.json`); otherwise it is an ID
+    /// prefix looked up in `store`, which is opened only then.
+    pub fn open(
+        spec: &str,
+        store: impl FnOnce() -> Result<Store, ReplayError>,
+    ) -> Result<ReplaySource, ReplayError> {
+        let path = Path::new(spec);
+        if path.is_file() {
+            return if path.extension().is_some_and(|e| e == "rra") {
+                ReplaySource::archive(path)
+            } else {
+                ReplaySource::llvm(path)
+            };
+        }
+        if !spec.bytes().all(|b| b.is_ascii_hexdigit()) || spec.is_empty() {
+            return Err(ReplayError::BadSpec(spec.to_string()));
+        }
+        ReplaySource::stored(&store()?, spec)
+    }
+}
