@@ -46,6 +46,9 @@ pub const INTERNAL: u8 = 70;
 /// Map an error to its exit code.
 pub fn code_for(err: &anyhow::Error) -> u8 {
     use rrstore_format::FormatError;
+    if let Some(code) = store_code_for(err) {
+        return code;
+    }
     for cause in err.chain() {
         if let Some(e) = cause.downcast_ref::<FormatError>() {
             return match e {
@@ -87,4 +90,43 @@ pub fn code_for(err: &anyhow::Error) -> u8 {
 pub fn report(err: &anyhow::Error) -> ExitCode {
     eprintln!("error: {err:#}");
     ExitCode::from(code_for(err))
+}
+
+/// Store errors (also when carried inside an `io::Error` from a
+/// `PartSource`) and `record` failures; checked before the generic mapping.
+fn store_code_for(err: &anyhow::Error) -> Option<u8> {
+    use rrstore_store::StoreError as S;
+    for cause in err.chain() {
+        if cause
+            .downcast_ref::<crate::commands::record::RecordError>()
+            .is_some()
+        {
+            return Some(RECORD);
+        }
+        let store = cause.downcast_ref::<S>().or_else(|| {
+            cause
+                .downcast_ref::<std::io::Error>()
+                .and_then(|io| io.get_ref())
+                .and_then(|inner| inner.downcast_ref::<S>())
+        });
+        let Some(e) = store else { continue };
+        return Some(match e {
+            S::Dir { .. } | S::Io { .. } | S::Index { .. } | S::Busy(_) => STORE,
+            S::NewerSchema { .. } => UNSUPPORTED_VERSION,
+            S::NotFound(_) => NOT_FOUND,
+            S::Ambiguous { .. } => AMBIGUOUS,
+            S::BadPrefix(_) | S::Invalid(_) | S::SourceChanged { .. } => INVALID_INPUT,
+            S::CorruptPart { .. } | S::CorruptPack { .. } | S::CorruptIndex { .. } => CORRUPT,
+            S::SourceRead { .. } | S::Source { .. } | S::NoRecordings(_) => NOT_FOUND,
+            S::Format(f) => match f {
+                rrstore_format::FormatError::Io { .. } => NOT_FOUND,
+                rrstore_format::FormatError::Write { .. } => STORE,
+                rrstore_format::FormatError::Chunk { .. }
+                | rrstore_format::FormatError::Corrupt { .. } => CORRUPT,
+                rrstore_format::FormatError::UnsupportedVersion { .. } => UNSUPPORTED_VERSION,
+                _ => INVALID_INPUT,
+            },
+        });
+    }
+    None
 }

@@ -30,6 +30,26 @@ pub enum Command {
     Inspect(commands::inspect::Args),
     /// List the replay backends usable here (host, CUDA, HIP) and their devices.
     Devices(commands::devices::Args),
+    /// Import LLVM recording directories and .rra archives into the store.
+    Import(commands::import::Args),
+    /// Run a program with LLVM's record environment and import what it wrote.
+    Record(commands::record::Args),
+    /// List stored recordings.
+    Ls(commands::ls::Args),
+    /// Describe a stored recording, its stored size and chunk sharing.
+    Show(commands::show::Args),
+    /// Write a stored recording as LLVM files or a .rra archive.
+    Export(commands::export::Args),
+    /// Remove recordings from the store (then `gc` frees their space).
+    Rm(commands::rm::Args),
+    /// Set or remove tags on a stored recording.
+    Tag(commands::tag::Args),
+    /// Check the store's consistency (--full: re-hash every chunk).
+    Verify(commands::verify::Args),
+    /// Free space no recording references.
+    Gc(commands::gc::Args),
+    /// Store size, dedup and compression ratios.
+    Stats(commands::stats::Args),
 }
 
 /// Options every command can read.
@@ -45,6 +65,16 @@ fn main() -> ExitCode {
         Command::Unpack(a) => commands::unpack::run(a, &globals),
         Command::Inspect(a) => commands::inspect::run(a, &globals),
         Command::Devices(a) => commands::devices::run(a, &globals),
+        Command::Import(a) => commands::import::run(a, &globals),
+        Command::Record(a) => commands::record::run(a, &globals),
+        Command::Ls(a) => commands::ls::run(a, &globals),
+        Command::Show(a) => commands::show::run(a, &globals),
+        Command::Export(a) => commands::export::run(a, &globals),
+        Command::Rm(a) => commands::rm::run(a, &globals),
+        Command::Tag(a) => commands::tag::run(a, &globals),
+        Command::Verify(a) => commands::verify::run(a, &globals),
+        Command::Gc(a) => commands::gc::run(a, &globals),
+        Command::Stats(a) => commands::stats::run(a, &globals),
     };
     match result {
         Ok(code) => code,

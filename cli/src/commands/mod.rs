@@ -5,3 +5,15 @@ pub mod devices;
 pub mod inspect;
 pub mod pack;
 pub mod unpack;
+// Store commands.
+pub mod export;
+pub mod gc;
+pub mod import;
+pub mod ls;
+pub mod record;
+pub mod rm;
+pub mod show;
+pub mod stats;
+pub mod storeutil;
+pub mod tag;
+pub mod verify;

@@ -1,0 +1,139 @@
+//! `rrstore record [--label TEXT] [--dir DIR] -- PROGRAM ARGS...`: run a
+//! program with LLVM's record environment in a scratch directory, import
+//! every recording it wrote, remove the scratch files, report.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+use rrstore_format::llvm;
+
+use super::import::import_paths;
+use crate::Globals;
+
+/// The program could not be run or wrote no recording (exit code RECORD).
+#[derive(Debug)]
+pub struct RecordError(pub String);
+
+impl std::fmt::Display for RecordError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for RecordError {}
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Label stored with every imported recording (default: the program name).
+    #[arg(long, value_name = "TEXT")]
+    pub label: Option<String>,
+    /// Scratch directory to run in (default: a fresh one inside the store).
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    /// Device memory to reserve for recording, in GiB (sets
+    /// LIBOMPTARGET_RR_DEVMEM_SIZE and LIBOMPTARGET_RECORD_MEMSIZE).
+    #[arg(long, value_name = "GIB")]
+    pub mem_size: Option<u64>,
+    /// The program and its arguments.
+    #[arg(required = true, last = true, value_name = "PROGRAM ARGS")]
+    pub command: Vec<OsString>,
+}
+
+/// The environment LLVM's record-replay reads, for both generations.
+pub fn record_env(dir: &Path, mem_gib: Option<u64>) -> Vec<(&'static str, OsString)> {
+    let mut env = vec![
+        ("LIBOMPTARGET_RECORD", OsString::from("1")),
+        // LLVM 16-22: save the post-launch snapshot (.original.output).
+        ("LIBOMPTARGET_RR_SAVE_OUTPUT", OsString::from("1")),
+        // LLVM 23+: the same, and where to write.
+        ("LIBOMPTARGET_RECORD_OUTPUT", OsString::from("1")),
+        ("LIBOMPTARGET_RECORD_DIR", dir.as_os_str().to_os_string()),
+    ];
+    if let Some(g) = mem_gib {
+        env.push(("LIBOMPTARGET_RR_DEVMEM_SIZE", OsString::from(g.to_string())));
+        env.push((
+            "LIBOMPTARGET_RECORD_MEMSIZE",
+            OsString::from((g << 30).to_string()),
+        ));
+    }
+    env
+}
+
+pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
+    let store = super::storeutil::open(globals)?;
+    let (scratch, ours) = match &args.dir {
+        Some(d) => (d.clone(), false),
+        None => {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or(0);
+            let d = store
+                .dir()
+                .join(rrstore_store::layout::TMP_DIR)
+                .join(format!("record-{}-{nanos}", std::process::id()));
+            (d, true)
+        }
+    };
+    drop(store);
+    std::fs::create_dir_all(&scratch)
+        .map_err(|e| RecordError(format!("cannot create {}: {e}", scratch.display())))?;
+    let scratch = std::fs::canonicalize(&scratch).unwrap_or(scratch);
+    let result = record_in(&args, globals, &scratch);
+    if ours {
+        let _ = std::fs::remove_dir_all(&scratch);
+    }
+    result
+}
+
+fn record_in(args: &Args, globals: &Globals, scratch: &Path) -> anyhow::Result<ExitCode> {
+    let mut program = PathBuf::from(&args.command[0]);
+    if program.components().count() > 1 {
+        program = std::fs::canonicalize(&program)
+            .map_err(|e| RecordError(format!("cannot run {}: {e}", program.display())))?;
+    }
+    let label = args.label.clone().unwrap_or_else(|| {
+        program
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    });
+    let status = Command::new(&program)
+        .args(&args.command[1..])
+        .current_dir(scratch)
+        .envs(record_env(scratch, args.mem_size))
+        .status()
+        .map_err(|e| RecordError(format!("cannot run {}: {e}", program.display())))?;
+    let found = llvm::find_recordings(scratch)?;
+    if found.is_empty() {
+        return Err(RecordError(format!(
+            "{} exited with {status} and wrote no recording (is it built with -fopenmp \
+             offloading, and does its libomptarget support LIBOMPTARGET_RECORD?)",
+            program.display()
+        ))
+        .into());
+    }
+    let summary = import_paths(globals, &[scratch.to_path_buf()], &label, false)?;
+    // Remove the files of what was imported (the scratch dir itself goes
+    // too when rrstore created it).
+    for desc in &found {
+        if let Ok(rec) = llvm::load(desc) {
+            for (_, f) in &rec.files {
+                let _ = std::fs::remove_file(f);
+            }
+            let _ = std::fs::remove_file(desc);
+        }
+    }
+    for r in &summary.recordings {
+        let state = if r.present { "present " } else { "imported" };
+        println!("{state} {} {}", &r.id[..12], r.kernel);
+    }
+    summary.print();
+    println!("program exited with {status}");
+    Ok(match status.code() {
+        Some(0) => ExitCode::SUCCESS,
+        Some(c) => ExitCode::from(c.clamp(1, 255) as u8),
+        None => ExitCode::from(crate::exit::CRASHED),
+    })
+}

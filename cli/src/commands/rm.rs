@@ -1,0 +1,24 @@
+//! `rrstore rm ID...`: remove recordings from the index (`gc` frees space).
+
+use std::process::ExitCode;
+
+use super::storeutil;
+use crate::Globals;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Recording IDs or unique prefixes (4+ hex digits).
+    #[arg(required = true)]
+    pub ids: Vec<String>,
+}
+
+pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
+    let mut store = storeutil::open(globals)?;
+    let ids = storeutil::resolve_all(&store, &args.ids)?;
+    let n = store.remove(&ids)?;
+    for id in &ids {
+        println!("removed {}", id.short());
+    }
+    eprintln!("{n} recording(s) removed; run `rrstore gc` to free their space");
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,75 @@
+//! `rrstore show ID`: what `inspect` shows, plus the stored size and the
+//! other recordings that share chunks with it.
+
+use std::process::ExitCode;
+
+use rrstore_format::inspect::{describe, render_json, render_text};
+
+use super::storeutil::{self, bytes};
+use crate::Globals;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Recording ID or unique prefix (4+ hex digits).
+    pub id: String,
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
+    let store = storeutil::open(globals)?;
+    let id = store.resolve(&args.id)?;
+    let rec = store.recording(&id)?;
+    let summary = store.summary(&id)?;
+    let sharing = store.sharing(&id)?;
+    let d = describe(&rec, &[]);
+    if args.json {
+        let mut v: serde_json::Value = serde_json::from_str(&render_json(&d))?;
+        if let Some(obj) = v.as_object_mut() {
+            obj.insert(
+                "store".into(),
+                serde_json::json!({
+                    "label": summary.label,
+                    "source": summary.source,
+                    "imported_at": summary.imported_at,
+                    "tags": summary.tags,
+                    "unique_bytes": sharing.unique_bytes,
+                    "stored_bytes": sharing.stored_bytes,
+                    "exclusive_stored_bytes": sharing.exclusive_stored_bytes,
+                    "shared_with": sharing.shared_with,
+                }),
+            );
+        }
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    print!("{}", render_text(&d));
+    println!("store:");
+    println!("  label           {}", summary.label);
+    println!("  source          {}", summary.source);
+    println!("  imported at     {} (unix)", summary.imported_at);
+    for (k, v) in &summary.tags {
+        println!("  tag             {k}={v}");
+    }
+    println!(
+        "  stored          {} for {} of distinct chunks ({} not shared with other recordings)",
+        bytes(sharing.stored_bytes),
+        bytes(sharing.unique_bytes),
+        bytes(sharing.exclusive_stored_bytes)
+    );
+    if sharing.shared_with.is_empty() {
+        println!("  shares chunks with no other recording");
+    } else {
+        println!("  shares chunks with:");
+        for s in &sharing.shared_with {
+            println!(
+                "    {}  {}  {}  {}",
+                &s.id[..12],
+                s.kernel,
+                bytes(s.shared_bytes),
+                s.label
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

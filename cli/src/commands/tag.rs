@@ -1,0 +1,43 @@
+//! `rrstore tag ID KEY=VALUE... [--remove KEY]`.
+
+use std::process::ExitCode;
+
+use rrstore_store::recordings::parse_tag;
+
+use super::storeutil;
+use crate::Globals;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Recording ID or unique prefix (4+ hex digits).
+    pub id: String,
+    /// Tags to set.
+    #[arg(value_name = "KEY=VALUE")]
+    pub tags: Vec<String>,
+    /// Keys to remove (repeatable).
+    #[arg(long = "remove", value_name = "KEY")]
+    pub remove: Vec<String>,
+    /// Print the resulting tags as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
+    let mut store = storeutil::open(globals)?;
+    let id = store.resolve(&args.id)?;
+    let set = args
+        .tags
+        .iter()
+        .map(|t| parse_tag(t))
+        .collect::<Result<Vec<_>, _>>()?;
+    store.tag(&id, &set, &args.remove)?;
+    let tags = store.tags(&id)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&tags)?);
+    } else {
+        for (k, v) in tags {
+            println!("{k}={v}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
