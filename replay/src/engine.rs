@@ -370,7 +370,11 @@ fn check_limit(
     Ok(())
 }
 
-fn open_backend(kind: BackendKind, opts: &ReplayOptions) -> Result<Box<dyn Backend>, ReplayError> {
+fn open_backend(
+    kind: BackendKind,
+    opts: &ReplayOptions,
+    arena: Option<(u64, u64)>,
+) -> Result<Box<dyn Backend>, ReplayError> {
     match kind {
         BackendKind::Host | BackendKind::Auto => {
             let runner = match &opts.host_runner {
@@ -387,11 +391,9 @@ fn open_backend(kind: BackendKind, opts: &ReplayOptions) -> Result<Box<dyn Backe
             }
             Ok(Box::new(HostBackend::new(HostConfig { runner, env })))
         }
-        BackendKind::Cuda | BackendKind::Hip => Err(BackendError::Unavailable(format!(
-            "the {} backend is not available in this build of the replay engine yet",
-            kind.as_str()
-        ))
-        .into()),
+        // GPU backends hold the arena range before their runtime initializes.
+        BackendKind::Cuda => Ok(Box::new(crate::backend::cuda::CudaBackend::new(0, arena)?)),
+        BackendKind::Hip => Ok(Box::new(crate::backend::hip::HipBackend::new(0, arena)?)),
     }
 }
 
@@ -489,7 +491,7 @@ fn run(
         };
         globals.push((g.name.as_str(), data));
     }
-    let mut backend = open_backend(kind, opts)?;
+    let mut backend = open_backend(kind, opts, Some((base, rec.arena.size)))?;
     report.device = backend.device_description();
     let params = LaunchParams {
         num_teams: report.num_teams,

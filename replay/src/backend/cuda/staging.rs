@@ -25,6 +25,9 @@ struct Slot {
 pub struct UploadStats {
     pub bytes: u64,
     pub elapsed: Duration,
+    /// Time spent inside the backend (copying into staging, waiting for a
+    /// free buffer, the final wait); the rest is the caller producing data.
+    pub busy: Duration,
 }
 
 pub struct Staging {
@@ -37,6 +40,7 @@ pub struct Staging {
     stream: CUstream,
     round_bytes: u64,
     round_start: Option<Instant>,
+    round_busy: Duration,
     last: UploadStats,
 }
 
@@ -72,6 +76,7 @@ impl Staging {
             stream,
             round_bytes: 0,
             round_start: None,
+            round_busy: Duration::ZERO,
             last: UploadStats::default(),
         };
         for _ in 0..count {
@@ -97,10 +102,17 @@ impl Staging {
     }
 
     /// Queue `data` for the device address `dst`.
-    pub fn push(&mut self, dst: u64, mut data: &[u8]) -> Result<(), BackendError> {
+    pub fn push(&mut self, dst: u64, data: &[u8]) -> Result<(), BackendError> {
+        let t0 = Instant::now();
         if self.round_start.is_none() {
-            self.round_start = Some(Instant::now());
+            self.round_start = Some(t0);
         }
+        let r = self.push_inner(dst, data);
+        self.round_busy += t0.elapsed();
+        r
+    }
+
+    fn push_inner(&mut self, dst: u64, mut data: &[u8]) -> Result<(), BackendError> {
         let mut dst = dst;
         while !data.is_empty() {
             if self.fill > 0 && self.dst + self.fill as u64 != dst {
@@ -168,6 +180,7 @@ impl Staging {
 
     /// Send what is pending and wait for every copy; closes the round.
     pub fn finish(&mut self) -> Result<(), BackendError> {
+        let t0 = Instant::now();
         self.flush()?;
         // SAFETY: valid stream.
         ck(
@@ -177,22 +190,27 @@ impl Staging {
         for s in &mut self.slots {
             s.in_flight = false;
         }
-        if let Some(t0) = self.round_start.take() {
+        if let Some(t_start) = self.round_start.take() {
             self.last = UploadStats {
                 bytes: self.round_bytes,
-                elapsed: t0.elapsed(),
+                elapsed: t_start.elapsed(),
+                busy: self.round_busy + t0.elapsed(),
             };
             if std::env::var_os("RRSTORE_GPU_STATS").is_some() && self.round_bytes > 0 {
                 let s = self.last.elapsed.as_secs_f64();
                 eprintln!(
-                    "rrstore-gpu: rehydrated {} bytes in {:.6} s ({:.2} GB/s)",
+                    "rrstore-gpu: rehydrated {} bytes in {:.6} s ({:.2} GB/s); backend busy {:.6} s, \
+                     caller producing data {:.6} s",
                     self.round_bytes,
                     s,
-                    self.round_bytes as f64 / s.max(1e-9) / 1e9
+                    self.round_bytes as f64 / s.max(1e-9) / 1e9,
+                    self.last.busy.as_secs_f64(),
+                    (self.last.elapsed.saturating_sub(self.last.busy)).as_secs_f64()
                 );
             }
         }
         self.round_bytes = 0;
+        self.round_busy = Duration::ZERO;
         Ok(())
     }
 

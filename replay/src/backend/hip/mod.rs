@@ -362,10 +362,16 @@ impl Backend for HipBackend {
 
     fn upload(&mut self, offset: u64, data: &[u8]) -> Result<(), BackendError> {
         let dst = self.arena_range(offset, data.len(), "upload")?;
-        match self.staging.as_mut() {
-            Some(s) => s.push(dst, data),
-            None => Ok(()),
+        let Some(s) = self.staging.as_mut() else {
+            return Ok(());
+        };
+        s.push(dst, data)?;
+        // The piece that reaches the end of the arena completes the input:
+        // wait for the copies so the engine's rehydration time is the truth.
+        if offset + data.len() as u64 == self.size {
+            s.finish()?;
         }
+        Ok(())
     }
 
     fn load_image(&mut self, image: &[u8], kernel: &str) -> Result<(), BackendError> {
