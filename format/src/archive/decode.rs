@@ -167,6 +167,8 @@ pub struct PartReader {
     hasher: blake3::Hasher,
     produced: u64,
     finished: bool,
+    /// Set after an error: later reads fail too instead of looking like EOF.
+    failed: bool,
 }
 
 impl PartReader {
@@ -203,6 +205,7 @@ impl PartReader {
             hasher: blake3::Hasher::new(),
             produced: 0,
             finished: false,
+            failed: false,
         }
     }
 
@@ -275,6 +278,25 @@ fn decode_worker(rx: &Mutex<Receiver<Job>>, file: &File, path: &Path) {
 
 impl Read for PartReader {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.failed {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                FormatError::Invalid {
+                    path: self.path.to_path_buf(),
+                    message: format!("an earlier read of the {} part failed", self.info.role),
+                },
+            ));
+        }
+        let r = self.read_inner(buf);
+        if r.is_err() {
+            self.failed = true;
+        }
+        r
+    }
+}
+
+impl PartReader {
+    fn read_inner(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         loop {
             if self.pos < self.cur.len() {
                 let n = buf.len().min(self.cur.len() - self.pos);
