@@ -1,0 +1,101 @@
+//! Helpers for the store tests that drive the real `rrstore` binary.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+pub fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures")
+}
+
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_rrstore")
+}
+
+/// Run `rrstore --store STORE args...`.
+pub fn run(store: &Path, args: &[&str]) -> Output {
+    Command::new(bin())
+        .arg("--store")
+        .arg(store)
+        .args(args)
+        .env_remove("RRSTORE_DIR")
+        .output()
+        .unwrap()
+}
+
+pub fn ok(store: &Path, args: &[&str]) -> String {
+    let o = run(store, args);
+    assert!(
+        o.status.success(),
+        "{args:?} failed ({:?}): {}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout).unwrap()
+}
+
+/// Exit code and stderr of a command expected to fail.
+pub fn fails(store: &Path, args: &[&str]) -> (i32, String) {
+    let o = run(store, args);
+    assert!(!o.status.success(), "{args:?} unexpectedly succeeded");
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+pub fn ls_ids(store: &Path) -> Vec<String> {
+    let v: serde_json::Value = serde_json::from_str(&ok(store, &["ls", "--json"])).unwrap();
+    let mut ids: Vec<String> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap().to_string())
+        .collect();
+    ids.sort();
+    ids
+}
+
+/// Copy a directory tree (fixtures into a scratch dir).
+pub fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dst = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &dst);
+        } else {
+            std::fs::copy(e.path(), dst).unwrap();
+        }
+    }
+}
+
+/// Snapshot of every file under a directory (path -> bytes), to show a
+/// failed command left the store unchanged.
+pub fn tree_bytes(dir: &Path) -> std::collections::BTreeMap<PathBuf, Vec<u8>> {
+    let mut out = std::collections::BTreeMap::new();
+    fn walk(d: &Path, out: &mut std::collections::BTreeMap<PathBuf, Vec<u8>>) {
+        let Ok(rd) = std::fs::read_dir(d) else { return };
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else if !p.to_string_lossy().contains("index.sqlite") {
+                out.insert(p.clone(), std::fs::read(&p).unwrap_or_default());
+            }
+        }
+    }
+    walk(dir, &mut out);
+    out
+}
+
+pub fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(2) == Some("0"))
+        })
+        .unwrap_or(false)
+}
