@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# GPU check on real hardware (NVIDIA): records real CUDA kernels with the
+# recorder in tests/gpu/ (hash-named LLVM layout, VMM arena at a fixed
+# address, pointer + scalar arguments, __device__ globals, dynamic shared
+# memory above 48 KiB, one 1 GiB snapshot), imports them into a fresh store
+# and replays each with `rrstore replay --backend cuda --verify
+# --repetitions 5`. Prints one summary line per recording and the H2D
+# rehydration bandwidth next to a plain pinned cuMemcpyHtoD of the same size.
+#
+# Usage: scripts/gpu-check.sh [path/to/rrstore]   (default target/release/rrstore)
+# Needs: an NVIDIA GPU and driver, nvcc, python3. Nothing from the network.
+# Exit status: 0 when every recording verified, 1 otherwise.
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BIN=$(readlink -f "${1:-$ROOT/target/release/rrstore}")
+[ -x "$BIN" ] || { echo "gpu-check: no rrstore binary at $BIN (build: cargo build --release -p rrstore-cli)"; exit 2; }
+NVCC=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null | head -1 || true)
+[ -n "$NVCC" ] || { echo "gpu-check: nvcc not found (install the CUDA toolkit)"; exit 2; }
+command -v nvidia-smi >/dev/null || { echo "gpu-check: nvidia-smi not found: no NVIDIA driver"; exit 2; }
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/rrstore-gpu-check.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+export RRSTORE_DIR="$WORK/store"
+T0=$(date +%s)
+
+CC=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d ' .')
+ARCH="sm_${CC}"
+echo "== GPU: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -1); arch $ARCH; $("$NVCC" --version | tail -1)"
+"$NVCC" -cubin -arch="$ARCH" -O3 -o "$WORK/kernels.cubin" "$ROOT/tests/gpu/kernels.cu" || exit 1
+"$NVCC" -O2 -o "$WORK/recorder" "$ROOT/tests/gpu/recorder.cu" -lcuda || exit 1
+python3 - "$WORK/kernels.cubin" <<'PY'
+import sys
+h = open(sys.argv[1], "rb").read(64)
+print(f"== cubin ELF: abi_version={h[8]} e_machine={int.from_bytes(h[18:20],'little')} e_flags={int.from_bytes(h[48:52],'little'):#x}")
+PY
+
+echo "== rrstore devices"
+"$BIN" devices
+
+# Rename rec.* to <KernelHash>_<LaunchConfigHash>.* (xxh3_64, as LLVM 23+ names them).
+rename_hashed() {
+  python3 - "$1" <<'PY'
+import json, os, struct, sys
+d = sys.argv[1]
+desc = json.load(open(os.path.join(d, "rec.json")))
+try:
+    import xxhash
+except ImportError:
+    print("gpu-check: python xxhash missing: keeping the stem 'rec' (rrstore warns)")
+    sys.exit(0)
+name = desc["Name"]
+if ".content." in name:
+    name = name.split(".content.", 1)[1]
+else:
+    for m in (".llvm.", ".__uniq."):
+        name = name.split(m, 1)[0]
+k = xxhash.xxh3_64_intdigest(name.encode())
+c = xxhash.xxh3_64_intdigest(struct.pack("<QQQ", desc["NumTeams"], desc["NumThreads"], desc["SharedMemorySize"]))
+for f in os.listdir(d):
+    if f.startswith("rec."):
+        os.rename(os.path.join(d, f), os.path.join(d, f"{k}_{c}" + f[3:]))
+PY
+}
+
+FAIL=0
+BIG_BYTES=0
+BIG_REHYDRATE=""
+for CASE in saxpy smem big; do
+  DIR="$WORK/rec/$CASE"
+  mkdir -p "$DIR"
+  "$WORK/recorder" "$WORK/kernels.cubin" "$DIR" "$CASE" || { echo "gpu-check: recorder failed on $CASE"; FAIL=1; continue; }
+  rename_hashed "$DIR"
+  ID=$("$BIN" import "$DIR" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["recordings"][0]["id"])') \
+    || { echo "gpu-check: import failed on $CASE"; FAIL=1; continue; }
+  RRSTORE_GPU_STATS=1 "$BIN" replay "$ID" --backend cuda --verify --repetitions 5 --json \
+    >"$WORK/replay-$CASE.json" 2>"$WORK/replay-$CASE.err"
+  RC=$?
+  [ "$RC" = 0 ] || FAIL=1
+  python3 - "$CASE" "$RC" "$WORK/replay-$CASE.json" "$WORK/replay-$CASE.err" <<'PY'
+import json, sys
+case, rc, jp, ep = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+err = open(ep).read()
+try:
+    r = json.load(open(jp))
+except Exception:
+    print(f"{case:6} rc={rc} no JSON report; stderr:\n{err}")
+    sys.exit(0)
+t = r.get("timing", {})
+bps = r.get("rehydrate_bytes_per_s") or 0
+kmin = (r.get("kernel_min_ns") or 0) / 1e6
+kmed = (r.get("kernel_median_ns") or 0) / 1e6
+print(f"{case:6} {r.get('verdict')!s:9} rc={rc} kernel={r.get('kernel')} snapshot={r.get('arena_size')} B "
+      f"teams={r.get('num_teams')} threads={r.get('num_threads')} kernel min {kmin:.3f} ms median {kmed:.3f} ms "
+      f"rehydrate best {bps/1e9:.2f} GB/s load_image {t.get('load_image_ns',0)/1e6:.1f} ms "
+      f"verify {t.get('verify_ns',0)/1e6:.1f} ms wall {t.get('wall_ns',0)/1e6:.1f} ms")
+if r.get("error") or r.get("mismatch") or rc != "0":
+    print(f"       error: {r.get('error')} mismatch: {r.get('mismatch')}")
+    print("       stderr: " + err.strip().replace("\n", "\n       "))
+for line in err.splitlines():
+    if line.startswith("rrstore-gpu:"):
+        print("       " + line)
+if case == "big":
+    open(jp + ".bps", "w").write(f"{r.get('arena_size')} {bps}")
+PY
+  if [ -f "$WORK/replay-$CASE.json.bps" ]; then
+    read -r BIG_BYTES BIG_REHYDRATE <"$WORK/replay-$CASE.json.bps"
+  fi
+done
+
+echo "== auto backend and target checks"
+SAXPY_ID=$("$BIN" import "$WORK/rec/saxpy" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["recordings"][0]["id"])')
+"$BIN" replay "$SAXPY_ID" --backend auto >"$WORK/auto.txt" 2>&1; RC=$?
+echo "auto backend on the saxpy recording: rc=$RC ($(grep -E 'backend|VERIFIED|MISMATCH|error' "$WORK/auto.txt" | head -2 | tr '\n' ' '))"
+[ "$RC" = 0 ] || FAIL=1
+"$BIN" replay "$SAXPY_ID" --backend host >"$WORK/host.txt" 2>&1; RC=$?
+echo "cubin on the host backend: rc=$RC (expected 9): $(head -1 "$WORK/host.txt")"
+[ "$RC" = 9 ] || FAIL=1
+
+if [ "$BIG_BYTES" != 0 ]; then
+  echo "== H2D bandwidth for the 1 GiB snapshot"
+  PLAIN=$("$WORK/recorder" bandwidth "$BIG_BYTES")
+  echo "$PLAIN"
+  python3 - "$BIG_BYTES" "$BIG_REHYDRATE" "$PLAIN" <<'PY'
+import sys
+n, reh, plain = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
+p = float(plain.split("gbps=")[1].split()[0]) * 1e9
+print(f"rehydration (store -> device, best of 5) {reh/1e9:.2f} GB/s vs plain pinned cuMemcpyHtoD {p/1e9:.2f} GB/s: {100*reh/p:.0f}% (goal >= 80%)")
+PY
+fi
+echo "== done in $(( $(date +%s) - T0 )) s; $([ $FAIL = 0 ] && echo 'all recordings verified' || echo 'FAILURES above')"
+exit $FAIL

@@ -1,0 +1,58 @@
+// Device code for the GPU check's recorder (tests/gpu/recorder.cu).
+// Compiled to a cubin by scripts/gpu-check.sh: nvcc -cubin -arch=sm_XX.
+// extern "C" keeps kernel and global names unmangled and stable. Every
+// kernel takes a "launch environment" pointer first (as LLVM's OpenMP
+// kernels do); it points into the arena, and a kernel that gets a wrong one
+// writes nothing, so a replay that passes it wrongly fails verification.
+
+struct LaunchEnv {
+    unsigned long long magic;
+    unsigned long long n;
+};
+
+#define RR_MAGIC 0x52525354524543ull
+
+extern "C" {
+
+// Set by the recorder before the launch (the image holds other values), so
+// a replay that does not restore globals produces a different output.
+__device__ double g_scale = 1.0;
+__device__ unsigned long long g_table[4] = {0, 0, 0, 0};
+
+// Pointer and scalar arguments (a double and a count, each 8 bytes).
+__global__ void rr_saxpy(const LaunchEnv* env, const float* x, float* y, double a,
+                         unsigned long long n) {
+    if (env->magic != RR_MAGIC || env->n != n) return;
+    unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {
+        y[i] = (float)(a * g_scale) * x[i] + y[i] + (float)g_table[i & 3];
+    }
+}
+
+// Dynamic shared memory above 48 KiB: each block reverses its tile.
+__global__ void rr_block_reverse(const LaunchEnv* env, const unsigned int* in, unsigned int* out,
+                                 unsigned long long words_per_block) {
+    extern __shared__ unsigned int tile[];
+    if (env->magic != RR_MAGIC) return;
+    unsigned long long base = (unsigned long long)blockIdx.x * words_per_block;
+    for (unsigned long long k = threadIdx.x; k < words_per_block; k += blockDim.x) {
+        tile[k] = in[base + k] ^ (unsigned int)g_table[1];
+    }
+    __syncthreads();
+    for (unsigned long long k = threadIdx.x; k < words_per_block; k += blockDim.x) {
+        out[base + k] = tile[words_per_block - 1 - k];
+    }
+}
+
+// A large arena: grid-stride loop over n words.
+__global__ void rr_big(const LaunchEnv* env, const unsigned int* in, unsigned int* out,
+                       unsigned long long n, unsigned long long salt) {
+    if (env->magic != RR_MAGIC || env->n != n) return;
+    unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+    for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += stride) {
+        out[i] = in[i] * 2654435761u + (unsigned int)salt + (unsigned int)g_table[2];
+    }
+}
+
+}  // extern "C"

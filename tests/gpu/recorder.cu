@@ -1,0 +1,338 @@
+// GPU check recorder: records real CUDA kernel launches in LLVM's
+// hash-named ("Native", LLVM 23+) record-replay layout, the way LLVM's CUDA
+// plugin does with LIBOMPTARGET_RECORD=1:
+//   * an arena reserved with the VMM API (cuMemAddressReserve at a fixed
+//     address hint, cuMemCreate/cuMemMap/cuMemSetAccess),
+//   * buffers bump-allocated from it (the launch environment first),
+//   * globals written before the launch and saved in the native encoding,
+//   * the arena's used bytes saved before (.record_input) and after
+//     (.record_output) the launch, the cubin saved as .image.
+// Files are written as rec.{json,record_input,record_output,globals,image};
+// scripts/gpu-check.sh renames them to <KernelHash>_<LaunchConfigHash>.
+//
+// Usage:
+//   recorder <kernels.cubin> <outdir> saxpy|smem|big
+//   recorder bandwidth <bytes>        plain pinned cuMemcpyHtoD bandwidth
+// Host code only; built with: nvcc -O2 -o recorder recorder.cu -lcuda
+
+#include <cuda.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#define CK(call)                                                                 \
+    do {                                                                         \
+        CUresult rr_err = (call);                                                \
+        if (rr_err != CUDA_SUCCESS) {                                            \
+            const char* rr_name = nullptr;                                       \
+            cuGetErrorName(rr_err, &rr_name);                                    \
+            std::fprintf(stderr, "recorder: %s failed: %s (line %d)\n", #call,   \
+                         rr_name ? rr_name : "?", __LINE__);                     \
+            std::exit(1);                                                        \
+        }                                                                        \
+    } while (0)
+
+static const uint64_t RR_MAGIC = 0x52525354524543ull;
+static const uint64_t ARENA_HINT = 0x7e0000000000ull;
+
+struct LaunchEnv {
+    uint64_t magic;
+    uint64_t n;
+};
+
+static std::vector<char> read_file(const std::string& path) {
+    FILE* f = std::fopen(path.c_str(), "rb");
+    if (!f) {
+        std::fprintf(stderr, "recorder: cannot open %s\n", path.c_str());
+        std::exit(1);
+    }
+    std::fseek(f, 0, SEEK_END);
+    long n = std::ftell(f);
+    std::fseek(f, 0, SEEK_SET);
+    std::vector<char> buf((size_t)n);
+    if (n > 0 && std::fread(buf.data(), 1, (size_t)n, f) != (size_t)n) {
+        std::fprintf(stderr, "recorder: cannot read %s\n", path.c_str());
+        std::exit(1);
+    }
+    std::fclose(f);
+    return buf;
+}
+
+static void write_file(const std::string& path, const void* data, size_t n) {
+    FILE* f = std::fopen(path.c_str(), "wb");
+    if (!f || (n > 0 && std::fwrite(data, 1, n, f) != n) || std::fclose(f) != 0) {
+        std::fprintf(stderr, "recorder: cannot write %s\n", path.c_str());
+        std::exit(1);
+    }
+}
+
+struct Arena {
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    size_t used = 0;
+    CUmemGenericAllocationHandle handle = 0;
+
+    CUdeviceptr alloc(size_t n) {
+        size_t off = (used + 255) & ~(size_t)255;
+        if (off + n > size) {
+            std::fprintf(stderr, "recorder: arena of %zu bytes exhausted\n", size);
+            std::exit(1);
+        }
+        used = off + n;
+        return base + off;
+    }
+};
+
+static Arena make_arena(CUdevice dev, size_t want) {
+    CUmemAllocationProp prop;
+    std::memset(&prop, 0, sizeof(prop));
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = (int)dev;
+    size_t gran = 0;
+    CK(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    Arena a;
+    a.size = (want + gran - 1) / gran * gran;
+    CK(cuMemAddressReserve(&a.base, a.size, 0, (CUdeviceptr)ARENA_HINT, 0));
+    if (a.base != (CUdeviceptr)ARENA_HINT) {
+        std::fprintf(stderr, "recorder: note: the driver placed the arena at 0x%llx (hint 0x%llx)\n",
+                     (unsigned long long)a.base, (unsigned long long)ARENA_HINT);
+    }
+    CK(cuMemCreate(&a.handle, a.size, &prop, 0));
+    CK(cuMemMap(a.base, a.size, 0, a.handle, 0));
+    CUmemAccessDesc desc;
+    std::memset(&desc, 0, sizeof(desc));
+    desc.location = prop.location;
+    desc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    CK(cuMemSetAccess(a.base, a.size, &desc, 1));
+    CK(cuMemsetD8(a.base, 0, a.size));
+    return a;
+}
+
+static void put_u32(std::vector<char>& v, uint32_t x) {
+    v.insert(v.end(), (const char*)&x, (const char*)&x + 4);
+}
+static void put_u64(std::vector<char>& v, uint64_t x) {
+    v.insert(v.end(), (const char*)&x, (const char*)&x + 8);
+}
+
+// Native globals table: u32 count, then per global u32 name length
+// (including the NUL), u64 size, name + NUL, data.
+static std::vector<char> save_globals(CUmodule mod, const std::vector<std::string>& names) {
+    std::vector<char> out;
+    put_u32(out, (uint32_t)names.size());
+    for (const std::string& name : names) {
+        CUdeviceptr p = 0;
+        size_t n = 0;
+        CK(cuModuleGetGlobal(&p, &n, mod, name.c_str()));
+        std::vector<char> data(n);
+        CK(cuMemcpyDtoH(data.data(), p, n));
+        put_u32(out, (uint32_t)(name.size() + 1));
+        put_u64(out, (uint64_t)n);
+        out.insert(out.end(), name.begin(), name.end());
+        out.push_back('\0');
+        out.insert(out.end(), data.begin(), data.end());
+    }
+    return out;
+}
+
+static void set_global(CUmodule mod, const char* name, const void* data, size_t n) {
+    CUdeviceptr p = 0;
+    size_t have = 0;
+    CK(cuModuleGetGlobal(&p, &have, mod, name));
+    if (have != n) {
+        std::fprintf(stderr, "recorder: global %s has %zu bytes, expected %zu\n", name, have, n);
+        std::exit(1);
+    }
+    CK(cuMemcpyHtoD(p, data, n));
+}
+
+static void snapshot(const Arena& a, const std::string& path) {
+    std::vector<char> buf(a.used);
+    CK(cuCtxSynchronize());
+    CK(cuMemcpyDtoH(buf.data(), a.base, a.used));
+    write_file(path, buf.data(), buf.size());
+}
+
+static int bandwidth(size_t bytes) {
+    CUdevice dev;
+    CUcontext ctx;
+    CK(cuInit(0));
+    CK(cuDeviceGet(&dev, 0));
+    CK(cuDevicePrimaryCtxRetain(&ctx, dev));
+    CK(cuCtxSetCurrent(ctx));
+    void* host = nullptr;
+    CUdeviceptr d = 0;
+    CK(cuMemHostAlloc(&host, bytes, 0));
+    std::memset(host, 0x5a, bytes);
+    CK(cuMemAlloc(&d, bytes));
+    CK(cuMemcpyHtoD(d, host, bytes));  // warm-up
+    double best = 1e30;
+    for (int i = 0; i < 5; i++) {
+        auto t0 = std::chrono::steady_clock::now();
+        CK(cuMemcpyHtoD(d, host, bytes));
+        CK(cuCtxSynchronize());
+        double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (s < best) best = s;
+    }
+    std::printf("plain_pinned_h2d bytes=%zu best_s=%.6f gbps=%.2f\n", bytes, best,
+                (double)bytes / best / 1e9);
+    CK(cuMemFree(d));
+    CK(cuMemFreeHost(host));
+    return 0;
+}
+
+int main(int argc, char** argv) {
+    if (argc == 3 && std::string(argv[1]) == "bandwidth") {
+        return bandwidth((size_t)std::strtoull(argv[2], nullptr, 10));
+    }
+    if (argc != 4) {
+        std::fprintf(stderr, "usage: recorder <kernels.cubin> <outdir> saxpy|smem|big\n"
+                             "       recorder bandwidth <bytes>\n");
+        return 2;
+    }
+    const std::string cubin_path = argv[1], outdir = argv[2], which = argv[3];
+    std::vector<char> cubin = read_file(cubin_path);
+
+    CUdevice dev;
+    CUcontext ctx;
+    CK(cuInit(0));
+    CK(cuDeviceGet(&dev, 0));
+    CK(cuDevicePrimaryCtxRetain(&ctx, dev));
+    CK(cuCtxSetCurrent(ctx));
+    CUmodule mod;
+    CK(cuModuleLoadData(&mod, cubin.data()));
+
+    std::string kernel;
+    std::vector<uint64_t> args;
+    uint64_t teams = 0, threads = 0, shared = 0, trip = 0;
+    Arena a;
+
+    const double g_scale = 2.0;
+    const uint64_t g_table[4] = {3, 5, 7, 11};
+    set_global(mod, "g_scale", &g_scale, sizeof(g_scale));
+    set_global(mod, "g_table", g_table, sizeof(g_table));
+
+    if (which == "saxpy") {
+        const uint64_t n = 1 << 20;
+        a = make_arena(dev, 64ull << 20);
+        CUdeviceptr env = a.alloc(sizeof(LaunchEnv));
+        CUdeviceptr x = a.alloc(n * 4);
+        CUdeviceptr y = a.alloc(n * 4);
+        LaunchEnv e = {RR_MAGIC, n};
+        CK(cuMemcpyHtoD(env, &e, sizeof(e)));
+        std::vector<float> hx(n), hy(n);
+        for (uint64_t i = 0; i < n; i++) {
+            hx[i] = (float)(i % 1000) * 0.25f;
+            hy[i] = (float)(i % 77) - 3.0f;
+        }
+        CK(cuMemcpyHtoD(x, hx.data(), n * 4));
+        CK(cuMemcpyHtoD(y, hy.data(), n * 4));
+        double alpha = 1.5;
+        uint64_t alpha_bits;
+        std::memcpy(&alpha_bits, &alpha, 8);
+        kernel = "rr_saxpy";
+        args = {env, x, y, alpha_bits, n};
+        threads = 256;
+        teams = (n + threads - 1) / threads;
+        trip = n;
+    } else if (which == "smem") {
+        const uint64_t words_per_block = 16384;  // 64 KiB of dynamic shared memory
+        const uint64_t blocks = 128;
+        const uint64_t n = words_per_block * blocks;
+        a = make_arena(dev, 64ull << 20);
+        CUdeviceptr env = a.alloc(sizeof(LaunchEnv));
+        CUdeviceptr in = a.alloc(n * 4);
+        CUdeviceptr out = a.alloc(n * 4);
+        LaunchEnv e = {RR_MAGIC, n};
+        CK(cuMemcpyHtoD(env, &e, sizeof(e)));
+        std::vector<uint32_t> h(n);
+        for (uint64_t i = 0; i < n; i++) h[i] = (uint32_t)(i * 2654435761ull);
+        CK(cuMemcpyHtoD(in, h.data(), n * 4));
+        kernel = "rr_block_reverse";
+        args = {env, in, out, words_per_block};
+        teams = blocks;
+        threads = 256;
+        shared = words_per_block * 4;
+        trip = n;
+    } else if (which == "big") {
+        // 1 GiB snapshot: 512 MiB of pseudo-random input words and a 512 MiB
+        // output buffer that is zero before the launch.
+        const uint64_t n = (512ull << 20) / 4;
+        a = make_arena(dev, (1ull << 30) + (64ull << 20));
+        CUdeviceptr env = a.alloc(sizeof(LaunchEnv));
+        CUdeviceptr in = a.alloc(n * 4);
+        CUdeviceptr out = a.alloc(n * 4);
+        LaunchEnv e = {RR_MAGIC, n};
+        CK(cuMemcpyHtoD(env, &e, sizeof(e)));
+        std::vector<uint32_t> h(n);
+        uint64_t s = 0x9e3779b97f4a7c15ull;
+        for (uint64_t i = 0; i < n; i++) {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            h[i] = (uint32_t)(s >> 16);
+        }
+        CK(cuMemcpyHtoD(in, h.data(), n * 4));
+        kernel = "rr_big";
+        args = {env, in, out, n, 12345};
+        teams = 1024;
+        threads = 512;
+        trip = n;
+    } else {
+        std::fprintf(stderr, "recorder: unknown case %s\n", which.c_str());
+        return 2;
+    }
+
+    CUfunction f;
+    CK(cuModuleGetFunction(&f, mod, kernel.c_str()));
+    if (shared > 48 * 1024) {
+        CK(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)shared));
+    }
+
+    const std::string stem = outdir + "/rec";
+    std::vector<char> globals = save_globals(mod, {"g_scale", "g_table"});
+    write_file(stem + ".globals", globals.data(), globals.size());
+    write_file(stem + ".image", cubin.data(), cubin.size());
+    snapshot(a, stem + ".record_input");
+
+    std::vector<void*> params(args.size());
+    for (size_t i = 0; i < args.size(); i++) params[i] = &args[i];
+    CK(cuLaunchKernel(f, (unsigned)teams, 1, 1, (unsigned)threads, 1, 1, (unsigned)shared, 0,
+                      params.data(), nullptr));
+    CK(cuCtxSynchronize());
+    snapshot(a, stem + ".record_output");
+
+    std::string json = "{\"Name\":\"" + kernel + "\",\"NumArgs\":" + std::to_string(args.size()) +
+                       ",\"NumTeams\":" + std::to_string(teams) +
+                       ",\"NumThreads\":" + std::to_string(threads) +
+                       ",\"SharedMemorySize\":" + std::to_string(shared) +
+                       ",\"LoopTripCount\":" + std::to_string(trip) +
+                       ",\"DeviceId\":0,\"VAllocAddr\":" + std::to_string((unsigned long long)a.base) +
+                       ",\"VAllocSize\":" + std::to_string(a.size) +
+                       ",\"TeamsLimits\":[0,0],\"ThreadsLimits\":[0,0],\"ArgPtrs\":[";
+    for (size_t i = 0; i < args.size(); i++) {
+        if (i) json += ",";
+        json += std::to_string((long long)args[i]);
+    }
+    json += "],\"ArgOffsets\":[";
+    for (size_t i = 0; i < args.size(); i++) json += i ? ",0" : "0";
+    json += "]}";
+    write_file(stem + ".json", json.data(), json.size());
+    std::printf("recorded %s: kernel %s teams=%llu threads=%llu shared=%llu arena=0x%llx used=%zu\n",
+                which.c_str(), kernel.c_str(), (unsigned long long)teams,
+                (unsigned long long)threads, (unsigned long long)shared,
+                (unsigned long long)a.base, a.used);
+
+    CK(cuModuleUnload(mod));
+    CK(cuMemUnmap(a.base, a.size));
+    CK(cuMemRelease(a.handle));
+    CK(cuMemAddressFree(a.base, a.size));
+    CK(cuDevicePrimaryCtxRelease(dev));
+    return 0;
+}
