@@ -40,6 +40,14 @@ pub const REMOTE: u8 = 14;
 pub const RECORD: u8 = 15;
 /// The archive or store was written by a newer, incompatible rrstore.
 pub const UNSUPPORTED_VERSION: u8 = 16;
+/// `replay`: a recorded global is not exported by the image, or has another size there.
+pub const GLOBAL: u8 = 17;
+/// `replay --verify`: the recording has no output snapshot to compare with.
+pub const NO_OUTPUT: u8 = 18;
+/// `replay`: the recording cannot be replayed (LLVM 16-17: no image, no arena address).
+pub const NOT_REPLAYABLE: u8 = 19;
+/// `replay`: --num-teams/--num-threads outside the recorded TeamsLimits/ThreadsLimits.
+pub const LAUNCH_LIMITS: u8 = 20;
 /// Anything else (a bug in rrstore: please report it).
 pub const INTERNAL: u8 = 70;
 
@@ -71,11 +79,26 @@ pub fn code_for(err: &anyhow::Error) -> u8 {
                 }
                 B::Reserve { .. } => ADDRESS_UNAVAILABLE,
                 B::Image(_) => INVALID_INPUT,
-                B::MissingKernel(_) | B::MissingGlobal { .. } | B::GlobalSize { .. } => SYMBOL,
+                B::MissingKernel(_) => SYMBOL,
+                B::MissingGlobal { .. } | B::GlobalSize { .. } => GLOBAL,
                 B::TargetMismatch { .. } => TARGET_MISMATCH,
                 B::Crashed { .. } => CRASHED,
                 B::TimedOut(_) => TIMED_OUT,
             };
+        }
+        if let Some(e) = cause.downcast_ref::<rrstore_replay::ReplayError>() {
+            use rrstore_replay::ReplayError as R;
+            match e {
+                R::NoOutput { .. } => return NO_OUTPUT,
+                R::NotReplayable { .. } => return NOT_REPLAYABLE,
+                R::Limits { .. } => return LAUNCH_LIMITS,
+                R::Tolerance(_) => return USAGE,
+                R::BadSpec(_) => return NOT_FOUND,
+                R::PartSize { .. } | R::GlobalBounds { .. } => return INVALID_INPUT,
+                R::SaveOutput { .. } => return NOT_FOUND,
+                // Wrapped library errors: keep walking the chain.
+                _ => {}
+            }
         }
         if let Some(e) = cause.downcast_ref::<std::io::Error>() {
             if e.kind() == std::io::ErrorKind::NotFound {

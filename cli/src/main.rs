@@ -50,6 +50,10 @@ pub enum Command {
     Gc(commands::gc::Args),
     /// Store size, dedup and compression ratios.
     Stats(commands::stats::Args),
+    /// Replay a recording (store ID, .rra or LLVM .json) and verify its output.
+    Replay(commands::replay::Args),
+    /// List the replay history (all recordings, or one).
+    History(commands::history::Args),
 }
 
 /// Options every command can read.
@@ -58,6 +62,11 @@ pub struct Globals {
 }
 
 fn main() -> ExitCode {
+    // The host replay backend re-executes this binary as its runner child
+    // (hidden, not a clap subcommand).
+    if let Some(code) = host_runner() {
+        return code;
+    }
     let cli = Cli::parse();
     let globals = Globals { store: cli.store };
     let result = match cli.command {
@@ -75,9 +84,22 @@ fn main() -> ExitCode {
         Command::Verify(a) => commands::verify::run(a, &globals),
         Command::Gc(a) => commands::gc::run(a, &globals),
         Command::Stats(a) => commands::stats::run(a, &globals),
+        Command::Replay(a) => commands::replay::run(a, &globals),
+        Command::History(a) => commands::history::run(a, &globals),
     };
     match result {
         Ok(code) => code,
         Err(err) => exit::report(&err),
     }
+}
+
+/// Serve as the host backend's runner when started as `rrstore __host-runner`.
+fn host_runner() -> Option<ExitCode> {
+    use rrstore_replay::backend::host::{runner_main, RUNNER_SUBCOMMAND};
+    let mut args = std::env::args_os().skip(1);
+    if args.next()? != RUNNER_SUBCOMMAND {
+        return None;
+    }
+    let rest: Vec<String> = args.map(|a| a.to_string_lossy().into_owned()).collect();
+    Some(ExitCode::from(runner_main(&rest).clamp(0, 255) as u8))
 }

@@ -17,3 +17,6 @@ pub mod stats;
 pub mod storeutil;
 pub mod tag;
 pub mod verify;
+// Replay commands.
+pub mod history;
+pub mod replay;

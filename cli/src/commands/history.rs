@@ -1,0 +1,142 @@
+//! `rrstore history [ID] [--json]`: the replay history rows of the store,
+//! oldest first; ID is a hex prefix of a recording ID, or a `.json`/`.rra`
+//! file whose recording ID is computed.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use rrstore_format::id::hex;
+use rrstore_replay::ReplaySource;
+use rrstore_store::{HistoryEntry, Store};
+
+use crate::Globals;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Recording ID prefix, or a .json/.rra recording (all rows when absent).
+    pub recording: Option<String>,
+    /// Print a JSON array of rows.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Days since 1970-01-01 to (year, month, day) (proleptic Gregorian).
+fn civil(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+/// Unix seconds as `YYYY-MM-DD HH:MM:SS` UTC.
+pub fn utc(secs: i64) -> String {
+    let (y, m, d) = civil(secs.div_euclid(86_400));
+    let s = secs.rem_euclid(86_400);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}",
+        s / 3600,
+        s / 60 % 60,
+        s % 60
+    )
+}
+
+fn filter_prefix(spec: &str) -> anyhow::Result<String> {
+    let p = Path::new(spec);
+    if p.is_file() {
+        let src = ReplaySource::open(spec, || unreachable_store())
+            .map_err(super::replay::into_anyhow)
+            .with_context(|| format!("cannot open recording `{spec}`"))?;
+        return Ok(src.id.to_hex());
+    }
+    if spec.is_empty() || !spec.bytes().all(|b| b.is_ascii_hexdigit()) {
+        anyhow::bail!("`{spec}` is neither a recording file nor a hexadecimal ID prefix");
+    }
+    Ok(spec.to_ascii_lowercase())
+}
+
+fn unreachable_store() -> Result<Store, rrstore_replay::ReplayError> {
+    Err(rrstore_replay::ReplayError::BadSpec(
+        "(no store lookup for a file)".into(),
+    ))
+}
+
+fn text_row(e: &HistoryEntry) -> String {
+    let kmin = e.kernel_ns.iter().min().copied().unwrap_or(0);
+    let kernel = if e.kernel_ns.len() > 1 {
+        format!("{:.3}ms x{}", kmin as f64 / 1e6, e.kernel_ns.len())
+    } else {
+        format!("{:.3}ms", kmin as f64 / 1e6)
+    };
+    format!(
+        "{:<5} {}  {}  {:<7} {:<16} {:>14} {:>11}  {}",
+        e.id,
+        utc(e.started_at),
+        &e.recording.to_hex()[..12],
+        e.backend,
+        e.verdict,
+        kernel,
+        format!("{:.1}ms", e.wall_ns as f64 / 1e6),
+        e.output_blake3
+            .map(|h| hex(&h)[..12].to_string())
+            .unwrap_or_else(|| "-".into()),
+    )
+}
+
+pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
+    let store = Store::open_default(globals.store.as_deref()).context("opening the store")?;
+    let prefix = args.recording.as_deref().map(filter_prefix).transpose()?;
+    let rows: Vec<HistoryEntry> = store
+        .history(None)
+        .context("reading the replay history")?
+        .into_iter()
+        .filter(|e| {
+            prefix
+                .as_ref()
+                .is_none_or(|p| e.recording.to_hex().starts_with(p))
+        })
+        .collect();
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if rows.is_empty() {
+        println!(
+            "no replays recorded{}",
+            match &prefix {
+                Some(p) => format!(" for {p}"),
+                None => String::new(),
+            }
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "{:<5} {:<19}  {:<12}  {:<7} {:<16} {:>14} {:>11}  output",
+        "row", "started (UTC)", "recording", "backend", "verdict", "kernel", "wall"
+    );
+    for e in &rows {
+        println!("{}", text_row(e));
+        if !e.detail.is_empty() && e.verdict != "verified" {
+            for line in e.detail.lines().take(3) {
+                println!("      {line}");
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_utc() {
+        assert_eq!(utc(0), "1970-01-01 00:00:00");
+        assert_eq!(utc(1_709_210_096), "2024-02-29 12:34:56");
+    }
+}

@@ -1,0 +1,274 @@
+//! `rrstore replay`: re-run one recorded kernel launch (store ID prefix,
+//! `.rra` archive or LLVM `.json`), verify it, print what happened and append
+//! a row to the replay history. Logic lives in `rrstore_replay`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use rrstore_replay::verify::tolerance::{DType, Tolerance};
+use rrstore_replay::{
+    BackendKind, ReplayError, ReplayOptions, ReplayReport, ReplaySource, Verdict, VerifyMode,
+};
+use rrstore_store::Store;
+
+use crate::Globals;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Store ID (or unique prefix), .rra archive, or LLVM recording .json.
+    pub recording: String,
+    /// Backend: auto picks it from the image target (x86_64 -> host,
+    /// cubin/PTX -> cuda, AMDGPU -> hip).
+    #[arg(long, value_enum, default_value = "auto")]
+    pub backend: BackendArg,
+    /// Compare the arena with the recorded output byte for byte (default
+    /// when the recording has an output snapshot; an error when it has none).
+    #[arg(long, conflicts_with = "no_verify")]
+    pub verify: bool,
+    /// Do not compare.
+    #[arg(long)]
+    pub no_verify: bool,
+    /// Compare as floating-point elements within --rtol/--atol (and
+    /// --max-ulp) instead of byte for byte; needs --dtype.
+    #[arg(long, requires = "dtype", conflicts_with = "no_verify")]
+    pub tolerance: bool,
+    /// Element type for --tolerance.
+    #[arg(long, value_enum)]
+    pub dtype: Option<DTypeArg>,
+    /// Relative tolerance (numpy isclose: |a-e| <= atol + rtol*|e|).
+    #[arg(long, default_value_t = 1e-5)]
+    pub rtol: f64,
+    /// Absolute tolerance.
+    #[arg(long, default_value_t = 1e-8)]
+    pub atol: f64,
+    /// Also require at most this many units in the last place.
+    #[arg(long)]
+    pub max_ulp: Option<u64>,
+    /// Write the arena after the replay to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub save_output: Option<PathBuf>,
+    /// Launch N times (re-uploading the input and globals each time) and
+    /// report min/median kernel time.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub repetitions: u32,
+    /// Override the number of teams (host: OMP_NUM_TEAMS).
+    #[arg(long)]
+    pub num_teams: Option<u64>,
+    /// Override the number of threads (host: OMP_NUM_THREADS).
+    #[arg(long)]
+    pub num_threads: Option<u64>,
+    /// Do not check --num-teams/--num-threads against the recorded limits.
+    #[arg(long)]
+    pub ignore_limits: bool,
+    /// Kill the kernel after SECS seconds.
+    #[arg(long, value_name = "SECS")]
+    pub timeout: Option<f64>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum BackendArg {
+    Auto,
+    Host,
+    Cuda,
+    Hip,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum DTypeArg {
+    F32,
+    F64,
+}
+
+fn options(args: &Args) -> anyhow::Result<ReplayOptions> {
+    let timeout = match args.timeout {
+        Some(s) if s > 0.0 && s.is_finite() => Some(Duration::from_secs_f64(s)),
+        Some(s) => anyhow::bail!("--timeout must be a positive number of seconds, got {s}"),
+        None => None,
+    };
+    Ok(ReplayOptions {
+        backend: match args.backend {
+            BackendArg::Auto => BackendKind::Auto,
+            BackendArg::Host => BackendKind::Host,
+            BackendArg::Cuda => BackendKind::Cuda,
+            BackendArg::Hip => BackendKind::Hip,
+        },
+        verify: if args.no_verify {
+            VerifyMode::Off
+        } else if args.verify || args.tolerance {
+            VerifyMode::On
+        } else {
+            VerifyMode::Auto
+        },
+        tolerance: args.tolerance.then(|| Tolerance {
+            dtype: match args.dtype {
+                Some(DTypeArg::F64) => DType::F64,
+                _ => DType::F32,
+            },
+            rtol: args.rtol,
+            atol: args.atol,
+            max_ulp: args.max_ulp,
+        }),
+        num_teams: args.num_teams,
+        num_threads: args.num_threads,
+        ignore_limits: args.ignore_limits,
+        repetitions: args.repetitions,
+        timeout,
+        save_output: args.save_output.clone(),
+        host_runner: None,
+        host_env: Vec::new(),
+    })
+}
+
+/// Turn a replay error into an anyhow error whose chain holds the library
+/// error `exit::code_for` maps (the backend, format or store error itself).
+pub fn into_anyhow(e: ReplayError) -> anyhow::Error {
+    match e {
+        ReplayError::Backend(b) => anyhow::Error::new(b),
+        ReplayError::Format(f) => anyhow::Error::new(f),
+        ReplayError::Store(s) => anyhow::Error::new(s),
+        other => anyhow::Error::new(other),
+    }
+}
+
+fn ms(ns: u64) -> String {
+    format!("{:.3} ms", ns as f64 / 1e6)
+}
+
+fn print_text(r: &ReplayReport, history_row: Option<i64>) {
+    println!(
+        "replay {} ({}) from {}",
+        r.kernel,
+        &r.recording_id[..12.min(r.recording_id.len())],
+        r.source
+    );
+    if !r.backend.is_empty() {
+        println!("  backend {}: {}", r.backend, r.device);
+    }
+    if let Some(base) = r.arena_base {
+        println!(
+            "  arena {:#x}..{:#x} ({} bytes), {} args, teams {} threads {}",
+            base,
+            base + r.arena_size,
+            r.arena_size,
+            r.args.len(),
+            r.num_teams,
+            r.num_threads
+        );
+    }
+    if !r.runtime_libraries.is_empty() {
+        println!("  runtime {}", r.runtime_libraries.join(", "));
+    }
+    let t = &r.timing;
+    if let (Some(min), Some(med)) = (t.kernel_min_ns(), t.kernel_median_ns()) {
+        if t.kernel_ns.len() > 1 {
+            println!(
+                "  kernel min {} median {} over {} launches",
+                ms(min),
+                ms(med),
+                t.kernel_ns.len()
+            );
+        } else {
+            println!("  kernel {}", ms(min));
+        }
+        let rate = t
+            .rehydrate_bytes_per_s()
+            .map(|b| format!(" ({:.2} GB/s)", b / 1e9))
+            .unwrap_or_default();
+        println!(
+            "  rehydrate {} bytes in {}{rate}, load image {}, verify {}, wall {}",
+            t.rehydrate_bytes,
+            ms(t.rehydrate_ns.iter().copied().min().unwrap_or(0)),
+            ms(t.load_image_ns),
+            ms(t.verify_ns),
+            ms(t.wall_ns)
+        );
+    }
+    if let Some(m) = &r.mismatch {
+        for line in m.describe(r.arena_base) {
+            println!("  {line}");
+        }
+    }
+    if let Some(tr) = &r.tolerance {
+        println!(
+            "  tolerance ({}): {} of {} elements differ, {} out of bounds; max abs error {:e}, max rel error {:e}, max ULP {}",
+            if tr.dtype == DType::F32 { "f32" } else { "f64" },
+            tr.differing,
+            tr.elements,
+            tr.out_of_bounds,
+            tr.max_abs_error,
+            tr.max_rel_error,
+            tr.max_ulp
+        );
+        if let Some(o) = tr.first_out_of_bounds {
+            println!("  first element out of bounds at arena+{o:#x}");
+        }
+        if tr.tail_bytes_differing > 0 {
+            println!("  {} trailing bytes differ", tr.tail_bytes_differing);
+        }
+    }
+    if let Some(p) = &r.saved_output {
+        println!("  output saved to {}", p.display());
+    }
+    let verdict = match r.verdict {
+        Verdict::Verified => "VERIFIED (byte-identical to the recorded output)".to_string(),
+        Verdict::WithinTolerance => "VERIFIED within tolerance".to_string(),
+        Verdict::Mismatch => "MISMATCH".to_string(),
+        Verdict::Unverified => "ran (not verified)".to_string(),
+        Verdict::Crashed { signal } => format!("CRASHED (signal {signal})"),
+        Verdict::TimedOut => "TIMED OUT".to_string(),
+        Verdict::Error => "ERROR".to_string(),
+    };
+    println!("{verdict}");
+    if let Some(row) = history_row {
+        println!("  history row {row}");
+    }
+}
+
+pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
+    let opts = options(&args)?;
+    let store = Store::open_default(globals.store.as_deref())
+        .context("opening the store (replays record their history there)")?;
+    let mut src = ReplaySource::open(&args.recording, || {
+        Store::open(store.dir()).map_err(ReplayError::from)
+    })
+    .map_err(into_anyhow)
+    .with_context(|| format!("cannot open recording `{}`", args.recording))?;
+    let mut report = rrstore_replay::replay(&mut src, &opts);
+    let row = rrstore_replay::history::record(&store, src.id, &report)
+        .map_err(into_anyhow)
+        .with_context(|| {
+            format!(
+                "the replay ran ({}) but its history row could not be written to {}",
+                report.verdict.as_str(),
+                store.dir().display()
+            )
+        })?;
+    if args.json {
+        let mut v = serde_json::to_value(&report)?;
+        if let Some(o) = v.as_object_mut() {
+            o.insert("history_row".into(), row.into());
+            let t = &report.timing;
+            o.insert(
+                "rehydrate_bytes_per_s".into(),
+                t.rehydrate_bytes_per_s().into(),
+            );
+            o.insert("kernel_min_ns".into(), t.kernel_min_ns().into());
+            o.insert("kernel_median_ns".into(), t.kernel_median_ns().into());
+        }
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        print_text(&report, Some(row));
+    }
+    if let Some(e) = report.failure.take() {
+        return Err(into_anyhow(e));
+    }
+    Ok(match report.verdict {
+        Verdict::Mismatch => ExitCode::from(crate::exit::MISMATCH),
+        _ => ExitCode::SUCCESS,
+    })
+}
