@@ -23,7 +23,10 @@ fn check(label: &str, src: &mut ReplaySource) -> ReplayReport {
     let out = src.recording.part(PartRole::Output).unwrap();
     assert_eq!(r.output_hash, Some(out.blake3), "{label}");
     let img = src.recording.part(PartRole::Image).unwrap();
-    assert_eq!(r.image_hash, img.blake3, "{label}: the image run is the recorded one");
+    assert_eq!(
+        r.image_hash, img.blake3,
+        "{label}: the image run is the recorded one"
+    );
     assert!(
         r.runtime_libraries
             .iter()
@@ -78,10 +81,9 @@ fn every_fixture_verifies_from_a_store_and_gets_a_history_row() {
     }
     let packs_before = dir_listing(tmp.path());
     for id in &ids {
-        let mut src = ReplaySource::open(&id.to_hex()[..16], || {
-            Ok(Store::open(tmp.path()).unwrap())
-        })
-        .unwrap();
+        let mut src =
+            ReplaySource::open(&id.to_hex()[..16], || Ok(Store::open(tmp.path()).unwrap()))
+                .unwrap();
         assert_eq!(src.id, *id);
         let report = check(&id.to_hex(), &mut src);
         rrstore_replay::history::record(&store, *id, &report).unwrap();
@@ -96,7 +98,10 @@ fn every_fixture_verifies_from_a_store_and_gets_a_history_row() {
         assert!(row.device.starts_with("host x86_64"));
         assert!(row.runtime_versions.contains("libomp"));
         let rec = store.recording(id).unwrap();
-        assert_eq!(row.output_blake3, Some(rec.part(PartRole::Output).unwrap().blake3));
+        assert_eq!(
+            row.output_blake3,
+            Some(rec.part(PartRole::Output).unwrap().blake3)
+        );
     }
     // A replay writes nothing to the store but its history rows.
     let packs_after = dir_listing(tmp.path());

@@ -49,7 +49,7 @@ pub fn utc(secs: i64) -> String {
 fn filter_prefix(spec: &str) -> anyhow::Result<String> {
     let p = Path::new(spec);
     if p.is_file() {
-        let src = ReplaySource::open(spec, || unreachable_store())
+        let src = ReplaySource::open(spec, unreachable_store)
             .map_err(super::replay::into_anyhow)
             .with_context(|| format!("cannot open recording `{spec}`"))?;
         return Ok(src.id.to_hex());

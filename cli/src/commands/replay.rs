@@ -104,7 +104,7 @@ fn options(args: &Args) -> anyhow::Result<ReplayOptions> {
         } else {
             VerifyMode::Auto
         },
-        tolerance: args.tolerance.then(|| Tolerance {
+        tolerance: args.tolerance.then_some(Tolerance {
             dtype: match args.dtype {
                 Some(DTypeArg::F64) => DType::F64,
                 _ => DType::F32,

@@ -38,9 +38,7 @@ pub enum BackendError {
     },
     #[error("cannot load the image: {0}")]
     Image(String),
-    #[error(
-        "kernel symbol `{0}` is not in the image; pass --image with an image that contains it"
-    )]
+    #[error("kernel symbol `{0}` is not exported by the image; the recording's image and descriptor do not belong together")]
     MissingKernel(String),
     #[error("global `{name}` is not exported by the image")]
     MissingGlobal { name: String },
@@ -50,7 +48,7 @@ pub enum BackendError {
         recorded: u64,
         actual: u64,
     },
-    #[error("image target {image} does not match the device target {device}; pass --image with an image built for {device}")]
+    #[error("image target {image} does not match the device target {device}; replay it on a backend for {image} (--backend auto picks it)")]
     TargetMismatch { image: String, device: String },
     #[error("the image needs {library}, which is not installed: {hint}")]
     MissingLibrary { library: String, hint: String },

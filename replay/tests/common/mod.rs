@@ -43,3 +43,105 @@ pub fn options() -> ReplayOptions {
         ..ReplayOptions::default()
     }
 }
+
+/// Copy the kernel-named recording `<fixture>/<stem>.*` into `dir`, renamed
+/// to `new_name` (files and the descriptor's `Name`). Returns the new .json.
+pub fn copy_recording(fixture_json: &Path, dir: &Path, new_name: &str) -> PathBuf {
+    let stem = fixture_json
+        .file_stem()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_string();
+    let src_dir = fixture_json.parent().unwrap();
+    for e in std::fs::read_dir(src_dir).unwrap() {
+        let p = e.unwrap().path();
+        let name = p.file_name().unwrap().to_str().unwrap().to_string();
+        if let Some(ext) = name.strip_prefix(&format!("{stem}.")) {
+            let dst = dir.join(format!("{new_name}.{ext}"));
+            if ext == "json" {
+                let text = std::fs::read_to_string(&p).unwrap();
+                let old = format!("\"Name\":\"{stem}\"");
+                assert!(text.contains(&old), "{text}");
+                std::fs::write(
+                    &dst,
+                    text.replace(&old, &format!("\"Name\":\"{new_name}\"")),
+                )
+                .unwrap();
+            } else {
+                std::fs::copy(&p, &dst).unwrap();
+            }
+        }
+    }
+    dir.join(format!("{new_name}.json"))
+}
+
+/// Compile C source into a shared object with the system C compiler (the
+/// Rust toolchain's linker, so always present where the tests build).
+pub fn build_so(dir: &Path, name: &str, c_src: &str, extra: &[&str]) -> PathBuf {
+    let c = dir.join(format!("{name}.c"));
+    std::fs::write(&c, c_src).unwrap();
+    let out = dir.join(format!("lib{name}.so"));
+    let st = std::process::Command::new("cc")
+        .args(["-shared", "-fPIC", "-O1", "-o"])
+        .arg(&out)
+        .arg(&c)
+        .args(extra)
+        .status()
+        .expect("running cc");
+    assert!(st.success(), "cc failed for {name}");
+    out
+}
+
+/// The globals fixture (2 args: KLE, pointer to out[16]).
+pub fn globals_fixture() -> PathBuf {
+    fixtures().join("llvm22-host/globals/__omp_offloading_fe00_9ae057_main_l13.json")
+}
+
+pub fn saxpy_fixture() -> PathBuf {
+    fixtures().join("llvm22-host/saxpy/__omp_offloading_fe00_9ae056_main_l13.json")
+}
+
+pub fn reduction_fixture() -> PathBuf {
+    fixtures().join("llvm22-host/reduction/__omp_offloading_fe00_9ae058_main_l10.json")
+}
+
+/// A recording of the globals fixture's arena whose image is a C kernel
+/// `name(long kle, long out)` with body `body`, and no globals.
+pub fn c_kernel_recording(dir: &Path, name: &str, body: &str) -> PathBuf {
+    let json = copy_recording(&globals_fixture(), dir, name);
+    let so = build_so(
+        dir,
+        name,
+        &format!("void {name}(long kle, long out) {{ {body} }}\n"),
+        &[],
+    );
+    std::fs::copy(so, dir.join(format!("{name}.image"))).unwrap();
+    std::fs::write(dir.join(format!("{name}.globals")), b"").unwrap();
+    json
+}
+
+/// Parse a kernel-named globals table into (name, bytes) entries.
+pub fn parse_globals(b: &[u8]) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        let end = i + b[i..].iter().position(|&c| c == 0).unwrap();
+        let name = String::from_utf8(b[i..end].to_vec()).unwrap();
+        let n = u32::from_le_bytes(b[end + 1..end + 5].try_into().unwrap()) as usize;
+        out.push((name, b[end + 5..end + 5 + n].to_vec()));
+        i = end + 5 + n;
+    }
+    out
+}
+
+pub fn encode_globals(entries: &[(String, Vec<u8>)]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (name, data) in entries {
+        out.extend_from_slice(name.as_bytes());
+        out.push(0);
+        out.extend_from_slice(&(data.len() as u32).to_le_bytes());
+        out.extend_from_slice(data);
+    }
+    out
+}
