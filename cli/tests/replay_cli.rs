@@ -1,0 +1,297 @@
+//! `rrstore replay` and `rrstore history` through the real binary: every
+//! fixture from its .json, from the store by ID prefix and from a .rra; the
+//! exit code of each failure; history rows in text and JSON.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures")
+}
+
+fn descriptors(set: &str) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![fixtures().join(set)];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                if p.file_name().is_some_and(|n| n != "src") {
+                    stack.push(p);
+                }
+            } else if p.extension().is_some_and(|x| x == "json") {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// rrstore with a private store. OMP_NUM_THREADS=2: the fixtures' float
+/// reductions were recorded with two OpenMP threads.
+fn rrstore(store: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_rrstore"))
+        .arg("--store")
+        .arg(store)
+        .args(args)
+        .env("OMP_NUM_THREADS", "2")
+        .env_remove("RRSTORE_DIR")
+        .output()
+        .unwrap()
+}
+
+fn code(o: &Output) -> i32 {
+    o.status.code().unwrap_or(-1)
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn json(o: &Output) -> serde_json::Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(o)))
+}
+
+const GLOBALS: &str = "llvm22-host/globals/__omp_offloading_fe00_9ae057_main_l13";
+const SAXPY: &str = "llvm22-host/saxpy/__omp_offloading_fe00_9ae056_main_l13";
+
+#[test]
+fn every_fixture_verifies_from_json_store_and_archive_with_history() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    let mut all = descriptors("llvm22-host");
+    all.extend(descriptors("upstream-native"));
+    assert_eq!(all.len(), 22);
+    let mut ids = Vec::new();
+    for (i, d) in all.iter().enumerate() {
+        let o = rrstore(&store, &["replay", d.to_str().unwrap(), "--json"]);
+        assert_eq!(code(&o), 0, "{}", text(&o));
+        let v = json(&o);
+        assert_eq!(v["verdict"], "verified", "{}", text(&o));
+        assert_eq!(v["backend"], "host");
+        ids.push(v["recording_id"].as_str().unwrap().to_string());
+        // .rra
+        let rra = tmp.path().join(format!("{i}.rra"));
+        let o = rrstore(
+            &store,
+            &["pack", d.to_str().unwrap(), "-o", rra.to_str().unwrap()],
+        );
+        assert_eq!(code(&o), 0, "{}", text(&o));
+        let o = rrstore(&store, &["replay", rra.to_str().unwrap()]);
+        assert_eq!(code(&o), 0, "{}", text(&o));
+        assert!(text(&o).contains("VERIFIED"), "{}", text(&o));
+    }
+    // store, by a 12-digit prefix
+    let mut import = vec!["import"];
+    let dirs = [
+        fixtures().join("llvm22-host"),
+        fixtures().join("upstream-native"),
+    ];
+    import.extend(dirs.iter().map(|d| d.to_str().unwrap()));
+    let o = rrstore(&store, &import);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    for id in &ids {
+        let o = rrstore(&store, &["replay", &id[..12], "--verify"]);
+        assert_eq!(code(&o), 0, "{}", text(&o));
+        assert!(text(&o).contains("VERIFIED"), "{}", text(&o));
+    }
+    // three rows per recording: .json, .rra, store
+    let o = rrstore(&store, &["history", "--json"]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let rows = json(&o);
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 3 * ids.len());
+    assert!(rows
+        .iter()
+        .all(|r| r["verdict"] == "verified" && r["backend"] == "host"));
+    let o = rrstore(&store, &["history", &ids[0][..8]]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    let t = text(&o);
+    assert_eq!(
+        t.lines().filter(|l| l.contains(&ids[0][..12])).count(),
+        3,
+        "{t}"
+    );
+}
+
+fn copy_recording(rel: &str, dir: &Path) -> PathBuf {
+    let src = fixtures().join(rel);
+    let stem = src.file_name().unwrap().to_str().unwrap().to_string();
+    for e in std::fs::read_dir(src.parent().unwrap()).unwrap() {
+        let p = e.unwrap().path();
+        let name = p.file_name().unwrap().to_str().unwrap().to_string();
+        if name.starts_with(&format!("{stem}.")) {
+            std::fs::copy(&p, dir.join(&name)).unwrap();
+        }
+    }
+    dir.join(format!("{stem}.json"))
+}
+
+#[test]
+fn a_modified_output_is_a_mismatch_with_exit_1_and_a_history_row() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    let json_path = copy_recording(SAXPY, tmp.path());
+    let out = json_path.with_extension("original.output");
+    let mut b = std::fs::read(&out).unwrap();
+    b[1_048_576 + 64] ^= 0x40; // inside x (argument 3)
+    std::fs::write(&out, &b).unwrap();
+    let o = rrstore(&store, &["replay", json_path.to_str().unwrap()]);
+    assert_eq!(code(&o), 1, "{}", text(&o));
+    let t = text(&o);
+    assert!(t.contains("MISMATCH"), "{t}");
+    assert!(
+        t.contains("1 bytes differ in 1 range(s); first difference at arena+0x100040"),
+        "{t}"
+    );
+    assert!(
+        t.contains("in the buffer of argument 3 (arena+0x100000) at +0x40"),
+        "{t}"
+    );
+    let o = rrstore(&store, &["replay", json_path.to_str().unwrap(), "--json"]);
+    assert_eq!(code(&o), 1);
+    let v = json(&o);
+    assert_eq!(v["verdict"], "mismatch");
+    assert_eq!(v["mismatch"]["differing_bytes"], 1);
+    let o = rrstore(&store, &["history", "--json"]);
+    let rows = json(&o);
+    assert_eq!(rows[0]["verdict"], "mismatch");
+    assert!(rows[0]["detail"].as_str().unwrap().contains("argument 3"));
+}
+
+#[test]
+fn failures_have_their_own_exit_codes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    let run = |args: &[&str]| rrstore(&store, args);
+
+    // legacy recording: 19
+    let legacy = fixtures().join("legacy/globals/__omp_offloading_fe00_9ae057_main_l13.json");
+    let o = run(&["replay", legacy.to_str().unwrap()]);
+    assert_eq!(code(&o), 19, "{}", text(&o));
+    assert!(text(&o).contains("cannot be replayed"));
+
+    // --verify without an output snapshot: 18 (and it runs without --verify)
+    let d = tmp.path().join("noout");
+    std::fs::create_dir(&d).unwrap();
+    let j = copy_recording(SAXPY, &d);
+    std::fs::remove_file(j.with_extension("original.output")).unwrap();
+    assert_eq!(code(&run(&["replay", j.to_str().unwrap(), "--verify"])), 18);
+    let o = run(&["replay", j.to_str().unwrap()]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+    assert!(text(&o).contains("not verified"));
+
+    // missing kernel symbol: 11
+    let d = tmp.path().join("nokernel");
+    std::fs::create_dir(&d).unwrap();
+    let j = copy_recording(SAXPY, &d);
+    let other_image = fixtures().join(format!("{GLOBALS}.image"));
+    std::fs::copy(other_image, j.with_extension("image")).unwrap();
+    let o = run(&["replay", j.to_str().unwrap()]);
+    assert_eq!(code(&o), 11, "{}", text(&o));
+    assert!(text(&o).contains("__omp_offloading_fe00_9ae056_main_l13"));
+
+    // global with another size: 17
+    let d = tmp.path().join("global");
+    std::fs::create_dir(&d).unwrap();
+    let j = copy_recording(GLOBALS, &d);
+    let g = j.with_extension("globals");
+    let mut b = std::fs::read(&g).unwrap();
+    let at = b.windows(10).position(|w| w == b"g_counter\0").unwrap() + 10;
+    b[at..at + 4].copy_from_slice(&2u32.to_le_bytes());
+    b.drain(at + 4 + 2..at + 4 + 4);
+    std::fs::write(&g, b).unwrap();
+    let o = run(&["replay", j.to_str().unwrap()]);
+    assert_eq!(code(&o), 17, "{}", text(&o));
+    assert!(text(&o).contains("g_counter"), "{}", text(&o));
+
+    // cubin image on the host backend: 9, naming both targets
+    let d = tmp.path().join("cubin");
+    std::fs::create_dir(&d).unwrap();
+    let j = copy_recording(SAXPY, &d);
+    let mut elf = vec![0u8; 64];
+    elf[..4].copy_from_slice(b"\x7fELF");
+    elf[4] = 2;
+    elf[5] = 1;
+    elf[18..20].copy_from_slice(&190u16.to_le_bytes());
+    elf[48] = 80;
+    std::fs::write(j.with_extension("image"), elf).unwrap();
+    let o = run(&["replay", j.to_str().unwrap(), "--backend", "host"]);
+    assert_eq!(code(&o), 9, "{}", text(&o));
+    assert!(
+        text(&o).contains("sm_80") && text(&o).contains("host"),
+        "{}",
+        text(&o)
+    );
+
+    // launch limits: 20
+    let native =
+        fixtures().join("upstream-native/saxpy/15370218017841526287_9883226215827474840.json");
+    let o = run(&["replay", native.to_str().unwrap(), "--num-threads", "4"]);
+    assert_eq!(code(&o), 20, "{}", text(&o));
+    let o = run(&[
+        "replay",
+        native.to_str().unwrap(),
+        "--num-threads",
+        "4",
+        "--ignore-limits",
+    ]);
+    assert_eq!(code(&o), 0, "{}", text(&o));
+
+    // unknown recording: 3
+    assert_eq!(code(&run(&["replay", "no/such/file.json"])), 3);
+
+    // every attempt that got as far as a recording left a history row
+    let rows = json(&run(&["history", "--json"]));
+    let verdicts: Vec<&str> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["verdict"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        verdicts,
+        [
+            "error",
+            "error",
+            "unverified",
+            "error",
+            "error",
+            "error",
+            "error",
+            "verified"
+        ]
+    );
+}
+
+#[test]
+fn a_crash_is_exit_12_and_the_binary_survives_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    let j = copy_recording(GLOBALS, tmp.path());
+    let name = j.file_stem().unwrap().to_str().unwrap().to_string();
+    let c = tmp.path().join("k.c");
+    std::fs::write(
+        &c,
+        format!("void {name}(long kle, long out) {{ __builtin_trap(); }}\n"),
+    )
+    .unwrap();
+    let st = Command::new("cc")
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(j.with_extension("image"))
+        .arg(&c)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    std::fs::write(j.with_extension("globals"), b"").unwrap();
+    let o = rrstore(&store, &["replay", j.to_str().unwrap()]);
+    assert_eq!(code(&o), 12, "{}", text(&o));
+    assert!(text(&o).contains("CRASHED (signal 4)"), "{}", text(&o));
+    let rows = json(&rrstore(&store, &["history", "--json"]));
+    assert_eq!(rows[0]["verdict"], "crashed");
+}
