@@ -283,3 +283,29 @@ fn find_recordings_walks_sorted_and_accepts_a_json_path() {
     assert_eq!(llvm::find_recordings(one).unwrap(), vec![one.clone()]);
     assert!(llvm::find_recordings(&fixtures().join("nope")).is_err());
 }
+
+#[test]
+fn integers_beyond_2_pow_53_survive_load_and_cross_export_exactly() {
+    let src = fixtures().join("llvm22-host/saxpy/__omp_offloading_fe00_9ae056_main_l13.json");
+    let tmp = tempfile::tempdir().unwrap();
+    let desc = copy_recording(&src, tmp.path());
+    let s = fs::read_to_string(&desc).unwrap();
+    // The by-value float `a` becomes 2^53 + 1 and n becomes -2.
+    let s = s
+        .replace(",1075838976,", ",9007199254740993,")
+        .replace(",262144,139753907273744]", ",-2,139753907273744]");
+    fs::write(&desc, &s).unwrap();
+    let mut l = llvm::load(&desc).unwrap();
+    assert_eq!(l.recording.args[2], 9007199254740993);
+    assert_eq!(l.recording.args[4], (-2i64) as u64);
+    let rec = l.recording.clone();
+    let out = tempfile::tempdir().unwrap();
+    let written = llvm::export(&rec, &mut l, out.path(), Some(Layout::Native)).unwrap();
+    let json = fs::read_to_string(&written[0]).unwrap();
+    assert!(
+        json.contains(
+            "\"ArgPtrs\":[-1,139753905176592,9007199254740993,139753906225168,-2,139753907273744]"
+        ),
+        "{json}"
+    );
+}
