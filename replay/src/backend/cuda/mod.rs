@@ -49,14 +49,19 @@ pub struct CudaBackend {
 }
 
 impl CudaBackend {
-    /// Open CUDA device `ordinal`. When the arena range is known, pass it:
-    /// it is held in this process (PROT_NONE) before the driver initializes
-    /// so the driver cannot put its own mappings there.
+    /// Open CUDA device `ordinal`. `arena` is the recorded range; CUDA does
+    /// not hold it beforehand: the driver sets up its virtual address heap
+    /// at context creation around the mappings that exist then and honours
+    /// `cuMemAddressReserve` hints only inside that heap, so a PROT_NONE
+    /// placeholder (as the HIP backend uses) would push the recorded
+    /// address out of reach (observed on an H200 with driver 580). The
+    /// range is only checked to be free in this process.
     pub fn new(ordinal: usize, arena: Option<(u64, u64)>) -> Result<Self, BackendError> {
-        let placeholder = match arena {
-            Some((base, size)) => Some(Placeholder::new(base, size)?),
-            None => None,
-        };
+        if let Some((base, size)) = arena {
+            // Fails with the occupant's name when the range is taken here.
+            Placeholder::new(base, size)?.release();
+        }
+        let placeholder = None;
         driver::init()?;
         let info = driver::device_info(ordinal)?;
         if !info.vmm_supported {
