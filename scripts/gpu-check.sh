@@ -127,6 +127,13 @@ n, reh, plain = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
 p = float(plain.split("gbps=")[1].split()[0]) * 1e9
 print(f"rehydration (store -> device, best of 5) {reh/1e9:.2f} GB/s vs plain pinned cuMemcpyHtoD {p/1e9:.2f} GB/s: {100*reh/p:.0f}% (goal >= 80%)")
 PY
+  # The backend's staging path alone (no store), when the example is built:
+  # cargo build --release --example gpu_upload -p rrstore-replay
+  UPLOAD="$(dirname "$BIN")/gpu_upload"
+  [ -x "$UPLOAD" ] || UPLOAD="$ROOT/target/release/examples/gpu_upload"
+  if [ -x "$UPLOAD" ]; then
+    "$UPLOAD" "$BIG_BYTES" 7d0000000000 || FAIL=1
+  fi
 fi
 echo "== done in $(( $(date +%s) - T0 )) s; $([ $FAIL = 0 ] && echo 'all recordings verified' || echo 'FAILURES above')"
 exit $FAIL

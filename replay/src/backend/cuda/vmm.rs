@@ -16,7 +16,10 @@ use crate::backend::BackendError;
 /// on drop.
 pub struct DeviceArena {
     start: CUdeviceptr,
+    /// Bytes backed with device memory and mapped.
     len: usize,
+    /// Bytes of virtual address space reserved (>= len).
+    reserved: usize,
     handle: Option<CUmemGenericAllocationHandle>,
     mapped: bool,
 }
@@ -50,6 +53,20 @@ pub fn granularity(dev: CUdevice) -> Result<u64, BackendError> {
     Ok(g.max(1) as u64)
 }
 
+/// Virtual reservation lengths to try for `len` bytes: exact, then rounded
+/// up to 64 MiB, then to 1 GiB.
+pub fn reservation_lengths(len: u64) -> Vec<u64> {
+    let mut v = vec![len];
+    for step in [64u64 << 20, 1 << 30] {
+        if let Some(x) = len.checked_next_multiple_of(step) {
+            if !v.contains(&x) {
+                v.push(x);
+            }
+        }
+    }
+    v
+}
+
 impl DeviceArena {
     /// Reserve `[base, base+size)` rounded outward to the granularity, at
     /// exactly that address, back it with device memory and make it
@@ -61,30 +78,45 @@ impl DeviceArena {
             .ok_or_else(|| reserve_err("the range overflows the address space".into()))?;
         let len_us = usize::try_from(len)
             .map_err(|_| reserve_err("the range does not fit this platform's size_t".into()))?;
-        let mut got: CUdeviceptr = 0;
-        // SAFETY: writes one device pointer; the hint is only a hint.
-        let r = unsafe { sys::cuMemAddressReserve(&mut got, len_us, 0, start, 0) };
-        if r != CUresult::CUDA_SUCCESS {
-            return Err(reserve_err(format!(
-                "cuMemAddressReserve of {len} bytes at {start:#x} failed: {}",
-                describe(r)
-            )));
+        // The driver honours the address hint only for some reservation
+        // sizes (on an H200 with driver 580, 8 and 16 MiB reservations were
+        // placed elsewhere while 64 MiB and 1 GiB ones landed on the hint):
+        // try the exact length, then larger virtual reservations; only
+        // `len` bytes are ever backed with memory.
+        let mut placed = Vec::new();
+        let mut arena = None;
+        for vlen in reservation_lengths(len) {
+            let vlen_us = usize::try_from(vlen)
+                .map_err(|_| reserve_err("the range does not fit this platform's size_t".into()))?;
+            let mut got: CUdeviceptr = 0;
+            // SAFETY: writes one device pointer; the hint is only a hint.
+            let r = unsafe { sys::cuMemAddressReserve(&mut got, vlen_us, 0, start, 0) };
+            if r != CUresult::CUDA_SUCCESS {
+                placed.push(format!("{vlen:#x} bytes: {}", describe(r)));
+                continue;
+            }
+            if got == start {
+                arena = Some(DeviceArena {
+                    start: got,
+                    len: len_us,
+                    reserved: vlen_us,
+                    handle: None,
+                    mapped: false,
+                });
+                break;
+            }
+            // SAFETY: frees the misplaced reservation just made.
+            unsafe { sys::cuMemAddressFree(got, vlen_us) };
+            placed.push(format!("{vlen:#x} bytes at {got:#x}"));
         }
-        let mut arena = DeviceArena {
-            start: got,
-            len: len_us,
-            handle: None,
-            mapped: false,
-        };
-        if got != start {
-            // Dropping `arena` frees the misplaced reservation.
-            drop(arena);
+        let Some(mut arena) = arena else {
             return Err(reserve_err(format!(
-                "the CUDA driver placed the reservation at {got:#x} instead of {start:#x} \
-                 (granularity {gran:#x}); the range is in use in this process or the driver: {}",
+                "the CUDA driver did not reserve the range at {start:#x} (granularity {gran:#x}; \
+                 attempts: {}); the range is in use in this process or the driver: {}",
+                placed.join(", "),
                 occupants(start, len)
             )));
-        }
+        };
         let p = prop(dev);
         let mut h: CUmemGenericAllocationHandle = 0;
         // SAFETY: p is valid; writes one handle.
@@ -139,7 +171,25 @@ impl Drop for DeviceArena {
             if let Some(h) = self.handle.take() {
                 sys::cuMemRelease(h);
             }
-            sys::cuMemAddressFree(self.start, self.len);
+            sys::cuMemAddressFree(self.start, self.reserved);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::reservation_lengths;
+
+    #[test]
+    fn reservation_lengths_grow_without_duplicates() {
+        assert_eq!(
+            reservation_lengths(8 << 20),
+            vec![8 << 20, 64 << 20, 1 << 30]
+        );
+        assert_eq!(reservation_lengths(1 << 30), vec![1 << 30]);
+        assert_eq!(
+            reservation_lengths((1 << 30) + (2 << 20)),
+            vec![(1 << 30) + (2 << 20), (1 << 30) + (64 << 20), 2 << 30]
+        );
     }
 }
