@@ -4,7 +4,6 @@
 //! file and locking it (spec/STORE.md, "Concurrency").
 
 use std::fs::{File, OpenOptions};
-use std::os::fd::AsRawFd;
 use std::path::Path;
 
 use crate::error::{Result, StoreError};
@@ -19,24 +18,19 @@ pub enum Mode {
 /// Take a lock on an open file. `wait = false` returns `Ok(false)` when
 /// another process holds a conflicting lock.
 pub fn flock(file: &File, mode: Mode, wait: bool) -> std::io::Result<bool> {
-    let mut op = match mode {
-        Mode::Shared => libc::LOCK_SH,
-        Mode::Exclusive => libc::LOCK_EX,
+    use rustix::fs::FlockOperation as Op;
+    let op = match (mode, wait) {
+        (Mode::Shared, true) => Op::LockShared,
+        (Mode::Exclusive, true) => Op::LockExclusive,
+        (Mode::Shared, false) => Op::NonBlockingLockShared,
+        (Mode::Exclusive, false) => Op::NonBlockingLockExclusive,
     };
-    if !wait {
-        op |= libc::LOCK_NB;
-    }
     loop {
-        // SAFETY: flock on a valid, open file descriptor has no memory effects.
-        let rc = unsafe { libc::flock(file.as_raw_fd(), op) };
-        if rc == 0 {
-            return Ok(true);
-        }
-        let e = std::io::Error::last_os_error();
-        match e.raw_os_error() {
-            Some(libc::EINTR) => continue,
-            Some(libc::EWOULDBLOCK) if !wait => return Ok(false),
-            _ => return Err(e),
+        match rustix::fs::flock(file, op) {
+            Ok(()) => return Ok(true),
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(rustix::io::Errno::WOULDBLOCK) if !wait => return Ok(false),
+            Err(e) => return Err(e.into()),
         }
     }
 }
