@@ -133,3 +133,29 @@ fn dir_listing(root: &std::path::Path) -> (Vec<(String, u64)>, Vec<String>) {
     other.sort();
     (packs, other)
 }
+
+/// A part source that refuses to read the output part.
+struct NoOutputReads(rrstore_format::llvm::LlvmRecording);
+
+impl rrstore_format::PartSource for NoOutputReads {
+    fn open_part(&mut self, role: PartRole) -> std::io::Result<Box<dyn std::io::Read + '_>> {
+        if role == PartRole::Output {
+            return Err(std::io::Error::other("the output part was read"));
+        }
+        self.0.open_part(role)
+    }
+}
+
+#[test]
+fn an_identical_arena_is_verified_by_its_hash_without_reading_the_output_part() {
+    let d = common::saxpy_fixture();
+    let rec = rrstore_format::llvm::load(&d).unwrap();
+    let recording = rec.recording.clone();
+    let mut src = ReplaySource {
+        id: recording.id(),
+        recording,
+        origin: rrstore_replay::Origin::Llvm(d.clone()),
+        parts: Box::new(NoOutputReads(rec)),
+    };
+    check("saxpy", &mut src);
+}
