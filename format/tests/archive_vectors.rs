@@ -21,9 +21,12 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
+/// Builds a vector's source.
+type Build = Box<dyn Fn() -> (Recording, MemSource)>;
+
 /// (vector file, how to build its source, settings).
-fn vectors() -> Vec<(&'static str, Box<dyn Fn() -> (Recording, MemSource)>, WriteOptions)> {
-    let fixture = |rel: &'static str| -> Box<dyn Fn() -> (Recording, MemSource)> {
+fn vectors() -> Vec<(&'static str, Build, WriteOptions)> {
+    let fixture = |rel: &'static str| -> Build {
         Box::new(move || {
             let dir = root().join(rel);
             let desc = llvm::find_recordings(&dir).unwrap().remove(0);

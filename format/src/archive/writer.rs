@@ -15,16 +15,17 @@
 //! and settings always give the same bytes, whatever the thread timing.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::Mutex;
 
+use super::cdc::{BlockChunker, Piece};
 use super::layout::{
     Bytes32, ChunkEntry, ChunkingInfo, CompressionInfo, Header, Index, Manifest, PartEntry,
     Trailer, CHUNKING_ALGORITHM, COMPRESSION_CODEC, HEADER_LEN, MAJOR, MINOR,
 };
-use crate::chunk::{ChunkHash, ChunkParams, Chunker, Codec};
+use crate::chunk::{ChunkHash, ChunkParams, Codec};
 use crate::error::FormatError;
 use crate::id::{hex, RecordingId};
 use crate::model::{PartRole, PartSource, Recording};
@@ -107,8 +108,9 @@ pub fn write_path(
     let result = (|| {
         let mut buf = io::BufWriter::with_capacity(1 << 20, file);
         let stats = write_labeled(rec, parts, &mut buf, opts, path)?;
-        let file = buf.into_inner().map_err(|e| wr(e.into_error()))?;
-        file.sync_all().map_err(wr)?;
+        // No fsync (like tar and zstd): the rename only guarantees that no
+        // reader ever sees a partial archive under `path`.
+        drop(buf.into_inner().map_err(|e| wr(e.into_error()))?);
         std::fs::rename(&tmp, path).map_err(wr)?;
         Ok(stats)
     })();
@@ -139,7 +141,7 @@ impl<W: Write> Counting<W> {
 
 /// A chunk sent to a worker, and its reply slot.
 struct Job {
-    data: Vec<u8>,
+    piece: Piece,
     reply: SyncSender<Done>,
 }
 
@@ -147,40 +149,16 @@ struct Job {
 /// see the hash, the stored form.
 struct Done {
     hash: ChunkHash,
-    data: Vec<u8>,
-    stored: Option<(Codec, Vec<u8>)>,
-}
-
-/// Reader adapter that hashes and counts what passes through.
-struct Hashing<'a, R> {
-    inner: R,
-    hasher: &'a mut blake3::Hasher,
-    len: &'a mut u64,
-}
-
-impl<R: Read> Read for Hashing<'_, R> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.hasher.update(&buf[..n]);
-        *self.len += n as u64;
-        Ok(n)
-    }
+    piece: Piece,
+    /// `Some(None)`: store raw (the piece's bytes).
+    stored: Option<Option<Vec<u8>>>,
 }
 
 /// zstd at `level`, or raw when compression does not shrink the chunk
 /// (same rule as [`crate::chunk::compress`], with a reused context).
-fn compress_with(
-    cx: Option<&mut zstd::bulk::Compressor<'static>>,
-    data: &[u8],
-) -> (Codec, Vec<u8>) {
-    if let Some(cx) = cx {
-        if let Ok(z) = cx.compress(data) {
-            if z.len() < data.len() {
-                return (Codec::Zstd, z);
-            }
-        }
-    }
-    (Codec::Raw, data.to_vec())
+fn compress_with(cx: Option<&mut zstd::bulk::Compressor<'static>>, data: &[u8]) -> Option<Vec<u8>> {
+    let z = cx?.compress(data).ok()?;
+    (z.len() < data.len()).then_some(z)
 }
 
 fn worker(jobs: &Mutex<Receiver<Job>>, claimed: &Mutex<HashSet<ChunkHash>>, level: i32) {
@@ -191,13 +169,13 @@ fn worker(jobs: &Mutex<Receiver<Job>>, claimed: &Mutex<HashSet<ChunkHash>>, leve
             Err(_) => return,
         };
         let Ok(job) = job else { return };
-        let hash = crate::chunk::hash(&job.data);
+        let hash = crate::chunk::hash(job.piece.data());
         let first = claimed.lock().map(|mut s| s.insert(hash)).unwrap_or(true);
-        let stored = first.then(|| compress_with(cx.as_mut(), &job.data));
+        let stored = first.then(|| compress_with(cx.as_mut(), job.piece.data()));
         // The writer may have stopped on an error; nothing to do then.
         let _ = job.reply.send(Done {
             hash,
-            data: job.data,
+            piece: job.piece,
             stored,
         });
     }
@@ -223,12 +201,17 @@ impl<W: Write> Sink<'_, W> {
         }
         // A later duplicate may have claimed the hash first; then the stored
         // form is not here yet and we compress it ourselves (rare).
-        let (codec, stored) = match done.stored {
+        let zstd = match done.stored {
             Some(s) => s,
             None => compress_with(
                 zstd::bulk::Compressor::new(self.level).ok().as_mut(),
-                &done.data,
+                done.piece.data(),
             ),
+        };
+        let data = done.piece.data();
+        let (codec, stored) = match &zstd {
+            Some(z) => (Codec::Zstd, &z[..]),
+            None => (Codec::Raw, data),
         };
         let i = u32::try_from(self.table.len()).map_err(|_| FormatError::Invalid {
             path: self.path.to_path_buf(),
@@ -238,13 +221,13 @@ impl<W: Write> Sink<'_, W> {
             Bytes32(done.hash),
             self.out.pos,
             stored.len() as u32,
-            done.data.len() as u32,
+            data.len() as u32,
             codec as u8,
         ));
         if codec == Codec::Raw {
             self.raw_chunks += 1;
         }
-        self.out.put(&stored, self.path)?;
+        self.out.put(stored, self.path)?;
         self.by_hash.insert(done.hash, i);
         Ok(i)
     }
@@ -340,26 +323,10 @@ fn write_labeled<W: Write>(
                     let src = parts
                         .open_part(role)
                         .map_err(|e| source_error(rec, role, e))?;
-                    let reader = Hashing {
-                        inner: src,
-                        hasher: &mut hasher,
-                        len: &mut len,
-                    };
-                    let chunker =
-                        Chunker::new(reader, opts.chunking).map_err(|e| FormatError::Invalid {
-                            path: path.to_path_buf(),
-                            message: e.to_string(),
-                        })?;
-                    for c in chunker {
-                        let c = c.map_err(|e| match e {
-                            crate::chunk::ChunkError::Read { source, .. } => {
-                                source_error(rec, role, source)
-                            }
-                            other => FormatError::Invalid {
-                                path: part_label(rec, role),
-                                message: other.to_string(),
-                            },
-                        })?;
+                    for c in BlockChunker::new(src, opts.chunking) {
+                        let piece = c.map_err(|e| source_error(rec, role, e))?;
+                        hasher.update(piece.data());
+                        len += piece.data().len() as u64;
                         if pending.len() >= window {
                             if let Some(rx) = pending.pop_front() {
                                 chunks.push(sink.take(recv(&rx, path)?)?);
@@ -367,10 +334,7 @@ fn write_labeled<W: Write>(
                         }
                         let (reply, rx) = mpsc::sync_channel(1);
                         job_tx
-                            .send(Job {
-                                data: c.data,
-                                reply,
-                            })
+                            .send(Job { piece, reply })
                             .map_err(|_| worker_gone(path))?;
                         pending.push_back(rx);
                     }
