@@ -23,6 +23,8 @@ pub mod lock;
 pub mod pack;
 pub mod query;
 pub mod recordings;
+#[cfg(feature = "remote")]
+pub mod remote;
 pub mod sharing;
 pub mod sources;
 pub mod stats;

@@ -1,0 +1,297 @@
+//! The object store behind a remote (`object_store`: AmazonS3 or
+//! LocalFileSystem), driven from sync code by a small tokio runtime owned by
+//! [`Backend`]. Transfers run with bounded concurrency; bytes moved are
+//! counted for the push/pull reports.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::{StreamExt, TryStreamExt};
+use object_store::path::Path as ObjPath;
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+
+use super::config::RemoteConfig;
+use super::error::{RemoteError, Result};
+use super::url::RemoteUrl;
+
+/// Requests in flight at once.
+pub const CONCURRENCY: usize = 16;
+
+pub struct Backend {
+    rt: tokio::runtime::Runtime,
+    store: Arc<dyn ObjectStore>,
+    /// Key prefix inside the bucket: "" or "a/b/".
+    base: String,
+    pub name: String,
+    pub url: String,
+    /// Payload bytes uploaded / downloaded.
+    pub sent: AtomicU64,
+    pub received: AtomicU64,
+}
+
+fn runtime(name: &str, url: &str) -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| RemoteError::Setup {
+            remote: name.to_string(),
+            url: url.to_string(),
+            reason: format!("cannot start the I/O runtime: {e}"),
+        })
+}
+
+impl Backend {
+    /// Open remote `name`. A file:// directory is created when `create`.
+    pub fn open(name: &str, cfg: &RemoteConfig, create: bool) -> Result<Backend> {
+        let url = RemoteUrl::parse(&cfg.url)?;
+        let setup = |reason: String| RemoteError::Setup {
+            remote: name.to_string(),
+            url: cfg.url.clone(),
+            reason,
+        };
+        let (store, base): (Arc<dyn ObjectStore>, String) = match &url {
+            RemoteUrl::File { path } => {
+                if create {
+                    std::fs::create_dir_all(path)
+                        .map_err(|e| setup(format!("cannot create {}: {e}", path.display())))?;
+                }
+                if !path.is_dir() {
+                    return Err(setup(format!(
+                        "{} is not a directory (push creates it)",
+                        path.display()
+                    )));
+                }
+                let fs = object_store::local::LocalFileSystem::new_with_prefix(path)
+                    .map_err(|e| setup(e.to_string()))?;
+                (Arc::new(fs), String::new())
+            }
+            RemoteUrl::S3 { bucket, prefix } => {
+                let s3 = s3_store(bucket, cfg).map_err(|e| match e {
+                    S3Setup::NoFeature => RemoteError::NoS3(cfg.url.clone()),
+                    S3Setup::Other(reason) => setup(reason),
+                })?;
+                let base = if prefix.is_empty() {
+                    String::new()
+                } else {
+                    format!("{prefix}/")
+                };
+                (s3, base)
+            }
+        };
+        Ok(Backend {
+            rt: runtime(name, &cfg.url)?,
+            store,
+            base,
+            name: name.to_string(),
+            url: cfg.url.clone(),
+            sent: AtomicU64::new(0),
+            received: AtomicU64::new(0),
+        })
+    }
+
+    fn path(&self, key: &str) -> ObjPath {
+        ObjPath::from(format!("{}{key}", self.base))
+    }
+
+    /// Wrap an object_store error, with a hint for the common causes.
+    pub fn err(&self, what: impl Into<String>, e: object_store::Error) -> RemoteError {
+        let msg = format!("{e:?}");
+        let hint = if msg.contains("NoSuchBucket") {
+            " (the bucket does not exist: create it, or fix the URL with `rrstore remote rm` + `remote add`)"
+        } else if matches!(
+            e,
+            object_store::Error::Unauthenticated { .. }
+                | object_store::Error::PermissionDenied { .. }
+        ) || msg.contains("InvalidAccessKeyId")
+            || msg.contains("SignatureDoesNotMatch")
+            || msg.contains("AccessDenied")
+        {
+            " (the credentials were refused: check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)"
+        } else if msg.contains("connect") || msg.contains("dns error") || msg.contains("timed out")
+        {
+            " (cannot reach the endpoint: check --endpoint / AWS_ENDPOINT_URL and that the server runs)"
+        } else {
+            ""
+        };
+        RemoteError::Request {
+            remote: self.name.clone(),
+            url: self.url.clone(),
+            what: what.into(),
+            hint,
+            source: Box::new(e),
+        }
+    }
+
+    /// Keys under `dir` (e.g. `chunks/`), relative to the remote's root.
+    pub fn list(&self, dir: &str) -> Result<Vec<String>> {
+        let prefix = self.path(dir.trim_end_matches('/'));
+        let base_len = self.base.len();
+        let items: Vec<String> = self
+            .rt
+            .block_on(async {
+                self.store
+                    .list(Some(&prefix))
+                    .map_ok(|m| m.location.as_ref().to_string())
+                    .try_collect::<Vec<String>>()
+                    .await
+            })
+            .map_err(|e| self.err(format!("listing {dir}"), e))?;
+        Ok(items
+            .into_iter()
+            .filter_map(|k| k.get(base_len..).map(str::to_string))
+            .collect())
+    }
+
+    /// An object's bytes, `None` when it does not exist.
+    pub fn get(&self, key: &str) -> Result<Option<Vec<u8>>> {
+        let path = self.path(key);
+        let r = self.rt.block_on(async {
+            match self.store.get(&path).await {
+                Ok(g) => g.bytes().await.map(Some),
+                Err(object_store::Error::NotFound { .. }) => Ok(None),
+                Err(e) => Err(e),
+            }
+        });
+        let b = r.map_err(|e| self.err(format!("reading {key}"), e))?;
+        if let Some(b) = &b {
+            self.received.fetch_add(b.len() as u64, Ordering::Relaxed);
+        }
+        Ok(b.map(|b| b.to_vec()))
+    }
+
+    /// Write an object (atomically: readers see the old or the whole new one).
+    pub fn put(&self, key: &str, body: Vec<u8>) -> Result<()> {
+        self.put_all(std::iter::once(Ok((key.to_string(), body))), &mut |_| {})
+    }
+
+    /// Upload every (key, body) the iterator yields, up to [`CONCURRENCY`]
+    /// at once; `progress` gets each body's length once it is stored. Stops
+    /// at the first error (objects already stored stay: they are immutable
+    /// and a later push skips them).
+    pub fn put_all<I>(&self, items: I, progress: &mut dyn FnMut(u64)) -> Result<()>
+    where
+        I: Iterator<Item = Result<(String, Vec<u8>)>>,
+    {
+        self.rt.block_on(async {
+            let uploads = futures::stream::iter(items).map(|item| async move {
+                let (key, body) = item?;
+                let n = body.len() as u64;
+                self.store
+                    .put(&self.path(&key), PutPayload::from(body))
+                    .await
+                    .map_err(|e| self.err(format!("writing {key}"), e))?;
+                self.sent.fetch_add(n, Ordering::Relaxed);
+                Ok::<u64, RemoteError>(n)
+            });
+            let mut uploads = uploads.buffer_unordered(CONCURRENCY);
+            while let Some(r) = uploads.next().await {
+                progress(r?);
+            }
+            Ok(())
+        })
+    }
+
+    /// Download `keys` up to [`CONCURRENCY`] at once and hand each (key,
+    /// bytes or `None` if missing) to `f`, on this thread, in completion order.
+    pub fn get_all<I>(
+        &self,
+        keys: I,
+        f: &mut dyn FnMut(String, Option<Vec<u8>>) -> Result<()>,
+    ) -> Result<()>
+    where
+        I: Iterator<Item = String>,
+    {
+        self.rt.block_on(async {
+            let downloads = futures::stream::iter(keys).map(|key| async move {
+                let path = self.path(&key);
+                let r = match self.store.get(&path).await {
+                    Ok(g) => g.bytes().await.map(Some),
+                    Err(object_store::Error::NotFound { .. }) => Ok(None),
+                    Err(e) => Err(e),
+                };
+                let b = r.map_err(|e| self.err(format!("reading {key}"), e))?;
+                if let Some(b) = &b {
+                    self.received.fetch_add(b.len() as u64, Ordering::Relaxed);
+                }
+                Ok::<_, RemoteError>((key, b.map(|b| b.to_vec())))
+            });
+            let mut downloads = downloads.buffer_unordered(CONCURRENCY);
+            while let Some(r) = downloads.next().await {
+                let (key, body) = r?;
+                f(key, body)?;
+            }
+            Ok(())
+        })
+    }
+}
+
+enum S3Setup {
+    #[allow(dead_code)]
+    NoFeature,
+    #[allow(dead_code)]
+    Other(String),
+}
+
+/// Connection timeouts and retries: fail in seconds, not minutes, when the
+/// endpoint is down.
+#[cfg(feature = "s3")]
+fn s3_store(
+    bucket: &str,
+    cfg: &RemoteConfig,
+) -> std::result::Result<Arc<dyn ObjectStore>, S3Setup> {
+    use object_store::aws::AmazonS3Builder;
+    use object_store::{BackoffConfig, ClientOptions, RetryConfig};
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let has_creds = [
+        "AWS_ACCESS_KEY_ID",
+        "AWS_WEB_IDENTITY_TOKEN_FILE",
+        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+    ]
+    .iter()
+    .any(|k| env(k).is_some());
+    if !has_creds && env("AWS_SKIP_SIGNATURE").is_none() {
+        return Err(S3Setup::Other(
+            "no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY".into(),
+        ));
+    }
+    let mut b = AmazonS3Builder::from_env().with_bucket_name(bucket);
+    if let Some(e) = &cfg.endpoint {
+        b = b.with_endpoint(e);
+    }
+    if let Some(r) = &cfg.region {
+        b = b.with_region(r);
+    } else if env("AWS_REGION").is_none() && env("AWS_DEFAULT_REGION").is_none() {
+        b = b.with_region("us-east-1");
+    }
+    if let Some(h) = cfg.allow_http {
+        b = b.with_allow_http(h);
+    }
+    let retry = RetryConfig {
+        backoff: BackoffConfig {
+            init_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_secs(2),
+            base: 2.0,
+        },
+        max_retries: 3,
+        retry_timeout: Duration::from_secs(30),
+    };
+    let opts = ClientOptions::new()
+        .with_connect_timeout(Duration::from_secs(5))
+        .with_timeout(Duration::from_secs(120));
+    b.with_retry(retry)
+        .with_client_options(opts)
+        .build()
+        .map(|s| Arc::new(s) as Arc<dyn ObjectStore>)
+        .map_err(|e| S3Setup::Other(e.to_string()))
+}
+
+#[cfg(not(feature = "s3"))]
+fn s3_store(
+    _bucket: &str,
+    _cfg: &RemoteConfig,
+) -> std::result::Result<Arc<dyn ObjectStore>, S3Setup> {
+    Err(S3Setup::NoFeature)
+}
