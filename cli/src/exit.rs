@@ -96,6 +96,7 @@ pub fn code_for(err: &anyhow::Error) -> u8 {
                 R::BadSpec(_) => return NOT_FOUND,
                 R::PartSize { .. } | R::GlobalBounds { .. } => return INVALID_INPUT,
                 R::SaveOutput { .. } => return NOT_FOUND,
+                R::WrongImage { .. } => return SYMBOL,
                 // Wrapped library errors: keep walking the chain.
                 _ => {}
             }
@@ -136,7 +137,7 @@ fn store_code_for(err: &anyhow::Error) -> Option<u8> {
         return Some(match e {
             S::Dir { .. } | S::Io { .. } | S::Index { .. } | S::Busy(_) => STORE,
             S::NewerSchema { .. } => UNSUPPORTED_VERSION,
-            S::NotFound(_) => NOT_FOUND,
+            S::NotFound(_) | S::ObjectNotFound(_) => NOT_FOUND,
             S::Ambiguous { .. } => AMBIGUOUS,
             S::BadPrefix(_) | S::Invalid(_) | S::SourceChanged { .. } => INVALID_INPUT,
             S::CorruptPart { .. } | S::CorruptPack { .. } | S::CorruptIndex { .. } => CORRUPT,

@@ -54,6 +54,14 @@ pub enum Command {
     Replay(commands::replay::Args),
     /// List the replay history (all recordings, or one).
     History(commands::history::Args),
+    /// Store device images (content-addressed) and list them.
+    Image(commands::image::Args),
+    /// Replay every matching recording (optionally with another image) and report regressions.
+    Check(commands::check::Args),
+    /// Compare two recordings or two kept replay outputs (history rows h:N).
+    Diff(commands::diff::Args),
+    /// Find the first image in an ordered list that changes a kernel's output.
+    Bisect(commands::bisect::Args),
 }
 
 /// Options every command can read.
@@ -86,6 +94,10 @@ fn main() -> ExitCode {
         Command::Stats(a) => commands::stats::run(a, &globals),
         Command::Replay(a) => commands::replay::run(a, &globals),
         Command::History(a) => commands::history::run(a, &globals),
+        Command::Image(a) => commands::image::run(a, &globals),
+        Command::Check(a) => commands::check::run(a, &globals),
+        Command::Diff(a) => commands::diff::run(a, &globals),
+        Command::Bisect(a) => commands::bisect::run(a, &globals),
     };
     match result {
         Ok(code) => code,

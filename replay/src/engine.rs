@@ -100,6 +100,9 @@ pub struct ReplayOptions {
     pub host_runner: Option<Runner>,
     /// Extra environment for the host runner.
     pub host_env: Vec<(OsString, OsString)>,
+    /// Run this image instead of the recorded one (`replay --image`, the
+    /// regression commands); checked against the recording first.
+    pub image: Option<crate::regress::image::ImageOverride>,
 }
 
 impl Default for ReplayOptions {
@@ -116,6 +119,7 @@ impl Default for ReplayOptions {
             save_output: None,
             host_runner: None,
             host_env: Vec::new(),
+            image: None,
         }
     }
 }
@@ -309,20 +313,21 @@ fn preflight(
     if let Some(t) = &opts.tolerance {
         t.validate()?;
     }
-    let wanted = BackendKind::for_target(&rec.image_target);
+    let image_target = opts.image.as_ref().map_or(&rec.image_target, |o| &o.target);
+    let wanted = BackendKind::for_target(image_target);
     let kind = match (opts.backend, wanted) {
         (BackendKind::Auto, Some(k)) => k,
         (BackendKind::Auto, None) => {
             return Err(BackendError::Unavailable(format!(
                 "no backend runs images of target {}; pass --backend to force one",
-                rec.image_target
+                image_target
             ))
             .into())
         }
         (k, Some(w)) if k == w => k,
         (k, _) => {
             return Err(BackendError::TargetMismatch {
-                image: rec.image_target.describe(),
+                image: image_target.describe(),
                 device: format!("the {} backend's {}", k.as_str(), k.device_words()),
             }
             .into())
@@ -472,7 +477,10 @@ fn run(
 ) -> Result<(), ReplayError> {
     let (kind, verify, base) = preflight(&src.recording, opts)?;
     report.backend = kind.as_str().to_string();
-    let image = read_small(src, PartRole::Image)?;
+    let image = match &opts.image {
+        Some(o) => o.checked_bytes(&src.recording)?,
+        None => read_small(src, PartRole::Image)?,
+    };
     report.image_hash = *blake3::hash(&image).as_bytes();
     let globals_part = read_small(src, PartRole::Globals)?;
     let rec = src.recording.clone();

@@ -59,4 +59,11 @@ pub enum ReplayError {
     },
     #[error(transparent)]
     Backend(#[from] BackendError),
+    /// `--image`: the image cannot run this recording (regress/image.rs).
+    #[error("image {image} cannot replay {kernel}: {why}")]
+    WrongImage {
+        image: String,
+        kernel: String,
+        why: String,
+    },
 }

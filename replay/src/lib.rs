@@ -11,6 +11,8 @@
 //! * [`engine`]: the sequence, overrides, repetitions, timing, verdict.
 //! * [`verify`]: byte-exact and tolerance comparison.
 //! * [`history`]: the replay history row.
+//! * [`regress`]: the regression workflow (replay with another image,
+//!   check, bisect, diff).
 //! * [`backend`]: [`backend::Backend`] and its implementations: `host`
 //!   (x86-64 ELF images of LLVM's host offload target, run in a child
 //!   process), `cuda` and `hip`.
@@ -19,6 +21,7 @@ pub mod backend;
 pub mod engine;
 pub mod error;
 pub mod history;
+pub mod regress;
 pub mod source;
 pub mod verify;
 

@@ -41,6 +41,9 @@ pub enum StoreError {
     },
     #[error("`{0}` is not a recording ID prefix: give at least 4 hexadecimal digits")]
     BadPrefix(String),
+    /// No stored image (or saved replay output) matches (store/src/images.rs).
+    #[error("{0}")]
+    ObjectNotFound(String),
     #[error("recording {recording}, {part} part, bytes {start}..{end}: {reason}")]
     CorruptPart {
         recording: RecordingId,

@@ -67,7 +67,9 @@ impl Store {
         let parts = tx
             .execute(
                 "DELETE FROM parts WHERE NOT EXISTS \
-                 (SELECT 1 FROM recording_parts rp WHERE rp.part = parts.hash)",
+                 (SELECT 1 FROM recording_parts rp WHERE rp.part = parts.hash) \
+                 AND NOT EXISTS (SELECT 1 FROM images im WHERE im.hash = parts.hash) \
+                 AND NOT EXISTS (SELECT 1 FROM saved_outputs so WHERE so.part = parts.hash)",
                 [],
             )
             .map_err(err)?;

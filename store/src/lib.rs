@@ -11,15 +11,22 @@
 //! * [`export`]: [`StoredRecording`], a `PartSource` over stored parts.
 //! * [`query`]: `ls` filters; [`recordings`]: rm and tags.
 //! * [`verify`], [`gc`], [`stats`], [`history`] (replay history rows).
+//! * Regression workflow: [`images`] (content-addressed images),
+//!   [`objects`] (stand-alone stored objects), [`outputs`] (saved replay
+//!   outputs, replay cache lookups), [`changes`] (`history --changes`).
 
+pub mod changes;
 pub mod error;
 pub mod export;
 pub mod gc;
 pub mod history;
+pub mod images;
 pub mod import;
 mod index;
 pub mod layout;
 pub mod lock;
+pub mod objects;
+pub mod outputs;
 pub mod pack;
 pub mod query;
 pub mod recordings;

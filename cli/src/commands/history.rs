@@ -19,6 +19,10 @@ pub struct Args {
     /// Print a JSON array of rows.
     #[arg(long)]
     pub json: bool,
+    /// Only recordings whose output differs between runs, grouped by
+    /// output, with the images, backends and devices involved.
+    #[arg(long, conflicts_with = "recording")]
+    pub changes: bool,
 }
 
 /// Days since 1970-01-01 to (year, month, day) (proleptic Gregorian).
@@ -90,6 +94,9 @@ fn text_row(e: &HistoryEntry) -> String {
 
 pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
     let store = Store::open_default(globals.store.as_deref()).context("opening the store")?;
+    if args.changes {
+        return super::changes::run(&store, args.json);
+    }
     let prefix = args.recording.as_deref().map(filter_prefix).transpose()?;
     let rows: Vec<HistoryEntry> = store
         .history(None)

@@ -20,3 +20,9 @@ pub mod verify;
 // Replay commands.
 pub mod history;
 pub mod replay;
+// Regression commands.
+pub mod bisect;
+pub mod changes;
+pub mod check;
+pub mod diff;
+pub mod image;

@@ -65,6 +65,11 @@ pub struct Args {
     /// Kill the kernel after SECS seconds.
     #[arg(long, value_name = "SECS")]
     pub timeout: Option<f64>,
+    /// Run this image instead of the recorded one: a stored image's hash
+    /// prefix or label, or an image file (added to the store). It must
+    /// export the recording's kernel and match the backend's target.
+    #[arg(long, value_name = "HASH|FILE")]
+    pub image: Option<String>,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -121,6 +126,7 @@ fn options(args: &Args) -> anyhow::Result<ReplayOptions> {
         save_output: args.save_output.clone(),
         host_runner: None,
         host_env: Vec::new(),
+        image: None,
     })
 }
 
@@ -230,9 +236,12 @@ fn print_text(r: &ReplayReport, history_row: Option<i64>) {
 }
 
 pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
-    let opts = options(&args)?;
-    let store = Store::open_default(globals.store.as_deref())
+    let mut opts = options(&args)?;
+    let mut store = Store::open_default(globals.store.as_deref())
         .context("opening the store (replays record their history there)")?;
+    if let Some(spec) = &args.image {
+        opts.image = Some(super::image::resolve_image(&mut store, spec)?.image);
+    }
     let mut src = ReplaySource::open(&args.recording, || {
         Store::open(store.dir()).map_err(ReplayError::from)
     })

@@ -2,10 +2,11 @@
 //! version is `PRAGMA user_version`; each migration moves it up by one.
 
 /// Highest schema version this build understands.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// Migrations, index i takes the schema from version i to i + 1.
-pub const MIGRATIONS: &[&str] = &[r#"
+pub const MIGRATIONS: &[&str] = &[
+    r#"
 CREATE TABLE meta (
     key   TEXT PRIMARY KEY,
     value INTEGER NOT NULL
@@ -99,4 +100,26 @@ CREATE TABLE replay_history (
     detail           TEXT NOT NULL
 );
 CREATE INDEX replay_history_recording ON replay_history (recording, started_at);
-"#];
+"#,
+    // 1 -> 2: content-addressed images and saved replay outputs (regression
+    // workflow, store/src/images.rs and store/src/outputs.rs). Both name a
+    // `parts` row, which gc keeps while they do.
+    r#"
+CREATE TABLE images (
+    hash     BLOB PRIMARY KEY,
+    hash_hex TEXT NOT NULL UNIQUE,
+    len      INTEGER NOT NULL,
+    target   TEXT NOT NULL,
+    label    TEXT NOT NULL,
+    source   TEXT NOT NULL,
+    added_at INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX images_label ON images (label);
+
+CREATE TABLE saved_outputs (
+    history_id INTEGER PRIMARY KEY,
+    part       BLOB NOT NULL
+);
+CREATE INDEX saved_outputs_part ON saved_outputs (part);
+"#,
+];

@@ -1,0 +1,154 @@
+//! `rrstore bisect ID --images A B ... [--good N] [--bad N]` and
+//! `rrstore bisect --label GLOB [--kernel GLOB] --images ...`: the first
+//! image (list ordered oldest to newest) whose replay output differs from
+//! the good image's, per recording; each step and the culprit are printed,
+//! and runs already in the history are not repeated. Exit 0 once the search
+//! completes (culprit or not); errors use the usual codes.
+//! Logic: rrstore_replay::regress::bisect.
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+use rrstore_replay::regress::bisect::{bisect, recordings, BisectOptions, ListedImage, Step};
+use rrstore_store::LsFilter;
+
+use super::check::RunArgs;
+use super::image::{regress_err, resolve_image};
+use super::storeutil;
+use crate::Globals;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Recording ID prefix (or use --label/--kernel for several).
+    #[arg(required_unless_present_any = ["label", "kernel"])]
+    pub recording: Option<String>,
+    /// Images, oldest first: stored hash prefixes or labels, or files.
+    #[arg(long, num_args = 2.., required = true, value_name = "FILE_OR_HASH")]
+    pub images: Vec<String>,
+    /// Index of a known good image (default 0, the oldest).
+    #[arg(long, default_value_t = 0)]
+    pub good: usize,
+    /// Index of the last image to consider (default: the newest).
+    #[arg(long)]
+    pub bad: Option<usize>,
+    /// Bisect every recording whose label matches this glob.
+    #[arg(long, value_name = "GLOB", conflicts_with = "recording")]
+    pub label: Option<String>,
+    /// Bisect every recording whose kernel name matches this glob.
+    #[arg(long, value_name = "GLOB", conflicts_with = "recording")]
+    pub kernel: Option<String>,
+    #[command(flatten)]
+    pub run: RunArgs,
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn print_step(s: &Step) {
+    println!(
+        "  step {}: image {} {} ({}) -> {} {}{}",
+        s.step,
+        s.index,
+        &s.image[..12],
+        s.label,
+        if s.good { "good" } else { "BAD" },
+        match &s.run.output {
+            Some(h) if s.good => format!("output {}", &rrstore_format::id::hex(h)[..12]),
+            Some(h) => format!("output {} differs", &rrstore_format::id::hex(h)[..12]),
+            None => format!("{}", s.run.verdict),
+        },
+        if s.run.cached {
+            format!(" (history row {}, not re-run)", s.run.row)
+        } else {
+            format!(" (replayed, row {})", s.run.row)
+        }
+    );
+}
+
+pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
+    let mut store = storeutil::open(globals)?;
+    let mut images = Vec::new();
+    for spec in &args.images {
+        let r = resolve_image(&mut store, spec)?;
+        images.push(ListedImage {
+            label: r.info.label.clone(),
+            image: r.image,
+        });
+    }
+    let ids = match &args.recording {
+        Some(p) => vec![store.resolve(p).context("the recording to bisect")?],
+        None => recordings(
+            &store,
+            &LsFilter {
+                kernel: args.kernel.clone(),
+                label: args.label.clone(),
+                sort: rrstore_store::LsSort::Name,
+                ..LsFilter::default()
+            },
+        )
+        .map_err(regress_err)?,
+    };
+    if ids.is_empty() {
+        anyhow::bail!("no recording matches --label/--kernel");
+    }
+    let opts = BisectOptions {
+        images,
+        good: args.good,
+        bad: args.bad,
+        run: args.run.options(true)?,
+    };
+    rrstore_replay::regress::bisect::range(&opts).map_err(regress_err)?;
+    let mut reports = Vec::new();
+    for id in &ids {
+        let rec = store.recording(id)?;
+        if !args.json {
+            println!("bisect {} ({})", rec.kernel, id.short());
+        }
+        let json = args.json;
+        let r = bisect(&mut store, id, &opts, &mut |s| {
+            if !json {
+                print_step(s)
+            }
+        })
+        .map_err(regress_err)
+        .with_context(|| format!("bisecting {}", rec.kernel))?;
+        if !args.json {
+            println!("  reference: {}", r.reference);
+            match (r.culprit, &r.culprit_image) {
+                (Some(i), Some(h)) => println!(
+                    "  culprit: image {i} {} ({}) is the first to change the output (last good: image {}); {} replay(s), {} from the history",
+                    &h[..12],
+                    r.culprit_label.as_deref().unwrap_or(""),
+                    r.last_good,
+                    r.replays,
+                    r.cached
+                ),
+                _ => println!(
+                    "  no image in {}..={} changed the output; {} replay(s), {} from the history",
+                    r.good, r.bad, r.replays, r.cached
+                ),
+            }
+        }
+        reports.push(r);
+    }
+    if args.json {
+        let total: u32 = reports.iter().map(|r| r.replays).sum();
+        let v = serde_json::json!({
+            "recordings": reports,
+            "replays": total,
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else if reports.len() > 1 {
+        println!("first image that changed each kernel:");
+        for r in &reports {
+            println!(
+                "  {:<48} {}",
+                r.kernel,
+                match (r.culprit, &r.culprit_label) {
+                    (Some(i), l) => format!("image {i} ({})", l.as_deref().unwrap_or("")),
+                    _ => "unchanged".into(),
+                }
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

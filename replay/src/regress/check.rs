@@ -1,0 +1,153 @@
+//! `rrstore check`: replay every matching recording (optionally with another
+//! image) and say, per recording, whether the output is still the recorded
+//! one, whether it changed against the recorded-image run, and how the
+//! kernel time compares with that run.
+//!
+//! Without `--image` each recording is replayed with its recorded image and
+//! its time is compared with the previous recorded-image run in the
+//! history (if any). With `--image` the recorded-image run (the baseline)
+//! is taken from the history when there is one, else replayed once; the
+//! image run is replayed unless `use_cache` allows reusing it too.
+//! A recording regressed when its run mismatches the recorded output
+//! (outside `--tolerance`), crashes, times out or fails, or, without an
+//! output snapshot, when its output differs from the baseline run's.
+
+use rrstore_store::{LsFilter, Store};
+use serde::Serialize;
+
+use super::image::ImageOverride;
+use super::run::{run, Run, RunOptions};
+use super::RegressError;
+
+/// One line of the check table.
+#[derive(Clone, Debug, Serialize)]
+pub struct CheckRow {
+    pub recording: String,
+    pub kernel: String,
+    pub label: String,
+    /// The run checked (with the given image, or the recorded one).
+    pub run: Run,
+    /// The recorded-image run compared with (cached or replayed), if any.
+    pub baseline: Option<Run>,
+    /// Output differs from the recorded output snapshot (None: no snapshot
+    /// or no output).
+    pub changed_vs_recorded: Option<bool>,
+    /// Output differs from the baseline run's output.
+    pub changed_vs_baseline: Option<bool>,
+    /// Kernel time of the run divided by the baseline's.
+    pub time_ratio: Option<f64>,
+    pub regressed: bool,
+}
+
+/// The whole check.
+#[derive(Clone, Debug, Serialize)]
+pub struct CheckReport {
+    /// Image checked (hex), or None for the recorded images.
+    pub image: Option<String>,
+    pub rows: Vec<CheckRow>,
+    /// Replays actually run (cache hits excluded).
+    pub replays: u32,
+    pub cached: u32,
+    pub regressed: u32,
+}
+
+/// What to check.
+pub struct CheckOptions {
+    pub image: Option<ImageOverride>,
+    pub filter: LsFilter,
+    pub run: RunOptions,
+}
+
+fn ratio(run: &Run, base: Option<&Run>) -> Option<f64> {
+    let a = run.kernel_ns?;
+    let b = base?.kernel_ns?;
+    (b > 0).then(|| a as f64 / b as f64)
+}
+
+/// Run the check; `on_row` sees each row as it is done.
+pub fn check(
+    store: &mut Store,
+    opts: &CheckOptions,
+    on_row: &mut dyn FnMut(&CheckRow),
+) -> Result<CheckReport, RegressError> {
+    let recs = store.list(&opts.filter)?;
+    let mut report = CheckReport {
+        image: opts.image.as_ref().map(|i| rrstore_format::id::hex(&i.hash)),
+        rows: Vec::new(),
+        replays: 0,
+        cached: 0,
+        regressed: 0,
+    };
+    let cached_opts = RunOptions {
+        use_cache: true,
+        ..opts.run.clone()
+    };
+    for s in recs {
+        let id = store.resolve(&s.id)?;
+        let rec = store.recording(&id)?;
+        let recorded = rec
+            .part(rrstore_format::PartRole::Output)
+            .map(|p| p.blake3);
+        let (the_run, baseline) = match &opts.image {
+            Some(img) => {
+                let base = run(store, &id, None, &cached_opts)?;
+                let r = run(store, &id, Some(img), &opts.run)?;
+                (r, Some(base))
+            }
+            None => {
+                let recorded_image = super::run::image_hash(store, &id, None)?;
+                let prev = store.cached_run(&id, &recorded_image)?;
+                let r = run(store, &id, None, &opts.run)?;
+                let prev = prev.map(|e| Run {
+                    row: e.id,
+                    cached: true,
+                    image: e.image_hash,
+                    verdict: e.verdict.clone(),
+                    output: e.output_blake3,
+                    kernel_ns: e.kernel_ns.iter().min().copied(),
+                    detail: String::new(),
+                    output_kept: false,
+                });
+                (r, prev.filter(|p| p.row != 0))
+            }
+        };
+        for r in std::iter::once(&the_run).chain(baseline.iter()) {
+            if r.cached {
+                report.cached += 1;
+            } else {
+                report.replays += 1;
+            }
+        }
+        let changed_vs_recorded = match (recorded, the_run.output) {
+            (Some(a), Some(b)) => Some(a != b),
+            _ => None,
+        };
+        let changed_vs_baseline = match (baseline.as_ref().and_then(|b| b.output), the_run.output)
+        {
+            (Some(a), Some(b)) => Some(a != b),
+            _ => None,
+        };
+        let regressed = match the_run.verdict.as_str() {
+            "verified" | "within-tolerance" => false,
+            "unverified" => changed_vs_baseline == Some(true),
+            _ => true,
+        };
+        if regressed {
+            report.regressed += 1;
+        }
+        let row = CheckRow {
+            recording: s.id.clone(),
+            kernel: s.kernel.clone(),
+            label: s.label.clone(),
+            time_ratio: ratio(&the_run, baseline.as_ref()),
+            run: the_run,
+            baseline,
+            changed_vs_recorded,
+            changed_vs_baseline,
+            regressed,
+        };
+        on_row(&row);
+        report.rows.push(row);
+    }
+    Ok(report)
+}

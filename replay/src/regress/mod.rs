@@ -1,0 +1,50 @@
+//! The regression workflow: "did this compiler / runtime / driver change
+//! alter what my kernels compute, and where did it start?"
+//!
+//! * [`image`]: [`image::ImageOverride`] (run a recording with another image
+//!   of the same kernel) and resolving `HASH|LABEL|FILE` image arguments.
+//! * [`run`]: one replay of a stored recording with an image, through the
+//!   history cache (recording ID + image hash -> output hash), keeping the
+//!   output bytes for `diff`.
+//! * [`check`]: replay every matching recording, compare with the recorded
+//!   output and the recorded-image run.
+//! * [`bisect`]: binary search over an ordered list of images.
+//! * [`diff`]: compare two recordings or two kept replay outputs, streamed.
+
+pub mod bisect;
+pub mod check;
+pub mod diff;
+pub mod image;
+pub mod run;
+
+use rrstore_store::StoreError;
+
+use crate::ReplayError;
+
+/// Errors of the regression commands.
+#[derive(Debug, thiserror::Error)]
+pub enum RegressError {
+    #[error(transparent)]
+    Replay(#[from] ReplayError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Bad arguments (`--good`/`--bad` out of range, too few images, ...).
+    #[error("{0}")]
+    Usage(String),
+    /// The reference run of a bisection failed: nothing to compare with.
+    #[error("{0}")]
+    BadReference(String),
+    #[error("reading {what}: {source}")]
+    Read {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Hex of a hash, first 12 digits.
+pub fn short(h: &[u8; 32]) -> String {
+    let mut s = rrstore_format::id::hex(h);
+    s.truncate(12);
+    s
+}

@@ -1,0 +1,152 @@
+//! One replay of a stored recording with a given image (or its recorded
+//! one), through the replay cache and keeping its output.
+//!
+//! Cache: the key is (recording ID, image hash); the newest history row for
+//! it that has an output hash (or crashed / timed out) is reused instead of
+//! replaying. Rows with the verdict `error` (the replay could not start) are
+//! never reused. Kept outputs: a run's arena is written to a scratch file in
+//! the store's `tmp/` by the engine's `--save-output` path, then linked to
+//! its history row: by reference when it equals the recorded output (no
+//! bytes stored), else as a chunk-deduplicated object.
+
+use rrstore_format::{PartRole, RecordingId};
+use rrstore_store::{HistoryEntry, Store};
+use serde::Serialize;
+
+use super::image::ImageOverride;
+use super::RegressError;
+use crate::{ReplayOptions, ReplaySource};
+
+/// How to run.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// Base replay options (`image` and `save_output` are set per run).
+    pub replay: ReplayOptions,
+    /// Reuse a history row with the same recording and image hash.
+    pub use_cache: bool,
+    /// Keep the output bytes in the store, linked to the history row.
+    pub keep_output: bool,
+}
+
+/// The outcome of one run (replayed now or taken from the history).
+#[derive(Clone, Debug, Serialize)]
+pub struct Run {
+    /// History row.
+    pub row: i64,
+    /// Taken from the history; nothing was replayed.
+    pub cached: bool,
+    #[serde(with = "hexs")]
+    pub image: [u8; 32],
+    pub verdict: String,
+    #[serde(with = "opt_hexs")]
+    pub output: Option<[u8; 32]>,
+    /// Fastest kernel time, nanoseconds.
+    pub kernel_ns: Option<u64>,
+    /// Why it failed, or what differs (history detail).
+    pub detail: String,
+    /// The output is kept in the store (for `diff h:ROW`).
+    pub output_kept: bool,
+}
+
+impl Run {
+    fn from_entry(e: &HistoryEntry, cached: bool, kept: bool) -> Run {
+        Run {
+            row: e.id,
+            cached,
+            image: e.image_hash,
+            verdict: e.verdict.clone(),
+            output: e.output_blake3,
+            kernel_ns: e.kernel_ns.iter().min().copied(),
+            detail: e.detail.clone(),
+            output_kept: kept,
+        }
+    }
+
+    /// The run produced no output (crashed, timed out, failed).
+    pub fn failed(&self) -> bool {
+        self.output.is_none()
+    }
+}
+
+/// The hash of the image `image` stands for: the override's, or the
+/// recording's own.
+pub fn image_hash(
+    store: &Store,
+    id: &RecordingId,
+    image: Option<&ImageOverride>,
+) -> Result<[u8; 32], RegressError> {
+    match image {
+        Some(i) => Ok(i.hash),
+        None => Ok(store.recording_image_hash(id)?.unwrap_or([0; 32])),
+    }
+}
+
+/// Replay recording `id` with `image` (None: the recorded image).
+pub fn run(
+    store: &mut Store,
+    id: &RecordingId,
+    image: Option<&ImageOverride>,
+    opts: &RunOptions,
+) -> Result<Run, RegressError> {
+    let hash = image_hash(store, id, image)?;
+    if opts.use_cache {
+        if let Some(e) = store.cached_run(id, &hash)? {
+            let kept = store.saved_output(e.id)?.is_some();
+            return Ok(Run::from_entry(&e, true, kept));
+        }
+    }
+    let mut src = ReplaySource::stored(store, &id.to_hex())?;
+    let mut ropts = opts.replay.clone();
+    ropts.image = image.cloned();
+    let scratch = store.dir().join(rrstore_store::layout::TMP_DIR);
+    let tmp = opts.keep_output.then(|| {
+        scratch.join(format!(
+            "regress-{}-{}.out",
+            std::process::id(),
+            super::short(&hash)
+        ))
+    });
+    if let Some(t) = &tmp {
+        std::fs::create_dir_all(&scratch).map_err(|source| RegressError::Read {
+            what: scratch.display().to_string(),
+            source,
+        })?;
+        ropts.save_output = Some(t.clone());
+    }
+    let report = crate::replay(&mut src, &ropts);
+    let row = crate::history::record(store, *id, &report)?;
+    let mut kept = false;
+    if let (Some(t), Some(out)) = (&tmp, report.output_hash) {
+        if t.is_file() {
+            let recorded = src.recording.part(PartRole::Output).map(|p| p.blake3);
+            if recorded == Some(out) {
+                store.link_output(row, &out)?;
+            } else {
+                store.save_output_file(row, t)?;
+            }
+            kept = true;
+        }
+    }
+    if let Some(t) = &tmp {
+        let _ = std::fs::remove_file(t);
+    }
+    let entry = crate::history::entry(*id, &report);
+    let mut r = Run::from_entry(&entry, false, kept);
+    r.row = row;
+    Ok(r)
+}
+
+mod hexs {
+    pub fn serialize<S: serde::Serializer>(v: &[u8; 32], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&rrstore_format::id::hex(v))
+    }
+}
+
+mod opt_hexs {
+    pub fn serialize<S: serde::Serializer>(v: &Option<[u8; 32]>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(h) => s.serialize_str(&rrstore_format::id::hex(h)),
+            None => s.serialize_none(),
+        }
+    }
+}

@@ -1,0 +1,342 @@
+//! Stand-alone content-addressed objects: a file's bytes stored as a `parts`
+//! row (blake3 of the bytes) outside any recording, for the images and saved
+//! replay outputs of the regression workflow. Chunks are cut, deduplicated,
+//! compressed and packed exactly as an import does (so an image equal to a
+//! recording's image part, or an output that shares most chunks with the
+//! recorded output, costs nothing or almost nothing), and the part is
+//! committed in one transaction together with the row that references it
+//! (the caller's `link`), following the import's gc-epoch protocol
+//! (spec/STORE.md, "Import").
+
+use std::collections::HashSet;
+use std::io::Read;
+use std::path::Path;
+
+use rrstore_format::chunk::{self, ChunkHash, Chunker};
+use rusqlite::{Transaction, TransactionBehavior};
+
+use crate::error::{Result, StoreError};
+use crate::export::part_locations;
+use crate::index::i;
+use crate::pack::reader::{ChunkLoc, PackFiles, ReadError};
+use crate::pack::writer::PackWriter;
+use crate::pack::{EntryHeader, ENTRY_HEADER_LEN};
+use crate::Store;
+
+/// What storing an object did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PutReport {
+    pub hash: [u8; 32],
+    pub len: u64,
+    /// The part was already stored (no chunk written).
+    pub present: bool,
+    /// Bytes appended to pack files.
+    pub stored_bytes: u64,
+}
+
+struct Written {
+    hash: ChunkHash,
+    offset: u64,
+    stored_len: u32,
+    len: u32,
+    codec: u8,
+}
+
+/// blake3 and length of a file, streamed.
+pub fn hash_file(path: &Path) -> Result<([u8; 32], u64)> {
+    let mut f = std::fs::File::open(path).map_err(|e| StoreError::Source {
+        path: path.to_path_buf(),
+        source: e,
+    })?;
+    let mut h = blake3::Hasher::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut len = 0u64;
+    loop {
+        let n = f.read(&mut buf).map_err(|e| StoreError::Source {
+            path: path.to_path_buf(),
+            source: e,
+        })?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+        len += n as u64;
+    }
+    Ok((*h.finalize().as_bytes(), len))
+}
+
+impl Store {
+    fn read_gc_epoch(&self) -> Result<i64> {
+        self.conn()
+            .query_row("SELECT value FROM meta WHERE key = 'gc_epoch'", [], |r| {
+                r.get(0)
+            })
+            .map_err(self.ierr("reading the gc epoch"))
+    }
+
+    /// Whether a part (or stand-alone object) with this blake3 is stored.
+    pub fn has_part(&self, hash: &[u8; 32]) -> Result<bool> {
+        self.conn()
+            .prepare_cached("SELECT 1 FROM parts WHERE hash = ?1")
+            .and_then(|mut s| s.exists([&hash[..]]))
+            .map_err(self.ierr("looking up a part"))
+    }
+
+    /// Store the bytes of `path` as an object and, in the same transaction,
+    /// call `link` with its hash and length to insert the row that keeps it.
+    pub(crate) fn put_object(
+        &mut self,
+        path: &Path,
+        link: &dyn Fn(&Transaction, &[u8; 32], u64) -> rusqlite::Result<()>,
+    ) -> Result<PutReport> {
+        let (hash, len) = hash_file(path)?;
+        for _ in 0..8 {
+            if let Some(r) = self.put_attempt(path, hash, len, link)? {
+                return Ok(r);
+            }
+        }
+        Err(StoreError::Busy(format!(
+            "storing {}: gc kept removing chunks this write reused",
+            path.display()
+        )))
+    }
+
+    fn put_attempt(
+        &mut self,
+        path: &Path,
+        hash: [u8; 32],
+        len: u64,
+        link: &dyn Fn(&Transaction, &[u8; 32], u64) -> rusqlite::Result<()>,
+    ) -> Result<Option<PutReport>> {
+        let epoch0 = self.read_gc_epoch()?;
+        let mut report = PutReport {
+            hash,
+            len,
+            present: self.has_part(&hash)?,
+            stored_bytes: 0,
+        };
+        let mut list: Vec<ChunkHash> = Vec::new();
+        let mut reused: Vec<ChunkHash> = Vec::new();
+        let mut written: Vec<Written> = Vec::new();
+        let mut writer: Option<PackWriter> = None;
+        if !report.present {
+            let file = std::fs::File::open(path).map_err(|e| StoreError::Source {
+                path: path.to_path_buf(),
+                source: e,
+            })?;
+            let chunker = Chunker::new(std::io::BufReader::new(file), self.chunk_params)
+                .map_err(|e| StoreError::Invalid(e.to_string()))?;
+            let mut seen: HashSet<ChunkHash> = HashSet::new();
+            let mut total_hash = blake3::Hasher::new();
+            let mut total = 0u64;
+            for c in chunker {
+                let c = c.map_err(|e| StoreError::Source {
+                    path: path.to_path_buf(),
+                    source: std::io::Error::other(e.to_string()),
+                })?;
+                total_hash.update(&c.data);
+                total += c.data.len() as u64;
+                let h = chunk::hash(&c.data);
+                list.push(h);
+                if !seen.insert(h) {
+                    continue;
+                }
+                let exists = self
+                    .conn()
+                    .prepare_cached("SELECT 1 FROM chunks WHERE hash = ?1")
+                    .and_then(|mut s| s.exists([&h[..]]))
+                    .map_err(self.ierr("looking up a chunk"))?;
+                if exists {
+                    reused.push(h);
+                    continue;
+                }
+                let (codec, stored) = chunk::compress(&c.data, self.zstd_level);
+                let header = EntryHeader {
+                    codec,
+                    len: c.data.len() as u32,
+                    stored_len: stored.len() as u32,
+                    hash: h,
+                };
+                if writer.is_none() {
+                    writer = Some(PackWriter::create(&self.dir)?);
+                }
+                let Some(w) = writer.as_mut() else {
+                    continue;
+                };
+                let offset = w.append(&header, &stored)?;
+                report.stored_bytes += (ENTRY_HEADER_LEN + stored.len()) as u64;
+                written.push(Written {
+                    hash: h,
+                    offset,
+                    stored_len: header.stored_len,
+                    len: header.len,
+                    codec: codec as u8,
+                });
+            }
+            if total != len || *total_hash.finalize().as_bytes() != hash {
+                return Err(StoreError::Invalid(format!(
+                    "{} changed while it was being stored; try again",
+                    path.display()
+                )));
+            }
+            if let Some(w) = writer.as_mut() {
+                w.sync()?;
+            }
+        }
+        let ierr = self.ierr("storing an object");
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(&ierr)?;
+        let epoch: i64 = tx
+            .query_row("SELECT value FROM meta WHERE key = 'gc_epoch'", [], |r| {
+                r.get(0)
+            })
+            .map_err(&ierr)?;
+        if epoch != epoch0 {
+            let part_there = tx
+                .prepare_cached("SELECT 1 FROM parts WHERE hash = ?1")
+                .and_then(|mut s| s.exists([&hash[..]]))
+                .map_err(&ierr)?;
+            if report.present && !part_there {
+                return Ok(None);
+            }
+            let mut q = tx
+                .prepare_cached("SELECT 1 FROM chunks WHERE hash = ?1")
+                .map_err(&ierr)?;
+            for h in &reused {
+                if !q.exists([&h[..]]).map_err(&ierr)? {
+                    return Ok(None);
+                }
+            }
+        }
+        if !report.present {
+            if let Some(w) = &writer {
+                tx.execute(
+                    "INSERT INTO packs (name, size) VALUES (?1, ?2) \
+                     ON CONFLICT (name) DO UPDATE SET size = max(size, excluded.size)",
+                    rusqlite::params![w.name(), i(w.len())],
+                )
+                .map_err(&ierr)?;
+                let pid: i64 = tx
+                    .query_row("SELECT id FROM packs WHERE name = ?1", [w.name()], |r| {
+                        r.get(0)
+                    })
+                    .map_err(&ierr)?;
+                for c in &written {
+                    tx.execute(
+                        "INSERT OR IGNORE INTO chunks (hash, pack, offset, stored_len, len, codec) \
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                        rusqlite::params![
+                            &c.hash[..],
+                            pid,
+                            i(c.offset),
+                            c.stored_len,
+                            c.len,
+                            c.codec
+                        ],
+                    )
+                    .map_err(&ierr)?;
+                }
+            }
+            tx.execute(
+                "INSERT OR IGNORE INTO parts (hash, len, nchunks) VALUES (?1, ?2, ?3)",
+                rusqlite::params![&hash[..], i(len), list.len() as i64],
+            )
+            .map_err(&ierr)?;
+            for (seq, c) in list.iter().enumerate() {
+                tx.execute(
+                    "INSERT OR IGNORE INTO part_chunks (part, seq, chunk) VALUES (?1, ?2, ?3)",
+                    rusqlite::params![&hash[..], seq as i64, &c[..]],
+                )
+                .map_err(&ierr)?;
+            }
+        }
+        link(&tx, &hash, len).map_err(&ierr)?;
+        tx.commit().map_err(&ierr)?;
+        Ok(Some(report))
+    }
+
+    /// Read a whole stored object (an image) into memory, checked chunk by
+    /// chunk against its blake3.
+    pub fn read_object(&self, hash: &[u8; 32]) -> Result<Vec<u8>> {
+        let mut r = self.open_object(hash)?;
+        let mut out = Vec::new();
+        r.read_to_end(&mut out)
+            .map_err(|e| StoreError::io(self.dir(), e))?;
+        Ok(out)
+    }
+
+    /// Stream a stored object (a saved output) one chunk at a time.
+    pub fn open_object(&self, hash: &[u8; 32]) -> Result<ObjectReader> {
+        let locs = part_locations(self.conn(), self.dir(), hash)?;
+        Ok(ObjectReader {
+            dir: self.dir().to_path_buf(),
+            hash: *hash,
+            packs: PackFiles::new(self.dir()),
+            locs,
+            next: 0,
+            buf: Vec::new(),
+            pos: 0,
+        })
+    }
+}
+
+/// Streaming reader over a stored object (see [`Store::open_object`]).
+pub struct ObjectReader {
+    dir: std::path::PathBuf,
+    hash: [u8; 32],
+    packs: PackFiles,
+    locs: Vec<ChunkLoc>,
+    next: usize,
+    buf: Vec<u8>,
+    pos: usize,
+}
+
+impl ObjectReader {
+    fn fill(&mut self) -> std::io::Result<bool> {
+        let Some(loc) = self.locs.get(self.next).cloned() else {
+            return Ok(false);
+        };
+        self.buf.resize(loc.len as usize, 0);
+        self.pos = 0;
+        let mut r = self.packs.read_into(&loc, &mut self.buf);
+        if let Err(ReadError::Missing(_)) = r {
+            // gc may have moved the chunk: look the locations up again.
+            self.packs.reset();
+            let conn = crate::index::open(&self.dir.join(crate::layout::INDEX_FILE), false)
+                .map_err(StoreError::into_io)?;
+            self.locs =
+                part_locations(&conn, &self.dir, &self.hash).map_err(StoreError::into_io)?;
+            if let Some(l) = self.locs.get(self.next).cloned() {
+                r = self.packs.read_into(&l, &mut self.buf);
+            }
+        }
+        r.map_err(|e| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!(
+                    "object {}, chunk {}: {e}",
+                    rrstore_format::id::hex(&self.hash),
+                    self.next
+                ),
+            )
+        })?;
+        self.next += 1;
+        Ok(true)
+    }
+}
+
+impl Read for ObjectReader {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        while self.pos == self.buf.len() {
+            if !self.fill()? {
+                return Ok(0);
+            }
+        }
+        let n = out.len().min(self.buf.len() - self.pos);
+        out[..n].copy_from_slice(&self.buf[self.pos..self.pos + n]);
+        self.pos += n;
+        Ok(n)
+    }
+}

@@ -1,0 +1,108 @@
+//! Replay outputs kept for `rrstore diff`, and the history lookups of the
+//! regression workflow.
+//!
+//! The history holds only the blake3 of each replay's output arena. `check`
+//! and `bisect` keep the output bytes of their runs as stand-alone objects
+//! linked to the history row (`saved_outputs`): an output equal to the
+//! recorded output just points at the recording's output part, any other
+//! is stored chunk-deduplicated (usually only the few chunks that differ
+//! are new). The replay cache key is (recording ID, image hash): a run whose
+//! row has an output hash (or crashed / timed out) is not repeated.
+
+use std::path::Path;
+
+use rrstore_format::RecordingId;
+use rusqlite::OptionalExtension;
+
+use crate::error::{Result, StoreError};
+use crate::index::hash32;
+use crate::objects::PutReport;
+use crate::{HistoryEntry, Store};
+
+/// Verdicts whose history row is a reusable result for the cache key.
+const CACHEABLE: [&str; 6] = [
+    "verified",
+    "within-tolerance",
+    "mismatch",
+    "unverified",
+    "crashed",
+    "timed-out",
+];
+
+impl Store {
+    /// Keep the output arena in `path` for history row `history_id`.
+    pub fn save_output_file(&mut self, history_id: i64, path: &Path) -> Result<PutReport> {
+        self.put_object(path, &|tx, hash, _| {
+            tx.execute(
+                "INSERT OR REPLACE INTO saved_outputs (history_id, part) VALUES (?1, ?2)",
+                rusqlite::params![history_id, &hash[..]],
+            )
+            .map(|_| ())
+        })
+    }
+
+    /// Link history row `history_id` to an already stored part (the
+    /// recording's output part, when the replay reproduced it exactly).
+    pub fn link_output(&mut self, history_id: i64, part: &[u8; 32]) -> Result<()> {
+        let ierr = self.ierr("linking a saved output");
+        let tx = self.conn.transaction().map_err(&ierr)?;
+        let exists = tx
+            .prepare_cached("SELECT 1 FROM parts WHERE hash = ?1")
+            .and_then(|mut s| s.exists([&part[..]]))
+            .map_err(&ierr)?;
+        if !exists {
+            return Err(StoreError::ObjectNotFound(format!(
+                "part {} is not stored",
+                rrstore_format::id::hex(part)
+            )));
+        }
+        tx.execute(
+            "INSERT OR REPLACE INTO saved_outputs (history_id, part) VALUES (?1, ?2)",
+            rusqlite::params![history_id, &part[..]],
+        )
+        .map_err(&ierr)?;
+        tx.commit().map_err(&ierr)
+    }
+
+    /// The stored output part of history row `history_id`, if kept.
+    pub fn saved_output(&self, history_id: i64) -> Result<Option<[u8; 32]>> {
+        let v: Option<Vec<u8>> = self
+            .conn()
+            .prepare_cached("SELECT part FROM saved_outputs WHERE history_id = ?1")
+            .and_then(|mut s| s.query_row([history_id], |r| r.get(0)).optional())
+            .map_err(self.ierr("reading a saved output"))?;
+        Ok(v.map(hash32))
+    }
+
+    /// History row `id`.
+    pub fn history_entry(&self, id: i64) -> Result<HistoryEntry> {
+        let rec: Option<Vec<u8>> = self
+            .conn()
+            .prepare_cached("SELECT recording FROM replay_history WHERE id = ?1")
+            .and_then(|mut s| s.query_row([id], |r| r.get(0)).optional())
+            .map_err(self.ierr("reading a history row"))?;
+        let rec = rec.ok_or_else(|| {
+            StoreError::ObjectNotFound(format!(
+                "there is no history row {id} (see `rrstore history`)"
+            ))
+        })?;
+        self.history(Some(RecordingId(hash32(rec))))?
+            .into_iter()
+            .find(|e| e.id == id)
+            .ok_or_else(|| StoreError::ObjectNotFound(format!("there is no history row {id}")))
+    }
+
+    /// The newest reusable history row of `recording` run with `image`.
+    pub fn cached_run(
+        &self,
+        recording: &RecordingId,
+        image: &[u8; 32],
+    ) -> Result<Option<HistoryEntry>> {
+        Ok(self.history(Some(*recording))?.into_iter().rev().find(|e| {
+            &e.image_hash == image
+                && CACHEABLE.contains(&e.verdict.as_str())
+                && (e.output_blake3.is_some()
+                    || matches!(e.verdict.as_str(), "crashed" | "timed-out"))
+        }))
+    }
+}
