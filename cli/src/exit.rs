@@ -101,6 +101,15 @@ pub fn code_for(err: &anyhow::Error) -> u8 {
                 _ => {}
             }
         }
+        if let Some(e) = cause.downcast_ref::<rrstore_replay::regress::RegressError>() {
+            use rrstore_replay::regress::RegressError as G;
+            match e {
+                G::Usage(_) => return USAGE,
+                G::BadReference(_) => return INVALID_INPUT,
+                G::Read { .. } => return NOT_FOUND,
+                _ => {}
+            }
+        }
         if let Some(e) = cause.downcast_ref::<std::io::Error>() {
             if e.kind() == std::io::ErrorKind::NotFound {
                 return NOT_FOUND;

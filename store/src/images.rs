@@ -136,7 +136,7 @@ impl Store {
     pub fn images(&self) -> Result<Vec<ImageInfo>> {
         self.conn()
             .prepare_cached(&format!(
-                "SELECT {COLUMNS} FROM images ORDER BY added_at, hash_hex"
+                "SELECT {COLUMNS} FROM images ORDER BY added_at, label, hash_hex"
             ))
             .and_then(|mut s| s.query_map([], row)?.collect())
             .map_err(self.ierr("listing images"))

@@ -111,7 +111,12 @@ pub fn check(
                 (r, prev.filter(|p| p.row != 0))
             }
         };
-        for r in std::iter::once(&the_run).chain(baseline.iter()) {
+        let counted = if opts.image.is_some() {
+            baseline.as_ref()
+        } else {
+            None // the previous run is only a time reference
+        };
+        for r in std::iter::once(&the_run).chain(counted) {
             if r.cached {
                 report.cached += 1;
             } else {
