@@ -142,6 +142,9 @@ fn store_code_for(err: &anyhow::Error) -> Option<u8> {
                 .and_then(|io| io.get_ref())
                 .and_then(|inner| inner.downcast_ref::<S>())
         });
+        if let Some(code) = remote_code_for(cause) {
+            return Some(code);
+        }
         let Some(e) = store else { continue };
         return Some(match e {
             S::Dir { .. } | S::Io { .. } | S::Index { .. } | S::Busy(_) => STORE,
@@ -162,4 +165,20 @@ fn store_code_for(err: &anyhow::Error) -> Option<u8> {
         });
     }
     None
+}
+
+/// Remote errors: unreachable, refused or missing bucket -> REMOTE; corrupt
+/// remote object -> CORRUPT; store errors inside keep their own codes.
+fn remote_code_for(cause: &(dyn std::error::Error + 'static)) -> Option<u8> {
+    use rrstore_store::remote::RemoteError as R;
+    let e = cause.downcast_ref::<R>()?;
+    Some(match e {
+        R::BadUrl { .. } | R::BadName(_) | R::RemoteExists(_) => INVALID_INPUT,
+        R::UnknownRemote(_) | R::NotFound { .. } => NOT_FOUND,
+        R::Ambiguous { .. } => AMBIGUOUS,
+        R::Config { .. } => STORE,
+        R::Request { .. } | R::Setup { .. } | R::NoS3(_) => REMOTE,
+        R::Corrupt { .. } => CORRUPT,
+        R::Store(_) => return None,
+    })
 }

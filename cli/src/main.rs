@@ -62,6 +62,12 @@ pub enum Command {
     Diff(commands::diff::Args),
     /// Find the first image in an ordered list that changes a kernel's output.
     Bisect(commands::bisect::Args),
+    /// Manage remotes (S3-compatible buckets, file:// directories).
+    Remote(commands::remote::Args),
+    /// Send recordings to a remote (only what it lacks).
+    Push(commands::push::Args),
+    /// Bring recordings from a remote (only the chunks this store lacks).
+    Pull(commands::pull::Args),
 }
 
 /// Options every command can read.
@@ -98,6 +104,9 @@ fn main() -> ExitCode {
         Command::Check(a) => commands::check::run(a, &globals),
         Command::Diff(a) => commands::diff::run(a, &globals),
         Command::Bisect(a) => commands::bisect::run(a, &globals),
+        Command::Remote(a) => commands::remote::run(a, &globals),
+        Command::Push(a) => commands::push::run(a, &globals),
+        Command::Pull(a) => commands::pull::run(a, &globals),
     };
     match result {
         Ok(code) => code,

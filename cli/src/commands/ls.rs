@@ -19,6 +19,9 @@ pub enum Sort {
 
 #[derive(clap::Args)]
 pub struct Args {
+    /// `NAME:` lists what remote NAME holds (from its manifests, no pull).
+    #[arg(value_name = "NAME:")]
+    pub remote: Option<String>,
     /// Shell glob on the kernel name.
     #[arg(long, value_name = "GLOB")]
     pub kernel: Option<String>,
@@ -67,7 +70,10 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         ..Default::default()
     };
     let store = storeutil::open(globals)?;
-    let rows = store.list(&filter)?;
+    let rows = match &args.remote {
+        Some(spec) => super::remote::list_remote(&store, spec, &filter)?,
+        None => store.list(&filter)?,
+    };
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
     if args.json {

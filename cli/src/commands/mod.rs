@@ -17,6 +17,10 @@ pub mod stats;
 pub mod storeutil;
 pub mod tag;
 pub mod verify;
+// Remote commands.
+pub mod pull;
+pub mod push;
+pub mod remote;
 // Replay commands.
 pub mod history;
 pub mod replay;

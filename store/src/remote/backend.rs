@@ -119,8 +119,8 @@ impl Backend {
             remote: self.name.clone(),
             url: self.url.clone(),
             what: what.into(),
+            detail: condense(&e),
             hint,
-            source: Box::new(e),
         }
     }
 
@@ -227,6 +227,31 @@ impl Backend {
     }
 }
 
+/// The useful part of an object_store error: an S3 error's code and
+/// message, else the innermost cause.
+fn condense(e: &object_store::Error) -> String {
+    let full = e.to_string();
+    let tag = |t: &str| {
+        let open = format!("<{t}>");
+        let start = full.find(&open)? + open.len();
+        let end = full[start..].find(&format!("</{t}>"))? + start;
+        Some(full[start..end].to_string())
+    };
+    if let (Some(code), Some(msg)) = (tag("Code"), tag("Message")) {
+        return format!("{code}: {msg}");
+    }
+    let mut inner: &dyn std::error::Error = e;
+    while let Some(next) = inner.source() {
+        inner = next;
+    }
+    let last = inner.to_string();
+    if last.is_empty() || std::ptr::eq(inner as *const _ as *const u8, e as *const _ as *const u8) {
+        full
+    } else {
+        last
+    }
+}
+
 enum S3Setup {
     #[allow(dead_code)]
     NoFeature,
@@ -266,9 +291,6 @@ fn s3_store(
     } else if env("AWS_REGION").is_none() && env("AWS_DEFAULT_REGION").is_none() {
         b = b.with_region("us-east-1");
     }
-    if let Some(h) = cfg.allow_http {
-        b = b.with_allow_http(h);
-    }
     let retry = RetryConfig {
         backoff: BackoffConfig {
             init_backoff: Duration::from_millis(100),
@@ -278,7 +300,13 @@ fn s3_store(
         max_retries: 3,
         retry_timeout: Duration::from_secs(30),
     };
+    // Client options replace the builder's (from_env's AWS_ALLOW_HTTP too),
+    // so allow_http is resolved here: the remote's flag, else the variable.
+    let allow_http = cfg.allow_http.unwrap_or_else(|| {
+        env("AWS_ALLOW_HTTP").is_some_and(|v| v.eq_ignore_ascii_case("true") || v == "1")
+    });
     let opts = ClientOptions::new()
+        .with_allow_http(allow_http)
         .with_connect_timeout(Duration::from_secs(5))
         .with_timeout(Duration::from_secs(120));
     b.with_retry(retry)

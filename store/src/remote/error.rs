@@ -18,14 +18,15 @@ pub enum RemoteError {
     RemoteExists(String),
     #[error("remote config {path}: {reason}")]
     Config { path: PathBuf, reason: String },
-    #[error("remote `{remote}` ({url}): {what} failed: {source}{hint}")]
+    /// `detail`: the server's error code and message, or the innermost
+    /// cause (e.g. `Connection refused`).
+    #[error("remote `{remote}` ({url}): {what} failed: {detail}{hint}")]
     Request {
         remote: String,
         url: String,
         what: String,
+        detail: String,
         hint: &'static str,
-        #[source]
-        source: Box<object_store::Error>,
     },
     #[error("remote `{remote}` ({url}): cannot set up the client: {reason}")]
     Setup {

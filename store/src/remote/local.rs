@@ -25,6 +25,13 @@ impl Store {
             .map_err(self.ierr("looking up a chunk"))
     }
 
+    pub(crate) fn xfer_has_part(&self, h: &[u8; 32]) -> Result<bool> {
+        self.conn
+            .prepare_cached("SELECT 1 FROM parts WHERE hash = ?1")
+            .and_then(|mut s| s.exists([&h[..]]))
+            .map_err(self.ierr("looking up a part"))
+    }
+
     /// Where a chunk is stored now.
     pub(crate) fn xfer_chunk_loc(&self, h: &ChunkHash) -> Result<Option<ChunkLoc>> {
         let row: Option<(String, i64, i64, i64, i64)> = self

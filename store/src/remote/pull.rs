@@ -114,7 +114,7 @@ fn pull_one(
     // Part objects of the parts the store lacks.
     let mut need: Vec<&rrstore_format::PartInfo> = Vec::new();
     for p in &rec.parts {
-        if !store.has_part(&p.blake3)? && !need.iter().any(|n| n.blake3 == p.blake3) {
+        if !store.xfer_has_part(&p.blake3)? && !need.iter().any(|n| n.blake3 == p.blake3) {
             need.push(p);
         }
     }

@@ -1,0 +1,181 @@
+//! `rrstore remote add NAME URL` / `remote ls` / `remote rm NAME`, and the
+//! helpers `push`, `pull` and `ls NAME:` share: opening a remote, the
+//! progress bar, the transfer summary.
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use indicatif::{ProgressBar, ProgressStyle};
+use rrstore_store::remote::{self, Backend, Event, RemoteConfig, RemoteError, TransferReport};
+use rrstore_store::{LsFilter, RecordingSummary, Store};
+
+use super::storeutil::{self, bytes, ratio};
+use crate::Globals;
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    pub command: Sub,
+}
+
+#[derive(clap::Subcommand)]
+pub enum Sub {
+    /// Add a remote: s3://BUCKET[/PREFIX] or file:///PATH.
+    Add(AddArgs),
+    /// List the remotes of this store.
+    Ls(LsArgs),
+    /// Forget a remote (its objects stay where they are).
+    Rm(RmArgs),
+}
+
+#[derive(clap::Args)]
+pub struct AddArgs {
+    pub name: String,
+    /// s3://BUCKET[/PREFIX] or file:///PATH.
+    pub url: String,
+    /// S3 endpoint URL (MinIO, Ceph RGW, ...); default: $AWS_ENDPOINT_URL, else AWS.
+    #[arg(long, value_name = "URL")]
+    pub endpoint: Option<String>,
+    /// S3 region; default: $AWS_REGION, else us-east-1.
+    #[arg(long)]
+    pub region: Option<String>,
+    /// Allow a plain http:// endpoint; default: $AWS_ALLOW_HTTP.
+    #[arg(long)]
+    pub allow_http: bool,
+}
+
+#[derive(clap::Args)]
+pub struct LsArgs {
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(clap::Args)]
+pub struct RmArgs {
+    pub name: String,
+}
+
+pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
+    let store = storeutil::open(globals)?;
+    match args.command {
+        Sub::Add(a) => {
+            let cfg = RemoteConfig {
+                url: a.url,
+                endpoint: a.endpoint,
+                region: a.region,
+                allow_http: a.allow_http.then_some(true),
+            };
+            remote::config::add(store.dir(), &a.name, cfg.clone()).map_err(lift)?;
+            println!("added remote {} {}", a.name, cfg.url);
+        }
+        Sub::Ls(a) => {
+            let all = remote::config::list(store.dir()).map_err(lift)?;
+            if a.json {
+                println!("{}", serde_json::to_string_pretty(&all)?);
+            } else {
+                let w = all.keys().map(|k| k.len()).max().unwrap_or(4).max(4);
+                for (name, c) in &all {
+                    let mut extra = String::new();
+                    if let Some(e) = &c.endpoint {
+                        extra += &format!("  endpoint={e}");
+                    }
+                    if let Some(r) = &c.region {
+                        extra += &format!("  region={r}");
+                    }
+                    if c.allow_http == Some(true) {
+                        extra += "  allow-http";
+                    }
+                    println!("{name:<w$}  {}{extra}", c.url);
+                }
+            }
+        }
+        Sub::Rm(a) => {
+            remote::config::remove(store.dir(), &a.name).map_err(lift)?;
+            println!("removed remote {}", a.name);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Open remote `name` of `store` (`create`: make a file:// directory).
+pub fn open(store: &Store, name: &str, create: bool) -> anyhow::Result<Backend> {
+    let cfg = remote::config::get(store.dir(), name).map_err(lift)?;
+    Backend::open(name, &cfg, create).map_err(lift)
+}
+
+/// A remote error as an `anyhow::Error`, with a wrapped store error put
+/// first in the chain so it keeps its own exit code.
+pub fn lift(e: RemoteError) -> anyhow::Error {
+    match e {
+        RemoteError::Store(s) => s.into(),
+        other => other.into(),
+    }
+}
+
+/// `rrstore ls NAME:`: what remote NAME holds, from its manifests.
+pub fn list_remote(
+    store: &Store,
+    spec: &str,
+    filter: &LsFilter,
+) -> anyhow::Result<Vec<RecordingSummary>> {
+    let name = spec.strip_suffix(':').unwrap_or(spec);
+    let r = open(store, name, false)?;
+    Ok(remote::list::summaries(&r, filter)
+        .map_err(lift)
+        .with_context(|| format!("cannot list remote `{name}`"))?)
+}
+
+/// A progress bar on a terminal (hidden otherwise) fed by transfer events.
+pub fn progress_bar(quiet: bool) -> (ProgressBar, impl FnMut(Event)) {
+    let bar = if !quiet && std::io::stderr().is_terminal() {
+        let b = ProgressBar::new(0);
+        b.set_style(
+            ProgressStyle::with_template(
+                "{spinner} [{elapsed_precise}] {wide_bar} {bytes}/{total_bytes} {bytes_per_sec} {msg}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        b
+    } else {
+        ProgressBar::hidden()
+    };
+    let b = bar.clone();
+    let f = move |e: Event| match e {
+        Event::Start { what, total } => {
+            b.set_length(total);
+            b.set_position(0);
+            b.set_message(what);
+        }
+        Event::Bytes(n) => b.inc(n),
+        Event::Phase(what) => b.set_message(what),
+    };
+    (bar, f)
+}
+
+/// Print a transfer summary (`verb`: "pushed" / "pulled").
+pub fn print_report(r: &TransferReport, verb: &str, json: bool) -> anyhow::Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(r)?);
+        return Ok(());
+    }
+    for id in &r.ids {
+        println!("{verb} {}", &id[..12.min(id.len())]);
+    }
+    for id in &r.present_ids {
+        println!("present {}", &id[..12.min(id.len())]);
+    }
+    let dir = if verb == "pushed" { "sent" } else { "received" };
+    println!(
+        "{verb} {} recording(s), {} already present; {dir} {} ({} chunks: {}, metadata: {}) for {} logical ({})",
+        r.recordings,
+        r.present,
+        bytes(r.bytes),
+        r.chunks,
+        bytes(r.chunk_bytes),
+        bytes(r.metadata_bytes),
+        bytes(r.logical_bytes),
+        ratio(r.logical_bytes, r.bytes),
+    );
+    Ok(())
+}

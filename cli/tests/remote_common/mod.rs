@@ -1,0 +1,275 @@
+//! Test harness for remotes: a real S3-compatible server (moto's
+//! `moto_server`, from PyPI: `python3 -m pip install 'moto[server]'`)
+//! started on a free loopback port and killed when dropped, raw HTTP
+//! helpers to create buckets and tamper with objects, and helpers to run
+//! the real `rrstore` binary with a remote configured.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub const INSTALL: &str = "python3 -m pip install 'moto[server]'";
+
+/// A moto S3 server on 127.0.0.1; killed on drop.
+pub struct Moto {
+    child: Child,
+    pub port: u16,
+}
+
+impl Moto {
+    /// Start a server. `auth`: moto checks access keys against its (empty)
+    /// IAM user list, so every signed request is refused (wrong credentials).
+    pub fn start(auth: bool) -> Moto {
+        let port = free_port();
+        let mut cmd = Command::new("moto_server");
+        cmd.args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        if auth {
+            cmd.env("INITIAL_NO_AUTH_ACTION_COUNT", "0");
+        }
+        let child = match cmd.spawn() {
+            Ok(c) => c,
+            Err(e) => panic!(
+                "cannot start moto_server ({e}): the S3 remote tests need moto's S3 server on PATH; install it with: {INSTALL}"
+            ),
+        };
+        let mut m = Moto { child, port };
+        let start = Instant::now();
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if let Ok(Some(status)) = m.child.try_wait() {
+                panic!(
+                    "moto_server exited ({status}) before listening; is it installed? {INSTALL}"
+                );
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "moto_server did not listen on port {port} within 60 s"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        m
+    }
+
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Unsigned request (moto accepts them when auth is off); returns the
+    /// status code and body.
+    pub fn raw(&self, method: &str, path: &str, body: &[u8]) -> (u16, Vec<u8>) {
+        let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        let head = format!(
+            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            self.port,
+            body.len()
+        );
+        s.write_all(head.as_bytes()).unwrap();
+        s.write_all(body).unwrap();
+        let mut resp = Vec::new();
+        s.read_to_end(&mut resp).unwrap();
+        let text = String::from_utf8_lossy(&resp);
+        let code = text
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        let body = resp
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .map(|i| resp[i + 4..].to_vec())
+            .unwrap_or_default();
+        (code, body)
+    }
+
+    pub fn create_bucket(&self, bucket: &str) {
+        let (code, body) = self.raw("PUT", &format!("/{bucket}"), b"");
+        assert_eq!(code, 200, "{}", String::from_utf8_lossy(&body));
+    }
+
+    /// Signed S3 call through boto3 (installed with moto): `op` is `put`
+    /// (body from stdin) or `delete`.
+    fn boto(&self, op: &str, bucket: &str, key: &str, body: &[u8]) {
+        let script = r#"
+import sys, boto3
+op, ep, bucket, key = sys.argv[1:5]
+s3 = boto3.client("s3", endpoint_url=ep, region_name="us-east-1",
+                  aws_access_key_id="testing", aws_secret_access_key="testing")
+if op == "put":
+    s3.put_object(Bucket=bucket, Key=key, Body=sys.stdin.buffer.read())
+else:
+    s3.delete_object(Bucket=bucket, Key=key)
+"#;
+        let mut child = Command::new("python3")
+            .args(["-c", script, op, &self.endpoint(), bucket, key])
+            .stdin(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(body).unwrap();
+        let status = child.wait().unwrap();
+        assert!(
+            status.success(),
+            "boto3 {op} {bucket}/{key} failed; {INSTALL}"
+        );
+    }
+
+    pub fn put_object(&self, bucket: &str, key: &str, body: &[u8]) {
+        self.boto("put", bucket, key, body)
+    }
+
+    pub fn delete_object(&self, bucket: &str, key: &str) {
+        self.boto("delete", bucket, key, b"")
+    }
+
+    /// Keys of a bucket (first 1000), via an unsigned ListObjectsV2.
+    pub fn keys(&self, bucket: &str, prefix: &str) -> Vec<String> {
+        let (code, body) = self.raw(
+            "GET",
+            &format!("/{bucket}?list-type=2&prefix={prefix}"),
+            b"",
+        );
+        assert_eq!(code, 200);
+        let text = String::from_utf8_lossy(&body).into_owned();
+        text.split("<Key>")
+            .skip(1)
+            .filter_map(|s| s.split("</Key>").next())
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A loopback port nothing listens on right now.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+pub fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/llvm22-host")
+}
+
+/// `rrstore --store STORE args...` with test AWS credentials in the
+/// environment.
+pub fn rr(store: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_rrstore"));
+    c.arg("--store")
+        .arg(store)
+        .args(args)
+        .env_remove("RRSTORE_DIR")
+        .env_remove("AWS_ENDPOINT_URL")
+        .env_remove("AWS_PROFILE")
+        .env("AWS_ACCESS_KEY_ID", "testing")
+        .env("AWS_SECRET_ACCESS_KEY", "testing")
+        .env("AWS_REGION", "us-east-1");
+    c
+}
+
+pub fn run(store: &Path, args: &[&str]) -> Output {
+    rr(store, args).output().unwrap()
+}
+
+pub fn ok(store: &Path, args: &[&str]) -> String {
+    let o = run(store, args);
+    assert!(
+        o.status.success(),
+        "{args:?} failed ({:?}): {}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout).unwrap()
+}
+
+/// Exit code and stderr of a command expected to fail.
+pub fn fails(store: &Path, args: &[&str]) -> (i32, String) {
+    let o = run(store, args);
+    assert!(
+        !o.status.success(),
+        "{args:?} unexpectedly succeeded: {}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+pub fn json(store: &Path, args: &[&str]) -> serde_json::Value {
+    serde_json::from_str(&ok(store, args)).unwrap()
+}
+
+/// Sorted IDs `ls --json [NAME:]` shows.
+pub fn ids(store: &Path, remote: Option<&str>) -> Vec<String> {
+    let mut args = vec!["ls", "--json"];
+    if let Some(r) = remote {
+        args.push(r);
+    }
+    let mut v: Vec<String> = json(store, &args)
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap().to_string())
+        .collect();
+    v.sort();
+    v
+}
+
+/// Import fixture directories (relative to llvm22-host) into a store.
+pub fn import(store: &Path, dirs: &[&str]) {
+    let paths: Vec<String> = dirs
+        .iter()
+        .map(|d| fixtures().join(d).to_string_lossy().into_owned())
+        .collect();
+    let mut args = vec!["import", "--label", "fixtures"];
+    args.extend(paths.iter().map(String::as_str));
+    ok(store, &args);
+}
+
+/// Every file under `dir` (relative path -> bytes).
+pub fn tree(dir: &Path) -> std::collections::BTreeMap<PathBuf, Vec<u8>> {
+    fn walk(root: &Path, d: &Path, out: &mut std::collections::BTreeMap<PathBuf, Vec<u8>>) {
+        for e in std::fs::read_dir(d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(root, &p, out);
+            } else {
+                out.insert(
+                    p.strip_prefix(root).unwrap().to_path_buf(),
+                    std::fs::read(&p).unwrap(),
+                );
+            }
+        }
+    }
+    let mut out = Default::default();
+    walk(dir, dir, &mut out);
+    out
+}
+
+/// Both stores hold `ids` and export them byte for byte the same, and
+/// `verify --full` passes in `b`.
+pub fn same_exports(a: &Path, b: &Path, ids: &[String], scratch: &Path) {
+    ok(b, &["verify", "--full"]);
+    for id in ids {
+        let (ea, eb) = (
+            scratch.join(format!("a-{id}")),
+            scratch.join(format!("b-{id}")),
+        );
+        ok(a, &["export", id, "-o", ea.to_str().unwrap()]);
+        ok(b, &["export", id, "-o", eb.to_str().unwrap()]);
+        let (ta, tb) = (tree(&ea), tree(&eb));
+        assert!(!ta.is_empty());
+        assert_eq!(ta, tb, "export of {id} differs");
+    }
+}

@@ -1,0 +1,193 @@
+//! file:// remotes through the real binary: remote add/ls/rm, push, ls
+//! NAME:, pull into an empty store (same IDs, verify --full, byte-identical
+//! exports), resuming after an interrupted push, a corrupted object, and
+//! bad names/URLs.
+
+mod remote_common;
+
+use remote_common::*;
+
+#[test]
+fn remote_add_ls_rm_and_bad_input() {
+    let t = tempfile::tempdir().unwrap();
+    let s = t.path().join("s");
+    let url = format!("file://{}", t.path().join("r").display());
+    ok(&s, &["remote", "add", "origin", &url]);
+    ok(
+        &s,
+        &[
+            "remote",
+            "add",
+            "lab",
+            "s3://rr-bucket/team",
+            "--endpoint",
+            "http://127.0.0.1:1",
+            "--region",
+            "eu-west-1",
+            "--allow-http",
+        ],
+    );
+    let ls = ok(&s, &["remote", "ls"]);
+    assert!(ls.contains("origin") && ls.contains(&url), "{ls}");
+    assert!(
+        ls.contains("s3://rr-bucket/team") && ls.contains("region=eu-west-1"),
+        "{ls}"
+    );
+    let j = json(&s, &["remote", "ls", "--json"]);
+    assert_eq!(j["lab"]["endpoint"], "http://127.0.0.1:1");
+    // Duplicates, bad names and URLs: INVALID_INPUT (4); unknown: NOT_FOUND (3).
+    assert_eq!(fails(&s, &["remote", "add", "origin", &url]).0, 4);
+    assert_eq!(fails(&s, &["remote", "add", "a:b", &url]).0, 4);
+    assert_eq!(
+        fails(&s, &["remote", "add", "x", "http://example.com/b"]).0,
+        4
+    );
+    assert_eq!(fails(&s, &["remote", "add", "x", "file://relative"]).0, 4);
+    assert_eq!(fails(&s, &["remote", "rm", "nope"]).0, 3);
+    assert_eq!(fails(&s, &["push", "nope", "--all"]).0, 3);
+    assert_eq!(fails(&s, &["ls", "nope:"]).0, 3);
+    // A selector is required.
+    assert_eq!(fails(&s, &["push", "origin"]).0, 2);
+    ok(&s, &["remote", "rm", "lab"]);
+    assert!(!ok(&s, &["remote", "ls"]).contains("lab"));
+    // Pulling from a directory that does not exist: REMOTE (14).
+    let (code, err) = fails(&s, &["pull", "origin", "--all"]);
+    assert_eq!(code, 14, "{err}");
+}
+
+#[test]
+fn push_ls_pull_round_trip_and_resume() {
+    let t = tempfile::tempdir().unwrap();
+    let (a, b) = (t.path().join("a"), t.path().join("b"));
+    let rdir = t.path().join("remote");
+    let url = format!("file://{}", rdir.display());
+    import(&a, &["saxpy", "globals", "reduction", "multi"]);
+    let all = ids(&a, None);
+    assert_eq!(all.len(), 11);
+    ok(&a, &["remote", "add", "r", &url]);
+    // Push one recording first, then everything: the second push skips what
+    // the first sent.
+    let first = json(&a, &["push", "r", &all[0][..8], "--json"]);
+    assert_eq!(first["recordings"], 1);
+    let rest = json(&a, &["push", "r", "--all", "--json"]);
+    assert_eq!(rest["recordings"], 10);
+    assert_eq!(rest["present"], 1);
+    let again = json(&a, &["push", "r", "--all", "--json"]);
+    assert_eq!(
+        (again["recordings"].as_u64(), again["bytes"].as_u64()),
+        (Some(0), Some(0))
+    );
+    // ls NAME: from the manifests alone, with filters.
+    assert_eq!(ids(&a, Some("r:")), all);
+    let multi = json(&a, &["ls", "r:", "--kernel", "*step*", "--json"]);
+    assert_eq!(multi.as_array().unwrap().len(), 6);
+    assert!(ok(&a, &["ls", "r:"]).contains("fixtures"));
+    // Pull into an empty store: same IDs, verify --full, same exports.
+    ok(&b, &["remote", "add", "r", &url]);
+    let pulled = json(&b, &["pull", "r", "--all", "--json"]);
+    assert_eq!(pulled["recordings"], 11);
+    assert_eq!(ids(&b, None), all);
+    same_exports(&a, &b, &all, t.path());
+    // Labels and kernel selection travel with the manifests.
+    assert_eq!(
+        ids(&b, None).len(),
+        json(&b, &["ls", "--label", "fixtures", "--json"])
+            .as_array()
+            .unwrap()
+            .len()
+    );
+    let again = json(&b, &["pull", "r", "--all", "--json"]);
+    assert_eq!(
+        (again["present"].as_u64(), again["bytes"].as_u64()),
+        (Some(11), Some(0))
+    );
+
+    // An interrupted push (chunks arrived, manifests not): the next push
+    // sends no chunk again.
+    let c = t.path().join("c");
+    let r2 = t.path().join("remote2");
+    import(&c, &["multi"]);
+    ok(
+        &c,
+        &["remote", "add", "r2", &format!("file://{}", r2.display())],
+    );
+    let full = json(&c, &["push", "r2", "--all", "--json"]);
+    assert!(full["chunks"].as_u64().unwrap() > 0);
+    std::fs::remove_dir_all(r2.join("recordings")).unwrap();
+    std::fs::remove_dir_all(r2.join("parts")).unwrap();
+    assert!(ids(&c, Some("r2:")).is_empty());
+    let resumed = json(&c, &["push", "r2", "--all", "--json"]);
+    assert_eq!(resumed["recordings"], 8);
+    assert_eq!(resumed["chunks"], 0, "{resumed}");
+    assert_eq!(resumed["chunk_bytes"], 0);
+}
+
+#[test]
+fn pull_selects_by_prefix_kernel_label_and_reuses_local_chunks() {
+    let t = tempfile::tempdir().unwrap();
+    let (a, b) = (t.path().join("a"), t.path().join("b"));
+    let url = format!("file://{}", t.path().join("r").display());
+    import(&a, &["multi"]);
+    let all = ids(&a, None);
+    ok(&a, &["remote", "add", "r", &url]);
+    ok(&a, &["push", "r", "--all"]);
+    ok(&b, &["remote", "add", "r", &url]);
+    let one = json(&b, &["pull", "r", &all[3][..6], "--json"]);
+    assert_eq!(one["recordings"], 1);
+    assert_eq!(ids(&b, None), vec![all[3].clone()]);
+    // The rest of `multi` shares most chunks with the one already pulled.
+    let rest = json(&b, &["pull", "r", "--kernel", "*main*", "--json"]);
+    let logical = rest["logical_bytes"].as_u64().unwrap();
+    assert!(rest["chunk_bytes"].as_u64().unwrap() < logical, "{rest}");
+    ok(&b, &["pull", "r", "--label", "fixt*"]);
+    assert_eq!(ids(&b, None), all);
+    same_exports(&a, &b, &all, t.path());
+    // Prefix errors.
+    assert_eq!(fails(&b, &["pull", "r", "ffffffff"]).0, 3);
+    assert_eq!(fails(&b, &["pull", "r", "xyz"]).0, 4);
+}
+
+#[test]
+fn corrupt_remote_objects_are_refused_and_nothing_is_imported() {
+    let t = tempfile::tempdir().unwrap();
+    let (a, b) = (t.path().join("a"), t.path().join("b"));
+    let rdir = t.path().join("r");
+    let url = format!("file://{}", rdir.display());
+    import(&a, &["saxpy"]);
+    ok(&a, &["remote", "add", "r", &url]);
+    ok(&a, &["push", "r", "--all"]);
+    ok(&b, &["remote", "add", "r", &url]);
+    // Flip a byte in the biggest chunk object.
+    let chunks = tree(&rdir.join("chunks"));
+    let (key, body) = chunks.iter().max_by_key(|(_, v)| v.len()).unwrap();
+    let path = rdir.join("chunks").join(key);
+    let mut bad = body.clone();
+    let n = bad.len();
+    bad[n - 7] ^= 0x40;
+    std::fs::write(&path, &bad).unwrap();
+    let (code, err) = fails(&b, &["pull", "r", "--all"]);
+    assert_eq!(code, 5, "{err}");
+    assert!(err.contains("corrupt") && err.contains("chunks/"), "{err}");
+    assert!(ids(&b, None).is_empty());
+    ok(&b, &["verify", "--full"]);
+    // Restore it: the pull now succeeds.
+    std::fs::write(&path, body).unwrap();
+    ok(&b, &["pull", "r", "--all"]);
+    ok(&b, &["verify", "--full"]);
+    // A manifest that does not hash to its name.
+    let c = t.path().join("c");
+    ok(&c, &["remote", "add", "r", &url]);
+    let man = std::fs::read_dir(rdir.join("recordings"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let mut m = std::fs::read(&man).unwrap();
+    let k = m.len() / 2;
+    m[k] ^= 1;
+    std::fs::write(&man, &m).unwrap();
+    let (code, err) = fails(&c, &["pull", "r", "--all"]);
+    assert_eq!(code, 5, "{err}");
+    assert!(ids(&c, None).is_empty());
+}
