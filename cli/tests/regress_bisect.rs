@@ -66,8 +66,16 @@ fn bisect_by_label_reports_each_kernel_and_accepts_files() {
     let mut args: Vec<&str> = vec!["bisect", "--label", "app-*", "--images"];
     args.extend(files.iter().map(String::as_str));
     let out = ok(&s, &args);
-    assert!(out.contains("first image that changed each kernel:"), "{out}");
-    let line = |k: &str| out.lines().find(|l| l.contains(k) && l.contains("image ")).unwrap().to_string();
+    assert!(
+        out.contains("first image that changed each kernel:"),
+        "{out}"
+    );
+    let line = |k: &str| {
+        out.lines()
+            .find(|l| l.contains(k) && l.contains("image "))
+            .unwrap()
+            .to_string()
+    };
     assert!(line("_l13 ").contains("image 5 (img-5.so)"), "{out}");
     assert!(line("_l16 ").contains("image 3 (img-3.so)"), "{out}");
     assert!(out.contains("step 1: image 4"), "{out}");
@@ -93,7 +101,15 @@ fn bisect_range_options_and_errors() {
     let v = bisect_json(&s, &[&id, "--bad", "4"], &all_images());
     assert_eq!(v["recordings"][0]["culprit"], serde_json::Value::Null);
     // Bad ranges are usage errors.
-    let mut args = vec!["bisect", id.as_str(), "--good", "6", "--bad", "2", "--images"];
+    let mut args = vec![
+        "bisect",
+        id.as_str(),
+        "--good",
+        "6",
+        "--bad",
+        "2",
+        "--images",
+    ];
     let imgs = all_images();
     args.extend(imgs.iter().map(String::as_str));
     let (code, err) = fails(&s, &args);
@@ -102,5 +118,8 @@ fn bisect_range_options_and_errors() {
     // An unknown image is "not found".
     let (code, err) = fails(&s, &["bisect", &id, "--images", "build-0", "no-such-image"]);
     assert_eq!(code, 3, "{err}");
-    assert!(err.contains("no stored image matches `no-such-image`"), "{err}");
+    assert!(
+        err.contains("no stored image matches `no-such-image`"),
+        "{err}"
+    );
 }

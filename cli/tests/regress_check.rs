@@ -65,7 +65,17 @@ fn check_flags_changed_images_and_passes_unchanged_ones() {
     // Build 5's fused multiply-add is within a 1e-6 relative tolerance.
     let (code, v) = check(
         &s,
-        &["--image", "build-5", "--kernel", SCALE, "--tolerance", "--dtype", "f32", "--rtol", "1e-6"],
+        &[
+            "--image",
+            "build-5",
+            "--kernel",
+            SCALE,
+            "--tolerance",
+            "--dtype",
+            "f32",
+            "--rtol",
+            "1e-6",
+        ],
     );
     assert_eq!(code, 0, "{v:#}");
     assert_eq!(row(&v, "_l13")["run"]["verdict"], "within-tolerance");

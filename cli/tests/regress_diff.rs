@@ -39,12 +39,22 @@ fn diff_recordings_and_replay_outputs() {
 
     // Kept outputs of check runs, with f32 statistics: build 5 differs from
     // the recorded image by at most 1 ULP.
-    let c = json(&s, &["check", "--image", "build-5", "--kernel", SCALE, "--json"]);
+    let c = json(
+        &s,
+        &["check", "--image", "build-5", "--kernel", SCALE, "--json"],
+    );
     let bad_row = c["rows"][0]["run"]["row"].as_i64().unwrap();
     let base_row = c["rows"][0]["baseline"]["row"].as_i64().unwrap();
     let o = run(
         &s,
-        &["diff", &format!("h:{base_row}"), &format!("h:{bad_row}"), "--dtype", "f32", "--json"],
+        &[
+            "diff",
+            &format!("h:{base_row}"),
+            &format!("h:{bad_row}"),
+            "--dtype",
+            "f32",
+            "--json",
+        ],
     );
     assert_eq!(o.status.code(), Some(1));
     let d: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -58,14 +68,22 @@ fn diff_recordings_and_replay_outputs() {
         .find(|f| f["field"] == "image")
         .unwrap();
     assert_eq!(image_field["b"], image_hash(&s, 5)[..12]);
-    let text = ok_or_mismatch(&s, &["diff", &format!("h:{base_row}"), &format!("h:{bad_row}")]);
+    let text = ok_or_mismatch(
+        &s,
+        &["diff", &format!("h:{base_row}"), &format!("h:{bad_row}")],
+    );
     assert!(text.contains("in the buffer of argument 1"), "{text}");
 
     // A plain replay keeps no output: diff re-runs it (same output hash).
     let r = json(&s, &["replay", &square, "--image", "build-3", "--json"]);
     let row = r["history_row"].as_i64().unwrap();
     let o = run(&s, &["diff", &square, &format!("h:{row}"), "--json"]);
-    assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let d: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert!(d["b"]["rerun_row"].as_i64().unwrap() > row);
     assert_eq!(d["arena"]["mismatch"]["differing_bytes"], 4, "{d:#}");
@@ -80,6 +98,10 @@ fn diff_recordings_and_replay_outputs() {
 
 fn ok_or_mismatch(s: &std::path::Path, args: &[&str]) -> String {
     let o = run(s, args);
-    assert!(matches!(o.status.code(), Some(0) | Some(1)), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        matches!(o.status.code(), Some(0) | Some(1)),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     String::from_utf8(o.stdout).unwrap()
 }

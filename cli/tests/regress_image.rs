@@ -42,7 +42,12 @@ fn images_are_content_addressed_and_replayable() {
     ok(&s, &["gc"]);
     ok(&s, &["verify", "--full"]);
     let o = run(&s, &["replay", &rec_id(&s, SCALE), "--image", "build-7"]);
-    assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 
     // history --changes: square had two outputs (recorded and build 3).
     let c = json(&s, &["history", "--changes", "--json"]);
@@ -74,7 +79,10 @@ fn wrong_images_are_clear_errors() {
     let (code, err) = fails(&s, &["replay", &id, "--image", other.to_str().unwrap()]);
     assert_eq!(code, 11, "{err}");
     assert!(err.contains("does not export the kernel symbol"), "{err}");
-    assert!(err.contains("__omp_offloading_fe00_9ae056_main_l13"), "{err}");
+    assert!(
+        err.contains("__omp_offloading_fe00_9ae056_main_l13"),
+        "{err}"
+    );
     // A cubin on the host backend: target mismatch naming both.
     let cubin = tmp.path().join("kernel.cubin");
     let mut h = vec![0u8; 64];
@@ -86,7 +94,14 @@ fn wrong_images_are_clear_errors() {
     std::fs::write(&cubin, &h).unwrap();
     let (code, err) = fails(
         &s,
-        &["replay", &id, "--backend", "host", "--image", cubin.to_str().unwrap()],
+        &[
+            "replay",
+            &id,
+            "--backend",
+            "host",
+            "--image",
+            cubin.to_str().unwrap(),
+        ],
     );
     assert_eq!(code, 9, "{err}");
     assert!(err.contains("sm_90") && err.contains("host"), "{err}");

@@ -23,6 +23,10 @@ use crate::pack::writer::PackWriter;
 use crate::pack::{EntryHeader, ENTRY_HEADER_LEN};
 use crate::Store;
 
+/// Inserts the row that keeps a new object, inside its transaction: called
+/// with the object's blake3 and length.
+pub(crate) type Link<'a> = dyn Fn(&Transaction, &[u8; 32], u64) -> rusqlite::Result<()> + 'a;
+
 /// What storing an object did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PutReport {
@@ -84,11 +88,7 @@ impl Store {
 
     /// Store the bytes of `path` as an object and, in the same transaction,
     /// call `link` with its hash and length to insert the row that keeps it.
-    pub(crate) fn put_object(
-        &mut self,
-        path: &Path,
-        link: &dyn Fn(&Transaction, &[u8; 32], u64) -> rusqlite::Result<()>,
-    ) -> Result<PutReport> {
+    pub(crate) fn put_object(&mut self, path: &Path, link: &Link<'_>) -> Result<PutReport> {
         let (hash, len) = hash_file(path)?;
         for _ in 0..8 {
             if let Some(r) = self.put_attempt(path, hash, len, link)? {
@@ -106,7 +106,7 @@ impl Store {
         path: &Path,
         hash: [u8; 32],
         len: u64,
-        link: &dyn Fn(&Transaction, &[u8; 32], u64) -> rusqlite::Result<()>,
+        link: &Link<'_>,
     ) -> Result<Option<PutReport>> {
         let epoch0 = self.read_gc_epoch()?;
         let mut report = PutReport {

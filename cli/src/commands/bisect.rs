@@ -54,7 +54,7 @@ fn print_step(s: &Step) {
         match &s.run.output {
             Some(h) if s.good => format!("output {}", &rrstore_format::id::hex(h)[..12]),
             Some(h) => format!("output {} differs", &rrstore_format::id::hex(h)[..12]),
-            None => format!("{}", s.run.verdict),
+            None => s.run.verdict.clone(),
         },
         if s.run.cached {
             format!(" (history row {}, not re-run)", s.run.row)

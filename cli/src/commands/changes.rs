@@ -47,10 +47,7 @@ pub fn run(store: &Store, json: bool) -> anyhow::Result<ExitCode> {
                 .collect();
             println!(
                 "  output {:<14} {:<18} rows {:<14} {} .. {}",
-                g.output
-                    .as_deref()
-                    .map(|h| &h[..12])
-                    .unwrap_or("none"),
+                g.output.as_deref().map(|h| &h[..12]).unwrap_or("none"),
                 if g.recorded {
                     format!("{} =recorded", g.verdicts.join(","))
                 } else {

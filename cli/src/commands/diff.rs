@@ -52,13 +52,10 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         } else {
             PartRole::Output
         },
-        dtype: args.dtype.as_deref().map(|d| {
-            if d == "f64" {
-                DType::F64
-            } else {
-                DType::F32
-            }
-        }),
+        dtype: args
+            .dtype
+            .as_deref()
+            .map(|d| if d == "f64" { DType::F64 } else { DType::F32 }),
         rtol: args.rtol,
         atol: args.atol,
         run: run_args.options(false)?,
@@ -120,7 +117,14 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
                 t.nan_mismatches
             );
         }
-        println!("{}", if r.identical { "IDENTICAL" } else { "DIFFERENT" });
+        println!(
+            "{}",
+            if r.identical {
+                "IDENTICAL"
+            } else {
+                "DIFFERENT"
+            }
+        );
     }
     Ok(if r.identical {
         ExitCode::SUCCESS

@@ -47,7 +47,10 @@ pub fn setup(s: &Path) {
         ],
     );
     for n in 0..8 {
-        ok(s, &["image", "add", &image(n), "--label", &format!("build-{n}")]);
+        ok(
+            s,
+            &["image", "add", &image(n), "--label", &format!("build-{n}")],
+        );
     }
 }
 

@@ -121,8 +121,7 @@ pub fn bisect(
     let recorded_output = rec.part(PartRole::Output).map(|p| p.blake3);
     let reference = match (recorded_image == Some(good_img.image.hash), recorded_output) {
         (true, Some(out)) => {
-            report.reference =
-                format!("the recorded output (image {good} is the recorded image)");
+            report.reference = format!("the recorded output (image {good} is the recorded image)");
             out
         }
         _ => {

@@ -72,7 +72,10 @@ pub fn check(
 ) -> Result<CheckReport, RegressError> {
     let recs = store.list(&opts.filter)?;
     let mut report = CheckReport {
-        image: opts.image.as_ref().map(|i| rrstore_format::id::hex(&i.hash)),
+        image: opts
+            .image
+            .as_ref()
+            .map(|i| rrstore_format::id::hex(&i.hash)),
         rows: Vec::new(),
         replays: 0,
         cached: 0,
@@ -85,9 +88,7 @@ pub fn check(
     for s in recs {
         let id = store.resolve(&s.id)?;
         let rec = store.recording(&id)?;
-        let recorded = rec
-            .part(rrstore_format::PartRole::Output)
-            .map(|p| p.blake3);
+        let recorded = rec.part(rrstore_format::PartRole::Output).map(|p| p.blake3);
         let (the_run, baseline) = match &opts.image {
             Some(img) => {
                 let base = run(store, &id, None, &cached_opts)?;
@@ -127,8 +128,7 @@ pub fn check(
             (Some(a), Some(b)) => Some(a != b),
             _ => None,
         };
-        let changed_vs_baseline = match (baseline.as_ref().and_then(|b| b.output), the_run.output)
-        {
+        let changed_vs_baseline = match (baseline.as_ref().and_then(|b| b.output), the_run.output) {
             (Some(a), Some(b)) => Some(a != b),
             _ => None,
         };

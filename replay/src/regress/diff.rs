@@ -96,11 +96,7 @@ pub fn history_row(spec: &str) -> Option<i64> {
     rest.parse().ok().filter(|n: &i64| *n > 0)
 }
 
-fn side(
-    store: &mut Store,
-    spec: &str,
-    opts: &DiffOptions,
-) -> Result<Side, RegressError> {
+fn side(store: &mut Store, spec: &str, opts: &DiffOptions) -> Result<Side, RegressError> {
     if let Some(row) = history_row(spec) {
         let e = store.history_entry(row)?;
         let rec = store.recording(&e.recording)?;
@@ -234,9 +230,19 @@ fn fields(a: &Side, b: &Side) -> Vec<FieldDiff> {
         push(&mut out, &format!("arg[{i}]"), t(ra), t(rb));
     }
     let opt = |v: Option<u64>| v.map(|x| format!("{x:#x}")).unwrap_or_else(|| "-".into());
-    push(&mut out, "arena.base", opt(ra.arena.base), opt(rb.arena.base));
+    push(
+        &mut out,
+        "arena.base",
+        opt(ra.arena.base),
+        opt(rb.arena.base),
+    );
     push(&mut out, "arena.size", ra.arena.size, rb.arena.size);
-    push(&mut out, "launch", format!("{:?}", ra.launch), format!("{:?}", rb.launch));
+    push(
+        &mut out,
+        "launch",
+        format!("{:?}", ra.launch),
+        format!("{:?}", rb.launch),
+    );
     let globals = |r: &Recording| {
         r.globals
             .iter()
@@ -268,7 +274,7 @@ fn fields(a: &Side, b: &Side) -> Vec<FieldDiff> {
         push(&mut out, "verdict", &ea.verdict, &eb.verdict);
     }
     push(&mut out, "compared", &a.what, &b.what);
-    push(&mut out, "bytes", &a.len, &b.len);
+    push(&mut out, "bytes", a.len, b.len);
     out
 }
 
@@ -330,14 +336,12 @@ pub fn diff(
         arena.identical = arena.mismatch.is_none() && sa.len == sb.len;
     }
     let identical = arena.identical
-        && fields
-            .iter()
-            .all(|f| {
-                matches!(
-                    f.field.as_str(),
-                    "compared" | "recording" | "verdict" | "image" | "backend" | "device"
-                )
-            });
+        && fields.iter().all(|f| {
+            matches!(
+                f.field.as_str(),
+                "compared" | "recording" | "verdict" | "image" | "backend" | "device"
+            )
+        });
     Ok(DiffReport {
         a: sa,
         b: sb,

@@ -87,7 +87,11 @@ pub struct Resolved {
 /// Resolve `spec`: an existing file is added to the store (label: `label`,
 /// else its file name) and used; anything else is a stored image's hash
 /// prefix or label.
-pub fn resolve(store: &mut Store, spec: &str, label: Option<&str>) -> Result<Resolved, RegressError> {
+pub fn resolve(
+    store: &mut Store,
+    spec: &str,
+    label: Option<&str>,
+) -> Result<Resolved, RegressError> {
     let path = Path::new(spec);
     let (info, added) = if path.is_file() {
         let (hash, _) = rrstore_store::objects::hash_file(path)?;
