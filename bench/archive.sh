@@ -22,8 +22,11 @@ REC="$W/rec"
 rm -rf "$W"; mkdir -p "$W"
 trap '[ -n "${KEEP:-}" ] || rm -rf "$W"' EXIT
 
-cargo build --release -q -p rrstore-cli
-RR=target/release/rrstore
+# RR=path/to/rrstore skips the build (e.g. a binary built from a clean checkout).
+if [ -z "${RR:-}" ]; then
+  cargo build --release -q -p rrstore-cli
+  RR=target/release/rrstore
+fi
 
 echo "# generating a ${SIZE} MiB GPU-like recording ${OUTPUT} in $REC"
 python3 bench/gen_gpu_recording.py "$REC" "$SIZE" $OUTPUT
