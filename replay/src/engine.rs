@@ -513,6 +513,12 @@ fn run(
     backend.reserve(base, rec.arena.size)?;
     report.timing.reserve_ns = t.elapsed().as_nanos() as u64;
     report.timing.rehydrate_bytes = rec.arena.size;
+    // The image is loaded right after the arena is reserved (nothing it maps
+    // can land there any more) and before the input is written, so a backend
+    // may load it while the engine rehydrates (the host backend does).
+    let t = Instant::now();
+    backend.load_image(&image, &rec.kernel)?;
+    report.timing.load_image_ns = t.elapsed().as_nanos() as u64;
     for rep in 0..report.repetitions {
         let t = Instant::now();
         rehydrate(src, backend.as_mut())?;
@@ -520,12 +526,6 @@ fn run(
             .timing
             .rehydrate_ns
             .push(t.elapsed().as_nanos() as u64);
-        if rep == 0 {
-            let t = Instant::now();
-            backend.load_image(&image, &rec.kernel)?;
-            report.timing.load_image_ns = t.elapsed().as_nanos() as u64;
-            report.runtime_libraries = backend.runtime_libraries();
-        }
         let t = Instant::now();
         for (name, data) in &globals {
             backend.write_global(name, data)?;
@@ -533,6 +533,9 @@ fn run(
         report.timing.globals_ns += t.elapsed().as_nanos() as u64;
         let k = backend.launch(&rec.args, &params)?;
         report.timing.kernel_ns.push(k.as_nanos() as u64);
+        if rep == 0 {
+            report.runtime_libraries = backend.runtime_libraries();
+        }
     }
 
     let t = Instant::now();

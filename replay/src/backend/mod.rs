@@ -1,10 +1,13 @@
 //! The backend interface every device implements, and backend selection.
 //!
 //! A replay drives a backend through these steps, in order:
-//! `reserve` the arena at the recorded address, `upload` the input snapshot
-//! (streamed, in pieces, at increasing offsets), `load_image`, `write_global`
-//! for each recorded global, `launch` (possibly several times, re-uploading
-//! the input in between), `download` the arena, and finally drop the backend,
+//! `reserve` the arena at the recorded address, `load_image` (after the
+//! reservation, so nothing the image maps can take the range; a backend may
+//! finish loading asynchronously and report load errors from the next call),
+//! `upload` the input snapshot (streamed, in pieces, at increasing offsets, or
+//! straight into [`Backend::host_view`]), `write_global` for each recorded
+//! global, `launch` (possibly several times, re-uploading the input and the
+//! globals in between), `download` the arena, and finally drop the backend,
 //! which releases everything in reverse order.
 
 pub mod host;

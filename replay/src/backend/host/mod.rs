@@ -111,6 +111,8 @@ pub struct HostBackend {
     arena: Option<ArenaMem>,
     elf: Option<elf::ElfInfo>,
     libraries: Vec<String>,
+    /// A `load_image` whose replies are not collected yet: (kernel, DT_NEEDED).
+    pending_load: Option<(String, Vec<String>)>,
     /// Set once the runner died; every later call reports it.
     dead: Option<String>,
 }
@@ -123,6 +125,7 @@ impl HostBackend {
             arena: None,
             elf: None,
             libraries: Vec::new(),
+            pending_load: None,
             dead: None,
         }
     }
@@ -179,25 +182,37 @@ impl HostBackend {
         msg: &Msg,
         timeout: Option<Duration>,
     ) -> Result<Result<Vec<u8>, (ErrKind, String)>, BackendError> {
+        self.send(msg)?;
+        self.receive(timeout)
+    }
+
+    fn live(&mut self) -> Result<&mut Live, BackendError> {
         if let Some(why) = &self.dead {
             return Err(BackendError::Driver {
                 op: "host runner".into(),
                 reason: format!("{why}; nothing more can be run in it"),
             });
         }
-        let Some(live) = self.live.as_mut() else {
-            return Err(BackendError::Driver {
-                op: "host runner".into(),
-                reason: "the arena was not reserved yet".into(),
-            });
-        };
-        let sent = msg.send(&mut live.sock);
+        self.live.as_mut().ok_or_else(|| BackendError::Driver {
+            op: "host runner".into(),
+            reason: "the arena was not reserved yet".into(),
+        })
+    }
+
+    /// Send a request without waiting for its reply (replies come in order).
+    fn send(&mut self, msg: &Msg) -> Result<(), BackendError> {
+        let sent = msg.send(&mut self.live()?.sock);
+        sent.map_err(|_| self.collect_death())
+    }
+
+    /// Wait for the next reply.
+    fn receive(
+        &mut self,
+        timeout: Option<Duration>,
+    ) -> Result<Result<Vec<u8>, (ErrKind, String)>, BackendError> {
+        let live = self.live()?;
         let _ = live.sock.set_read_timeout(timeout);
-        let got = match sent {
-            Ok(()) => protocol::recv(&mut live.sock),
-            Err(e) => Err(e),
-        };
-        match got {
+        match protocol::recv(&mut live.sock) {
             Ok(Some(reply)) => {
                 let mut f = Fields::new(&reply);
                 match f.u8() {
@@ -221,6 +236,35 @@ impl HostBackend {
             }
             Ok(None) | Err(_) => Err(self.collect_death()),
         }
+    }
+
+    /// Collect the replies of a pipelined `load_image` (dlopen runs in the
+    /// runner while the engine rehydrates the arena).
+    fn finish_load(&mut self) -> Result<(), BackendError> {
+        let Some((kernel, needed)) = self.pending_load.take() else {
+            return Ok(());
+        };
+        match self.receive(None)? {
+            Ok(_) => {}
+            Err((ErrKind::MissingKernel, _)) => return Err(BackendError::MissingKernel(kernel)),
+            Err((_, why)) => {
+                let lib = missing_library(&why)
+                    .or_else(|| needed.iter().find(|n| why.contains(n.as_str())).cloned());
+                return Err(match lib {
+                    Some(library) => BackendError::MissingLibrary {
+                        hint: package_hint(&library),
+                        library,
+                    },
+                    None => BackendError::Image(why),
+                });
+            }
+        }
+        if let Ok(reply) = self.receive(None)? {
+            let mut f = Fields::new(&reply);
+            let n = f.u64().unwrap_or(0);
+            self.libraries = (0..n).filter_map(|_| f.string().ok()).collect();
+        }
+        Ok(())
     }
 
     fn kill(&mut self, why: &str) {
@@ -411,34 +455,18 @@ impl Backend for HostBackend {
         }
         let needed = info.needed.clone();
         self.elf = Some(info);
+        // Pipelined: the runner dlopens while the engine goes on (rehydrating
+        // the arena); the replies are collected by the next request.
         let mut m = Msg::op(Op::LoadImage);
         m.bytes(kernel.as_bytes()).bytes(image);
-        match self.request(&m, None)? {
-            Ok(_) => {}
-            Err((ErrKind::MissingKernel, _)) => {
-                return Err(BackendError::MissingKernel(kernel.to_string()))
-            }
-            Err((_, why)) => {
-                let lib = missing_library(&why)
-                    .or_else(|| needed.iter().find(|n| why.contains(n.as_str())).cloned());
-                return Err(match lib {
-                    Some(library) => BackendError::MissingLibrary {
-                        hint: package_hint(&library),
-                        library,
-                    },
-                    None => BackendError::Image(why),
-                });
-            }
-        }
-        if let Ok(Ok(reply)) = self.request(&Msg::op(Op::Libraries), None) {
-            let mut f = Fields::new(&reply);
-            let n = f.u64().unwrap_or(0);
-            self.libraries = (0..n).filter_map(|_| f.string().ok()).collect();
-        }
+        self.send(&m)?;
+        self.send(&Msg::op(Op::Libraries))?;
+        self.pending_load = Some((kernel.to_string(), needed));
         Ok(())
     }
 
     fn write_global(&mut self, name: &str, data: &[u8]) -> Result<(), BackendError> {
+        self.finish_load()?;
         let sym = self
             .elf()?
             .symbol(name)
@@ -463,6 +491,7 @@ impl Backend for HostBackend {
     }
 
     fn launch(&mut self, args: &[u64], params: &LaunchParams) -> Result<Duration, BackendError> {
+        self.finish_load()?;
         let mut m = Msg::op(Op::Launch);
         m.u64(args.len() as u64);
         for a in args {
