@@ -97,4 +97,16 @@ impl ReplaySource {
         }
         ReplaySource::stored(&store()?, spec)
     }
+
+    /// [`open`](Self::open) with an already open store.
+    pub fn open_in(spec: &str, store: &Store) -> Result<ReplaySource, ReplayError> {
+        let path = Path::new(spec);
+        if path.is_file() {
+            return ReplaySource::open(spec, || Err(ReplayError::BadSpec(spec.to_string())));
+        }
+        if !spec.bytes().all(|b| b.is_ascii_hexdigit()) || spec.is_empty() {
+            return Err(ReplayError::BadSpec(spec.to_string()));
+        }
+        ReplaySource::stored(store, spec)
+    }
 }

@@ -242,11 +242,9 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
     if let Some(spec) = &args.image {
         opts.image = Some(super::image::resolve_image(&mut store, spec)?.image);
     }
-    let mut src = ReplaySource::open(&args.recording, || {
-        Store::open(store.dir()).map_err(ReplayError::from)
-    })
-    .map_err(into_anyhow)
-    .with_context(|| format!("cannot open recording `{}`", args.recording))?;
+    let mut src = ReplaySource::open_in(&args.recording, &store)
+        .map_err(into_anyhow)
+        .with_context(|| format!("cannot open recording `{}`", args.recording))?;
     let mut report = rrstore_replay::replay(&mut src, &opts);
     let row = rrstore_replay::history::record(&store, src.id, &report)
         .map_err(into_anyhow)
