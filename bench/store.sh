@@ -20,9 +20,15 @@ export RESTIC_PASSWORD=bench BORG_UNKNOWN_UNENCRYPTED_REPO_ACCESS_IS_OK=yes
 now() { date +%s.%N; }
 # secs CMD...: wall seconds of CMD (output discarded)
 secs() { local s e; s=$(now); "$@" >/dev/null 2>&1; e=$(now); echo "$e - $s" | bc; }
+# best3 SETUP CMD...: best wall seconds of 3 runs of CMD, SETUP (a shell
+# snippet, e.g. removing the previous run's output) run before each.
+best3() { local setup=$1 b="" t; shift; for _ in 1 2 3; do sh -c "$setup"; sync; t=$(secs "$@"); if [ -z "$b" ] || [ "$(echo "$t < $b" | bc)" = 1 ]; then b=$t; fi; done; echo "$b"; }
+packsize() { find "$1" -name '*.pack' -printf '%s\n' | awk '{s+=$1} END {print s+0}'; }
 size() { du -sb "$1" | cut -f1; }
 warm() { find "$1" -type f -exec cat {} + >/dev/null; }
 
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo
 corpus() {
   local name=$1 dir=$2 files bytes
   warm "$dir"
@@ -33,26 +39,22 @@ corpus() {
   echo "| --- | ---: | ---: | ---: |"
   mapfile -t files < <(find "$dir" -type f | sort)
   local t
-  t=$(secs b3sum --num-threads 1 "${files[@]}"); echo "| read+blake3 (b3sum --num-threads 1) | $t | - | - |"
-  t=$(secs b3sum "${files[@]}"); echo "| read+blake3 (b3sum, all cores) | $t | - | - |"
-  rm -rf "$W/s"; t=$(secs "$RR" --store "$W/s" import "$dir")
-  local packs; packs=$(size "$W/s/packs")
+  t=$(best3 : b3sum --num-threads 1 "${files[@]}"); echo "| read+blake3 (b3sum --num-threads 1) | $t | - | - |"
+  t=$(best3 : b3sum "${files[@]}"); echo "| read+blake3 (b3sum, all cores) | $t | - | - |"
+  t=$(best3 "rm -rf '$W/s'" "$RR" --store "$W/s" import "$dir")
+  local packs; packs=$(packsize "$W/s/packs")
   echo "| rrstore import | $t | $packs packs (+$(size "$W/s/index.sqlite") index) | $(echo "scale=4; $packs / $bytes" | bc) |"
-  t=$(secs sh -c "tar -C '$dir' -cf - . | zstd -q -3 -T0 -o '$W/t.tar.zst'")
+  t=$(best3 "rm -f '$W/t.tar.zst'" sh -c "tar -C '$dir' -cf - . | zstd -q -3 -T0 -o '$W/t.tar.zst'")
   echo "| tar + zstd -3 -T0 | $t | $(size "$W/t.tar.zst") | $(echo "scale=4; $(size "$W/t.tar.zst") / $bytes" | bc) |"
-  rm -rf "$W/borg"; borg init -q -e none "$W/borg" >/dev/null 2>&1
-  t=$(secs borg create --compression zstd,3 "$W/borg::a" "$dir")
+  t=$(best3 "rm -rf '$W/borg'; borg init -e none '$W/borg' >/dev/null 2>&1" borg create --compression zstd,3 "$W/borg::a" "$dir")
   echo "| borg create (zstd,3) | $t | $(size "$W/borg") | $(echo "scale=4; $(size "$W/borg") / $bytes" | bc) |"
-  rm -rf "$W/restic"; restic init -q --repo "$W/restic" >/dev/null 2>&1
-  t=$(secs restic -q --repo "$W/restic" backup "$dir")
+  t=$(best3 "rm -rf '$W/restic'; restic init -q --repo '$W/restic' >/dev/null 2>&1" restic -q --repo "$W/restic" backup "$dir")
   echo "| restic backup | $t | $(size "$W/restic") | $(echo "scale=4; $(size "$W/restic") / $bytes" | bc) |"
   # Export every recording back to LLVM files vs extracting the tar.zst.
   local ids; mapfile -t ids < <("$RR" --store "$W/s" ls --json | python3 -c 'import json,sys; [print(r["id"]) for r in json.load(sys.stdin)]')
-  rm -rf "$W/x"; mkdir -p "$W/x"
-  t=$(secs sh -c "for i in ${ids[*]}; do '$RR' --store '$W/s' export \$i -o '$W/x/'\$i || exit 1; done")
+  t=$(best3 "rm -rf '$W/x'; mkdir -p '$W/x'" sh -c "for i in ${ids[*]}; do '$RR' --store '$W/s' export \$i -o '$W/x/'\$i || exit 1; done")
   echo "| rrstore export (all ${#ids[@]}) | $t | - | - |"
-  rm -rf "$W/y"; mkdir -p "$W/y"
-  t=$(secs sh -c "zstd -q -d -T0 -c '$W/t.tar.zst' | tar -C '$W/y' -xf -")
+  t=$(best3 "rm -rf '$W/y'; mkdir -p '$W/y'" sh -c "zstd -q -d -T0 -c '$W/t.tar.zst' | tar -C '$W/y' -xf -")
   echo "| tar -x of the tar.zst | $t | - | - |"
   echo
   "$RR" --store "$W/s" stats | sed 's/^/    /'
@@ -90,6 +92,7 @@ echo
 rm -rf "$W/s5"; "$RR" --store "$W/s5" stats >/dev/null
 python3 bench/store_ls_gen.py "$W/s5/index.sqlite" 100000
 "$RR" --store "$W/s5" ls >/dev/null
-for i in 1 2 3; do echo "    rrstore ls (100k lines to /dev/null): $(secs "$RR" --store "$W/s5" ls) s"; done
+echo "    rrstore ls (100k lines to /dev/null): $(best3 : "$RR" --store "$W/s5" ls) s"
+echo "    rrstore --version (process start): $(best3 : "$RR" --version) s"
 echo "    rrstore ls --kernel 'kern_7*': $(secs "$RR" --store "$W/s5" ls --kernel 'kern_7*') s"
 echo "    rrstore ls --json: $(secs "$RR" --store "$W/s5" ls --json) s"

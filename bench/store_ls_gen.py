@@ -12,6 +12,6 @@ for i in range(n):
     rid = os.urandom(32)
     rows.append((rid, rid.hex(), f"kern_{i % 1000}", "kernel-named", "x86_64" if i % 3 else "sm_90",
                  140000000000 + i, 1 << 20, 1 << 20, 1 << 20, 4, 0, 2 << 20, None,
-                 now - i, "/synthetic", f"run-{i % 50}", b"bench-only"))
-db.executemany("INSERT INTO recordings VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+                 now - i, "/synthetic", f"run-{i % 50}"))
+db.executemany("INSERT INTO recordings VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
 db.commit()

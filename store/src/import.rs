@@ -450,8 +450,8 @@ impl Store {
             tx.execute(
                 "INSERT INTO recordings (id, id_hex, kernel, generation, target, arena_base, \
                  arena_size, input_size, output_size, num_args, num_globals, logical_size, \
-                 image_hash, imported_at, source, label, manifest) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+                 image_hash, imported_at, source, label) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
                 rusqlite::params![
                     &id.0[..],
                     id.to_hex(),
@@ -469,10 +469,14 @@ impl Store {
                     crate::now_unix(),
                     opts.source,
                     opts.label,
-                    manifest
                 ],
             )
             .map_err(err("adding the recording"))?;
+            tx.execute(
+                "INSERT INTO manifests (id, manifest) VALUES (?1, ?2)",
+                rusqlite::params![&id.0[..], manifest],
+            )
+            .map_err(err("adding the recording's manifest"))?;
             let mut rp_ins = tx
                 .prepare_cached(
                     "INSERT INTO recording_parts (recording, role, part) VALUES (?1, ?2, ?3)",

@@ -186,7 +186,7 @@ pub(crate) fn recording_from(
     id: &RecordingId,
 ) -> Result<Recording> {
     let blob: Option<Vec<u8>> = conn
-        .prepare_cached("SELECT manifest FROM recordings WHERE id = ?1")
+        .prepare_cached("SELECT manifest FROM manifests WHERE id = ?1")
         .and_then(|mut s| s.query_row([&id.0[..]], |r| r.get(0)).optional())
         .map_err(|source| StoreError::Index {
             path: index_path.to_path_buf(),

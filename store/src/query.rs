@@ -105,14 +105,6 @@ impl Store {
                 .collect();
             sql += &format!(" AND id IN ({})", list.join(","));
         }
-        sql += match filter.sort {
-            LsSort::Time => " ORDER BY imported_at DESC, id_hex",
-            LsSort::Size => " ORDER BY input_size DESC, id_hex",
-            LsSort::Name => " ORDER BY kernel, imported_at DESC",
-        };
-        if let Some(n) = filter.limit {
-            sql += &format!(" LIMIT {n}");
-        }
         let ierr = self.ierr("listing recordings");
         let mut stmt = self.conn().prepare(&sql).map_err(&ierr)?;
         let rows = stmt
@@ -139,18 +131,49 @@ impl Store {
                 ))
             })
             .map_err(&ierr)?;
-        let mut out = Vec::new();
-        let mut by_id = std::collections::HashMap::new();
-        for row in rows {
-            let (s, id) = row.map_err(&ierr)?;
-            by_id.insert(id, out.len());
-            out.push(s);
+        let mut all: Vec<(RecordingSummary, [u8; 32])> =
+            rows.collect::<rusqlite::Result<_>>().map_err(&ierr)?;
+        // Sorted here rather than in SQL: a scan plus an in-memory sort of
+        // the row structs beats SQLite's sorter (which copies every record)
+        // or an index walk (a B-tree probe per row) by several times.
+        match filter.sort {
+            LsSort::Time => all.sort_unstable_by(|a, b| {
+                b.0.imported_at
+                    .cmp(&a.0.imported_at)
+                    .then_with(|| a.0.id.cmp(&b.0.id))
+            }),
+            LsSort::Size => all.sort_unstable_by(|a, b| {
+                b.0.input_size
+                    .cmp(&a.0.input_size)
+                    .then_with(|| a.0.id.cmp(&b.0.id))
+            }),
+            LsSort::Name => all.sort_unstable_by(|a, b| {
+                a.0.kernel
+                    .cmp(&b.0.kernel)
+                    .then_with(|| b.0.imported_at.cmp(&a.0.imported_at))
+                    .then_with(|| a.0.id.cmp(&b.0.id))
+            }),
         }
+        if let Some(n) = filter.limit {
+            all.truncate(n as usize);
+        }
+        let (out, ids): (Vec<RecordingSummary>, Vec<[u8; 32]>) = all.into_iter().unzip();
+        let mut out = out;
         // Tags in one pass (cheap: only tagged recordings have rows).
+        let any_tags = self
+            .conn()
+            .prepare_cached("SELECT 1 FROM tags LIMIT 1")
+            .and_then(|mut s| s.exists([]))
+            .map_err(&ierr)?;
+        if !any_tags || out.is_empty() {
+            return Ok(out);
+        }
         let mut tags = self
             .conn()
             .prepare_cached("SELECT recording, key, value FROM tags")
             .map_err(&ierr)?;
+        let by_id: std::collections::HashMap<[u8; 32], usize> =
+            ids.iter().enumerate().map(|(i, id)| (*id, i)).collect();
         let trows = tags
             .query_map([], |r| {
                 Ok((

@@ -33,6 +33,8 @@ impl Store {
             .map_err(err)?;
             tx.execute("DELETE FROM tags WHERE recording = ?1", [&id.0[..]])
                 .map_err(err)?;
+            tx.execute("DELETE FROM manifests WHERE id = ?1", [&id.0[..]])
+                .map_err(err)?;
         }
         tx.commit().map_err(err)?;
         Ok(n)

