@@ -123,7 +123,7 @@ CREATE TABLE saved_outputs (
 CREATE INDEX saved_outputs_part ON saved_outputs (part);
 "#,
     // 2 -> 3: manifests move out of `recordings` so that `ls` scans a
-    // compact table (100,000 rows in well under 100 ms).
+    // compact table.
     r#"
 CREATE TABLE manifests (
     id       BLOB PRIMARY KEY,
