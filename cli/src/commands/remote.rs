@@ -121,9 +121,9 @@ pub fn list_remote(
 ) -> anyhow::Result<Vec<RecordingSummary>> {
     let name = spec.strip_suffix(':').unwrap_or(spec);
     let r = open(store, name, false)?;
-    Ok(remote::list::summaries(&r, filter)
+    remote::list::summaries(&r, filter)
         .map_err(lift)
-        .with_context(|| format!("cannot list remote `{name}`"))?)
+        .with_context(|| format!("cannot list remote `{name}`"))
 }
 
 /// A progress bar on a terminal (hidden otherwise) fed by transfer events.
