@@ -6,6 +6,8 @@
 #                  libomptarget.so.22.1): the bundled host recordings'
 #                  images need it to be replayed.
 #   zstd           tar+zstd comparison in the archive tests' helpers.
+# and, from PyPI, moto's S3 server (`moto_server`): the remote tests start a
+# real S3-compatible server on loopback.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,6 +20,12 @@ if [ -n "$missing" ]; then
   echo "== installing Debian packages:$missing"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing
+fi
+
+if ! command -v moto_server >/dev/null 2>&1; then
+  echo "== installing moto[server] (S3-compatible test server) from PyPI"
+  python3 -m pip install -q 'moto[server]'
+  hash -r
 fi
 
 cargo test --workspace --locked "$@"
