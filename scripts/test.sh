@@ -25,6 +25,7 @@ fi
 if ! command -v moto_server >/dev/null 2>&1; then
   echo "== installing moto[server] (S3-compatible test server) from PyPI"
   python3 -m pip install -q 'moto[server]'
+  if command -v pyenv >/dev/null 2>&1; then pyenv rehash; fi
   hash -r
 fi
 
