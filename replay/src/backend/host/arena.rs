@@ -49,8 +49,10 @@ pub struct SharedMap {
 }
 
 impl SharedMap {
-    /// Map `len` bytes of `fd` anywhere (the parent's view).
-    pub fn map(fd: RawFd, len: u64) -> std::io::Result<SharedMap> {
+    /// Map `len` bytes of `fd` anywhere (the parent's view). `populate`
+    /// allocates and maps every page now (`MAP_POPULATE`: one pass in the
+    /// kernel instead of one page fault per page while rehydrating).
+    pub fn map(fd: RawFd, len: u64, populate: bool) -> std::io::Result<SharedMap> {
         let len = usize::try_from(len).map_err(std::io::Error::other)?;
         // SAFETY: mapping a file descriptor we own with a length we set; the
         // kernel picks the address, so nothing existing is replaced.
@@ -59,7 +61,7 @@ impl SharedMap {
                 std::ptr::null_mut(),
                 len,
                 libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
+                libc::MAP_SHARED | if populate { libc::MAP_POPULATE } else { 0 },
                 fd,
                 0,
             )
@@ -190,7 +192,7 @@ mod tests {
     #[test]
     fn mapping_over_an_existing_mapping_names_the_occupant() {
         let fd = create_memfd("t", page_size()).unwrap();
-        let mut first = SharedMap::map(raw(&fd), page_size()).unwrap();
+        let mut first = SharedMap::map(raw(&fd), page_size(), false).unwrap();
         let addr = first.as_mut_slice().as_ptr() as u64;
         let err = map_fixed(raw(&fd), addr, page_size()).unwrap_err();
         assert!(err.contains("occupied by"), "{err}");

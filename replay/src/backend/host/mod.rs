@@ -409,16 +409,24 @@ impl Backend for HostBackend {
         };
         let fd = arena::create_memfd("rrstore-arena", hi - lo)
             .map_err(|e| reserve_err(format!("cannot create a {}-byte memfd: {e}", hi - lo)))?;
-        let map = SharedMap::map(fd.as_raw_fd(), hi - lo)
-            .map_err(|e| reserve_err(format!("cannot map the arena memfd: {e}")))?;
+        let mut map: Option<SharedMap> = None;
         let mut last = String::new();
         for _ in 0..RESERVE_ATTEMPTS {
             self.dead = None;
             self.live = Some(self.spawn(&fd)?);
             let mut m = Msg::op(Op::Reserve);
             m.u64(lo).u64(hi - lo);
-            match self.request(&m, None)? {
+            self.send(&m)?;
+            if map.is_none() {
+                // Allocate the arena's pages while the runner starts.
+                map = Some(
+                    SharedMap::map(fd.as_raw_fd(), hi - lo, true)
+                        .map_err(|e| reserve_err(format!("cannot map the arena memfd: {e}")))?,
+                );
+            }
+            match self.receive(None)? {
                 Ok(_) => {
+                    let Some(map) = map.take() else { break };
                     self.arena = Some(ArenaMem {
                         _fd: fd,
                         map,
