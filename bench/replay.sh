@@ -8,7 +8,7 @@
 #   bench/replay.sh [CORPUS_DIR] [LARGE_DIR]
 #     defaults: ../shared/corpus/llvm22-host and /work/data/corpus/large
 #   needs: hyperfine (apt-get install -y hyperfine), cc, liboffload-22
-# Writes bench/results/replay-raw/ (hyperfine JSON) and prints a markdown table.
+# Prints a markdown table; RAW=DIR keeps the hyperfine JSON of each recording.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CORPUS=${1:-../shared/corpus/llvm22-host}
@@ -23,7 +23,7 @@ trap 'rm -rf "$WORK"' EXIT
 cc -O2 -o "$WORK/native-replay" bench/native-replay/native_replay.c -ldl
 NATIVE=$WORK/native-replay
 STORE=$WORK/store
-RAW=bench/results/replay-raw
+RAW=${RAW:-$WORK/raw}   # hyperfine JSON per recording (set RAW=dir to keep)
 mkdir -p "$RAW"
 
 mapfile -t JSONS < <( (find "$CORPUS" -name '*.json' -not -path '*/src/*'; [ -d "$LARGE" ] && find "$LARGE" -name '*.json') | sort)
