@@ -206,4 +206,36 @@ pub trait PartSource {
         }
         Ok(())
     }
+
+    /// Whether [`read_part_range_into`](Self::read_part_range_into) reaches
+    /// any offset cheaply (chunks addressable by offset, e.g. a store).
+    /// Callers that read a part window by window use it only then, and
+    /// stream with [`open_part`](Self::open_part) otherwise. Default: false.
+    fn random_access(&self) -> bool {
+        false
+    }
+
+    /// Fill `dst` with the part's bytes `offset..offset + dst.len()`.
+    /// Random-access sources override this (decoding only the chunks in the
+    /// range, possibly on several threads); the default streams from the
+    /// start and skips `offset` bytes.
+    fn read_part_range_into(
+        &mut self,
+        role: PartRole,
+        offset: u64,
+        dst: &mut [u8],
+    ) -> std::io::Result<()> {
+        let mut r = self.open_part(role)?;
+        let skipped = std::io::copy(
+            &mut std::io::Read::take(&mut r, offset),
+            &mut std::io::sink(),
+        )?;
+        if skipped != offset {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                format!("the {role} part ends before byte {offset}"),
+            ));
+        }
+        r.read_exact(dst)
+    }
 }

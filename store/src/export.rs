@@ -21,6 +21,10 @@ pub struct StoredRecording {
     id: RecordingId,
     rec: Recording,
     packs: PackFiles,
+    /// One pack reader per decoding thread.
+    workers: Vec<PackFiles>,
+    /// The chunk list of the part read last.
+    index: Option<PartIndex>,
 }
 
 impl StoredRecording {
@@ -28,6 +32,12 @@ impl StoredRecording {
     pub fn open(dir: &Path, id: &RecordingId) -> Result<StoredRecording> {
         let index_path = dir.join(crate::layout::INDEX_FILE);
         let conn = index::open(&index_path, false)?;
+        // A reader has nothing to checkpoint: closing it must not fsync the
+        // database (the writers' connections checkpoint as they go).
+        let _ = conn.set_db_config(
+            rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
+            true,
+        );
         let rec = crate::recording_from(&conn, &index_path, id)?;
         Ok(StoredRecording {
             dir: dir.to_path_buf(),
@@ -35,6 +45,8 @@ impl StoredRecording {
             id: *id,
             rec,
             packs: PackFiles::new(dir),
+            workers: Vec::new(),
+            index: None,
         })
     }
 
@@ -80,80 +92,91 @@ impl StoredRecording {
         Ok(locs)
     }
 
-    /// Decode `locs` (covering `dst`, starting at part offset `base`).
-    fn decode_range(
-        packs: &mut PackFiles,
-        locs: &[ChunkLoc],
-        dst: &mut [u8],
-        base: u64,
-    ) -> std::result::Result<(), (u64, u64, ReadError)> {
-        let mut off = 0usize;
-        for loc in locs {
-            let len = loc.len as usize;
-            let start = base + off as u64;
-            packs
-                .read_into(loc, &mut dst[off..off + len])
-                .map_err(|e| (start, start + len as u64, e))?;
-            off += len;
+    /// The chunk list of `role` with each chunk's part offset, looked up
+    /// once and kept for window-by-window reads.
+    fn part_index(&mut self, role: PartRole) -> Result<&PartIndex> {
+        if self.index.as_ref().map(|i| i.role) != Some(role) {
+            let locs = self.locations(role)?;
+            let mut starts = Vec::with_capacity(locs.len() + 1);
+            let mut at = 0u64;
+            for l in &locs {
+                starts.push(at);
+                at += l.len as u64;
+            }
+            starts.push(at);
+            self.index = Some(PartIndex { role, locs, starts });
         }
-        Ok(())
+        self.index
+            .as_ref()
+            .ok_or_else(|| StoreError::Invalid("part index vanished".into()))
     }
 
-    fn read_into_once(
+    fn read_range_once(
         &mut self,
         role: PartRole,
+        offset: u64,
         dst: &mut [u8],
     ) -> std::result::Result<(), StoreErrorOrMissing> {
-        let locs = self.locations(role).map_err(StoreErrorOrMissing::Store)?;
-        if dst.len() as u64 != locs.iter().map(|l| l.len as u64).sum::<u64>() {
-            return Err(StoreErrorOrMissing::Store(StoreError::Invalid(format!(
-                "the {role} part is {} bytes, the destination {}",
-                locs.iter().map(|l| l.len as u64).sum::<u64>(),
-                dst.len()
-            ))));
-        }
-        // Split into contiguous groups decoded in parallel for large parts.
-        let threads = if dst.len() >= (8 << 20) {
+        let threads = if dst.len() >= PARALLEL_MIN {
             std::thread::available_parallelism()
                 .map(|n| n.get())
                 .unwrap_or(1)
-                .min(4)
         } else {
             1
         };
-        let result = if threads <= 1 {
-            Self::decode_range(&mut self.packs, &locs, dst, 0)
-        } else {
-            let per = dst.len().div_ceil(threads);
-            let mut groups: Vec<(&[ChunkLoc], &mut [u8], u64)> = Vec::new();
-            let mut rest_locs: &[ChunkLoc] = &locs;
-            let mut rest_dst: &mut [u8] = dst;
-            let mut base = 0u64;
-            while !rest_locs.is_empty() {
-                let mut n = 0;
-                let mut bytes = 0usize;
-                while n < rest_locs.len() && (bytes < per || n == 0) {
-                    bytes += rest_locs[n].len as usize;
-                    n += 1;
-                }
-                let (gl, rl) = rest_locs.split_at(n);
-                let (gd, rd) = std::mem::take(&mut rest_dst).split_at_mut(bytes);
-                groups.push((gl, gd, base));
-                base += bytes as u64;
-                rest_locs = rl;
-                rest_dst = rd;
-            }
+        if self.workers.len() < threads {
             let dir = self.dir.clone();
+            self.workers.resize_with(threads, || PackFiles::new(&dir));
+        }
+        self.part_index(role).map_err(StoreErrorOrMissing::Store)?;
+        let dir = self.dir.clone();
+        let (Some(index), workers) = (self.index.as_ref(), &mut self.workers) else {
+            return Err(StoreErrorOrMissing::Store(StoreError::Invalid(
+                "part index vanished".into(),
+            )));
+        };
+        let total = *index.starts.last().unwrap_or(&0);
+        let end = offset.checked_add(dst.len() as u64);
+        if end.is_none_or(|e| e > total) {
+            return Err(StoreErrorOrMissing::Store(StoreError::Invalid(format!(
+                "bytes {offset}..+{} are outside the {total}-byte {role} part",
+                dst.len()
+            ))));
+        }
+        let pieces = pieces(index, offset, dst.len() as u64);
+        // Contiguous groups of about equal bytes, one per thread.
+        let per = dst.len().div_ceil(threads).max(1);
+        let mut groups: Vec<(&[Piece], &mut [u8])> = Vec::new();
+        let mut rest_p: &[Piece] = &pieces;
+        let mut rest_dst: &mut [u8] = dst;
+        while !rest_p.is_empty() {
+            let mut n = 0;
+            let mut bytes = 0usize;
+            while n < rest_p.len() && (bytes < per || n == 0) {
+                bytes += rest_p[n].len;
+                n += 1;
+            }
+            let (gp, rp) = rest_p.split_at(n);
+            let (gd, rd) = std::mem::take(&mut rest_dst).split_at_mut(bytes);
+            groups.push((gp, gd));
+            rest_p = rp;
+            rest_dst = rd;
+        }
+        if workers.len() < groups.len() {
+            workers.resize_with(groups.len(), || PackFiles::new(&dir));
+        }
+        let locs = &index.locs;
+        let result = if groups.len() <= 1 {
+            match (groups.pop(), workers.first_mut()) {
+                (Some((gp, gd)), Some(w)) => decode_pieces(w, locs, gp, gd),
+                _ => Ok(()),
+            }
+        } else {
             std::thread::scope(|s| {
                 let handles: Vec<_> = groups
                     .into_iter()
-                    .map(|(gl, gd, b)| {
-                        let dir = dir.clone();
-                        s.spawn(move || {
-                            let mut packs = PackFiles::new(&dir);
-                            Self::decode_range(&mut packs, gl, gd, b)
-                        })
-                    })
+                    .zip(workers.iter_mut())
+                    .map(|((gp, gd), w)| s.spawn(move || decode_pieces(w, locs, gp, gd)))
                     .collect();
                 let mut first = Ok(());
                 for h in handles {
@@ -184,17 +207,114 @@ impl StoredRecording {
 
     /// Decode a whole part into `dst`, retrying once when gc moved chunks.
     pub fn read_part(&mut self, role: PartRole, dst: &mut [u8]) -> Result<()> {
-        match self.read_into_once(role, dst) {
+        let len = self.part_index(role)?.starts.last().copied().unwrap_or(0);
+        if dst.len() as u64 != len {
+            return Err(StoreError::Invalid(format!(
+                "the {role} part is {len} bytes, the destination {}",
+                dst.len()
+            )));
+        }
+        self.read_part_range(role, 0, dst)
+    }
+
+    /// Decode the part's bytes `offset..offset + dst.len()` into `dst`, on
+    /// all cores when the range is large, retrying once when gc moved
+    /// chunks. Chunks cut by the range's ends are decoded whole and copied.
+    pub fn read_part_range(&mut self, role: PartRole, offset: u64, dst: &mut [u8]) -> Result<()> {
+        match self.read_range_once(role, offset, dst) {
             Ok(()) => Ok(()),
             Err(StoreErrorOrMissing::Store(e)) => Err(e),
             Err(StoreErrorOrMissing::Missing(_)) => {
                 self.packs.reset();
-                self.read_into_once(role, dst).map_err(|e| match e {
-                    StoreErrorOrMissing::Store(e) | StoreErrorOrMissing::Missing(e) => e,
-                })
+                self.workers.clear();
+                self.index = None;
+                self.read_range_once(role, offset, dst)
+                    .map_err(|e| match e {
+                        StoreErrorOrMissing::Store(e) | StoreErrorOrMissing::Missing(e) => e,
+                    })
             }
         }
     }
+}
+
+/// Ranges at least this long are decoded on several threads.
+const PARALLEL_MIN: usize = 1 << 20;
+
+/// A part's chunks and where each starts (plus the part length at the end).
+struct PartIndex {
+    role: PartRole,
+    locs: Vec<ChunkLoc>,
+    starts: Vec<u64>,
+}
+
+/// The bytes `skip..skip + len` of chunk `chunk`, at part offset `at`.
+struct Piece {
+    chunk: usize,
+    skip: usize,
+    len: usize,
+    at: u64,
+}
+
+/// The pieces of chunks covering `offset..offset + len`, in order.
+fn pieces(index: &PartIndex, offset: u64, len: u64) -> Vec<Piece> {
+    let end = offset + len;
+    let mut i = index
+        .starts
+        .partition_point(|&s| s <= offset)
+        .saturating_sub(1);
+    let mut out = Vec::new();
+    while i < index.locs.len() && index.starts[i] < end {
+        let (s, e) = (index.starts[i], index.starts[i + 1]);
+        let from = s.max(offset);
+        let to = e.min(end);
+        if to > from {
+            out.push(Piece {
+                chunk: i,
+                skip: (from - s) as usize,
+                len: (to - from) as usize,
+                at: from,
+            });
+        }
+        i += 1;
+    }
+    out
+}
+
+/// Decode `pieces` into `dst` (their concatenation). A whole chunk equal to
+/// the previous whole chunk (a run of identical chunks, e.g. zero pages) is
+/// copied from it: it was verified already.
+fn decode_pieces(
+    packs: &mut PackFiles,
+    locs: &[ChunkLoc],
+    pieces: &[Piece],
+    dst: &mut [u8],
+) -> std::result::Result<(), (u64, u64, ReadError)> {
+    let mut off = 0usize;
+    let mut prev: Option<(usize, usize)> = None;
+    let mut scratch = Vec::new();
+    for p in pieces {
+        let loc = &locs[p.chunk];
+        let whole = p.skip == 0 && p.len == loc.len as usize;
+        let err = |e| (p.at, p.at + p.len as u64, e);
+        match prev {
+            Some((c, from)) if whole && locs[c].hash == loc.hash => {
+                dst.copy_within(from..from + p.len, off);
+            }
+            _ if whole => {
+                packs
+                    .read_into(loc, &mut dst[off..off + p.len])
+                    .map_err(err)?;
+                prev = Some((p.chunk, off));
+            }
+            _ => {
+                scratch.resize(loc.len as usize, 0);
+                packs.read_into(loc, &mut scratch).map_err(err)?;
+                dst[off..off + p.len].copy_from_slice(&scratch[p.skip..p.skip + p.len]);
+            }
+        }
+        off += p.len;
+    }
+    Ok(())
 }
 
 enum StoreErrorOrMissing {
@@ -302,6 +422,20 @@ impl PartSource for StoredRecording {
 
     fn read_part_into(&mut self, role: PartRole, dst: &mut [u8]) -> std::io::Result<()> {
         self.read_part(role, dst).map_err(StoreError::into_io)
+    }
+
+    fn random_access(&self) -> bool {
+        true
+    }
+
+    fn read_part_range_into(
+        &mut self,
+        role: PartRole,
+        offset: u64,
+        dst: &mut [u8],
+    ) -> std::io::Result<()> {
+        self.read_part_range(role, offset, dst)
+            .map_err(StoreError::into_io)
     }
 }
 
