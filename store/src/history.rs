@@ -35,6 +35,25 @@ impl Store {
     /// Append a history row; returns its row ID.
     pub fn append_history(&self, e: &HistoryEntry) -> Result<i64> {
         let kernel_ns = serde_json::to_string(&e.kernel_ns).unwrap_or_else(|_| "[]".into());
+        // A history row is a measurement, not data: it is committed with
+        // synchronous=NORMAL (in WAL mode: atomic and consistent, but the last
+        // rows may be lost on power failure) and the connection skips the
+        // checkpoint on close, so a replay does not pay 4-5 fsyncs for it.
+        // Imports keep synchronous=FULL: it is restored right after.
+        let conn = self.conn();
+        conn.pragma_update(None, "synchronous", "normal")
+            .map_err(self.ierr("setting synchronous=normal for a history row"))?;
+        let _ = conn.set_db_config(
+            rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
+            true,
+        );
+        let r = self.insert_history(e, &kernel_ns);
+        conn.pragma_update(None, "synchronous", "full")
+            .map_err(self.ierr("restoring synchronous=full after a history row"))?;
+        r
+    }
+
+    fn insert_history(&self, e: &HistoryEntry, kernel_ns: &str) -> Result<i64> {
         self.conn()
             .prepare_cached(
                 "INSERT INTO replay_history (recording, image_hash, backend, device, \
