@@ -435,7 +435,10 @@ fn part_error(rec: &Recording, role: PartRole) -> impl Fn(std::io::Error) -> Rep
     }
 }
 
-/// Write the input snapshot into the arena.
+/// Write the input snapshot into the arena: decoded straight into the host
+/// view (host backend), else window by window straight into the backend's
+/// staging windows (GPU backends), else piece by piece through `upload`.
+/// Random-access sources (the store) decode each window on all cores.
 fn rehydrate(src: &mut ReplaySource, backend: &mut dyn Backend) -> Result<(), ReplayError> {
     let rec = &src.recording;
     let size = rec.arena.size;
@@ -454,16 +457,54 @@ fn rehydrate(src: &mut ReplaySource, backend: &mut dyn Backend) -> Result<(), Re
             .read_part_into(PartRole::Input, view)
             .map_err(part_error(rec, PartRole::Input));
     }
-    let mut r = src
-        .parts
-        .open_part(PartRole::Input)
-        .map_err(part_error(rec, PartRole::Input))?;
-    let mut buf = vec![0u8; PIECE];
+    if src.parts.random_access() {
+        let parts = &mut src.parts;
+        let mut fill = |off: u64, dst: &mut [u8]| {
+            parts
+                .read_part_range_into(PartRole::Input, off, dst)
+                .map_err(part_error(rec, PartRole::Input))
+        };
+        upload_windows(backend, size, WINDOW, &mut fill)
+    } else {
+        let mut r = src
+            .parts
+            .open_part(PartRole::Input)
+            .map_err(part_error(rec, PartRole::Input))?;
+        let mut fill =
+            |_: u64, dst: &mut [u8]| r.read_exact(dst).map_err(part_error(rec, PartRole::Input));
+        upload_windows(backend, size, PIECE, &mut fill)
+    }
+}
+
+/// Largest window decoded at once from a random-access source when the
+/// backend has no staging windows (bounded memory).
+const WINDOW: usize = 64 << 20;
+
+/// Feed `size` input bytes to `backend` in order: `fill(offset, dst)` writes
+/// the bytes at `offset` into `dst`, a staging window when the backend has
+/// one, else a buffer of at most `piece` bytes passed to `upload`.
+fn upload_windows(
+    backend: &mut dyn Backend,
+    size: u64,
+    piece: usize,
+    fill: &mut dyn FnMut(u64, &mut [u8]) -> Result<(), ReplayError>,
+) -> Result<(), ReplayError> {
+    let mut buf = Vec::new();
     let mut off = 0u64;
     while off < size {
-        let n = PIECE.min((size - off) as usize);
-        r.read_exact(&mut buf[..n])
-            .map_err(part_error(rec, PartRole::Input))?;
+        let left = usize::try_from(size - off).unwrap_or(usize::MAX);
+        if let Some(w) = backend.staging_window(left)? {
+            let n = w.len().min(left);
+            if n > 0 {
+                fill(off, &mut w[..n])?;
+                backend.commit_staging(off, n)?;
+                off += n as u64;
+                continue;
+            }
+        }
+        let n = piece.min(left);
+        buf.resize(n, 0);
+        fill(off, &mut buf[..n])?;
         backend.upload(off, &buf[..n])?;
         off += n as u64;
     }

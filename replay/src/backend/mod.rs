@@ -4,8 +4,9 @@
 //! `reserve` the arena at the recorded address, `load_image` (after the
 //! reservation, so nothing the image maps can take the range; a backend may
 //! finish loading asynchronously and report load errors from the next call),
-//! `upload` the input snapshot (streamed, in pieces, at increasing offsets, or
-//! straight into [`Backend::host_view`]), `write_global` for each recorded
+//! `upload` the input snapshot (streamed, in pieces, at increasing offsets,
+//! decoded straight into [`Backend::staging_window`]s, or straight into
+//! [`Backend::host_view`]), `write_global` for each recorded
 //! global, `launch` (possibly several times, re-uploading the input and the
 //! globals in between), `download` the arena, and finally drop the backend,
 //! which releases everything in reverse order.
@@ -90,6 +91,32 @@ pub trait Backend {
     /// in place instead of calling `upload`/`download`. Default: `None`.
     fn host_view(&mut self) -> Option<&mut [u8]> {
         None
+    }
+
+    /// Host memory (a pinned DMA staging buffer) the engine may decode the
+    /// next piece of the input straight into, instead of handing bytes to
+    /// `upload`: at most `max_len` bytes, possibly fewer. The engine fills a
+    /// prefix and hands it over with [`commit_staging`](Self::commit_staging)
+    /// before asking for the next window; backends keep several buffers so
+    /// filling window k+1 overlaps the copy of window k. Pieces come at
+    /// increasing offsets, like `upload`'s. Default: `None` (use `upload`).
+    fn staging_window(&mut self, max_len: usize) -> Result<Option<&mut [u8]>, BackendError> {
+        let _ = max_len;
+        Ok(None)
+    }
+
+    /// Send the first `len` bytes of the window the last
+    /// [`staging_window`](Self::staging_window) returned to the arena at
+    /// `offset`. The piece that reaches the end of the arena completes the
+    /// input (the backend waits for its copies, as `upload` does).
+    fn commit_staging(&mut self, offset: u64, len: usize) -> Result<(), BackendError> {
+        Err(BackendError::Driver {
+            op: "commit_staging".into(),
+            reason: format!(
+                "the {} backend has no staging windows ({len} bytes at offset {offset})",
+                self.name()
+            ),
+        })
     }
 
     /// Runtime libraries the loaded image actually uses (paths, versions),

@@ -25,7 +25,9 @@ use super::{target, Backend, BackendError, LaunchParams};
 
 /// Staging buffers: count x size of pinned host memory.
 const STAGING_BUFFERS: usize = 3;
-const STAGING_BYTES: usize = 32 << 20;
+/// 64 MiB windows: the engine decodes each on all cores, so the per-window
+/// cost of starting its threads stays small next to the copy.
+const STAGING_BYTES: usize = 64 << 20;
 
 pub struct CudaBackend {
     info: CudaDeviceInfo,
@@ -188,7 +190,12 @@ impl Backend for CudaBackend {
         self.arena = Some(DeviceArena::create(self.dev, base, size)?);
         self.base = base;
         self.size = size;
-        self.staging = Some(Staging::new(self.stream, STAGING_BUFFERS, STAGING_BYTES)?);
+        // Buffers no larger than the arena needs (small snapshots do not pin
+        // hundreds of MiB).
+        let cap = usize::try_from(size.next_power_of_two())
+            .unwrap_or(STAGING_BYTES)
+            .clamp(1 << 20, STAGING_BYTES);
+        self.staging = Some(Staging::new(self.stream, STAGING_BUFFERS, cap)?);
         Ok(())
     }
 
@@ -201,6 +208,25 @@ impl Backend for CudaBackend {
         // The piece that reaches the end of the arena completes the input:
         // wait for the copies so the engine's rehydration time is the truth.
         if offset + data.len() as u64 == self.size {
+            s.finish()?;
+        }
+        Ok(())
+    }
+
+    fn staging_window(&mut self, max_len: usize) -> Result<Option<&mut [u8]>, BackendError> {
+        match self.staging.as_mut() {
+            Some(s) => s.window(max_len).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    fn commit_staging(&mut self, offset: u64, len: usize) -> Result<(), BackendError> {
+        let dst = self.arena_range(offset, len, "upload")?;
+        let Some(s) = self.staging.as_mut() else {
+            return Ok(());
+        };
+        s.commit(dst, len)?;
+        if offset + len as u64 == self.size {
             s.finish()?;
         }
         Ok(())

@@ -178,6 +178,42 @@ impl Staging {
         Ok(())
     }
 
+    /// The current buffer, at most `max_len` bytes of it, for the caller to
+    /// fill and hand over with [`commit`](Self::commit) (no copy through
+    /// [`push`](Self::push)'s path). Pending pushed bytes are sent first.
+    pub fn window(&mut self, max_len: usize) -> Result<&mut [u8], BackendError> {
+        let t0 = Instant::now();
+        if self.round_start.is_none() {
+            self.round_start = Some(t0);
+        }
+        let r = self.flush();
+        self.round_busy += t0.elapsed();
+        r?;
+        let slot = &self.slots[self.cur];
+        // SAFETY: the slot holds `cap` pinned bytes and is not in flight
+        // (flush waited for it before making it current); the borrow of
+        // `self` keeps it from being sent until `commit`.
+        Ok(unsafe { std::slice::from_raw_parts_mut(slot.ptr, self.cap.min(max_len)) })
+    }
+
+    /// Send the first `len` bytes of the current buffer (filled through
+    /// [`window`](Self::window)) to the device address `dst`.
+    pub fn commit(&mut self, dst: u64, len: usize) -> Result<(), BackendError> {
+        let t0 = Instant::now();
+        if len > self.cap {
+            return Err(BackendError::Driver {
+                op: "staging commit".into(),
+                reason: format!("{len} bytes exceed the {}-byte staging buffer", self.cap),
+            });
+        }
+        self.dst = dst;
+        self.fill = len;
+        self.round_bytes += len as u64;
+        let r = self.flush();
+        self.round_busy += t0.elapsed();
+        r
+    }
+
     /// Send what is pending and wait for every copy; closes the round.
     pub fn finish(&mut self) -> Result<(), BackendError> {
         let t0 = Instant::now();
