@@ -1,5 +1,6 @@
-//! `rrstore pull NAME [ID...|--all|--kernel GLOB|--label GLOB]`: bring
-//! recordings from a remote, downloading only the chunks the store lacks.
+//! `rrstore pull NAME [ID...|--all|--kernel GLOB|--label GLOB] [--images]`:
+//! bring recordings (and the image library) from a remote, downloading only
+//! the chunks the store lacks.
 
 use std::process::ExitCode;
 
@@ -11,7 +12,7 @@ use super::storeutil;
 use crate::Globals;
 
 #[derive(clap::Args)]
-#[command(group(clap::ArgGroup::new("which").required(true).multiple(true).args(["ids", "all", "kernel", "label"])))]
+#[command(group(clap::ArgGroup::new("which").required(true).multiple(true).args(["ids", "all", "kernel", "label", "images"])))]
 pub struct Args {
     /// Remote name (see `rrstore remote ls`).
     pub remote: String,
@@ -26,6 +27,10 @@ pub struct Args {
     /// Recordings whose label matches this shell glob.
     #[arg(long, value_name = "GLOB")]
     pub label: Option<String>,
+    /// Also every image of the image library (`rrstore image add`) on the remote
+    /// that the other side lacks; alone, only the images.
+    #[arg(long)]
+    pub images: bool,
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
@@ -41,11 +46,18 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         kernel: args.kernel.clone(),
         label: args.label.clone(),
     };
-    let wanted = select(&remote, &sel).map_err(lift).with_context(ctx)?;
+    let recordings =
+        args.all || !args.ids.is_empty() || args.kernel.is_some() || args.label.is_some();
+    let wanted = if recordings {
+        select(&remote, &sel).map_err(lift).with_context(ctx)?
+    } else {
+        Vec::new()
+    };
     let (bar, mut progress) = progress_bar(args.json);
-    let report = rrstore_store::remote::pull::pull(&mut store, &remote, wanted, &mut progress)
-        .map_err(lift)
-        .with_context(ctx);
+    let report =
+        rrstore_store::remote::pull::pull(&mut store, &remote, wanted, args.images, &mut progress)
+            .map_err(lift)
+            .with_context(ctx);
     bar.finish_and_clear();
     print_report(&report?, "pulled", args.json)?;
     Ok(ExitCode::SUCCESS)

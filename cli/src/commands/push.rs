@@ -1,5 +1,6 @@
-//! `rrstore push NAME [ID...|--all|--kernel GLOB|--label GLOB]`: send
-//! recordings to a remote, uploading only the objects it lacks.
+//! `rrstore push NAME [ID...|--all|--kernel GLOB|--label GLOB] [--images]`:
+//! send recordings (and the image library) to a remote, uploading only the
+//! objects it lacks.
 
 use std::process::ExitCode;
 
@@ -11,7 +12,7 @@ use super::storeutil;
 use crate::Globals;
 
 #[derive(clap::Args)]
-#[command(group(clap::ArgGroup::new("which").required(true).multiple(true).args(["ids", "all", "kernel", "label"])))]
+#[command(group(clap::ArgGroup::new("which").required(true).multiple(true).args(["ids", "all", "kernel", "label", "images"])))]
 pub struct Args {
     /// Remote name (see `rrstore remote ls`).
     pub remote: String,
@@ -26,6 +27,10 @@ pub struct Args {
     /// Recordings whose label matches this shell glob.
     #[arg(long, value_name = "GLOB")]
     pub label: Option<String>,
+    /// Also every image of the image library (`rrstore image add`) in the store
+    /// that the other side lacks; alone, only the images.
+    #[arg(long)]
+    pub images: bool,
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
@@ -34,22 +39,29 @@ pub struct Args {
 pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
     let store = storeutil::open(globals)?;
     let remote = open(&store, &args.remote, true)?;
-    let ids = storeutil::resolve_all(&store, &args.ids)?;
-    let filter = LsFilter {
-        kernel: args.kernel,
-        label: args.label,
-        ids,
-        ..Default::default()
+    let recordings =
+        args.all || !args.ids.is_empty() || args.kernel.is_some() || args.label.is_some();
+    let ids: Vec<_> = if recordings {
+        let ids = storeutil::resolve_all(&store, &args.ids)?;
+        let filter = LsFilter {
+            kernel: args.kernel,
+            label: args.label,
+            ids,
+            ..Default::default()
+        };
+        store
+            .list(&filter)?
+            .iter()
+            .filter_map(|r| r.id.parse().ok())
+            .collect()
+    } else {
+        Vec::new()
     };
-    let ids: Vec<_> = store
-        .list(&filter)?
-        .iter()
-        .filter_map(|r| r.id.parse().ok())
-        .collect();
     let (bar, mut progress) = progress_bar(args.json);
-    let report = rrstore_store::remote::push::push(&store, &remote, &ids, &mut progress)
-        .map_err(lift)
-        .with_context(|| format!("cannot push to remote `{}`", args.remote));
+    let report =
+        rrstore_store::remote::push::push(&store, &remote, &ids, args.images, &mut progress)
+            .map_err(lift)
+            .with_context(|| format!("cannot push to remote `{}`", args.remote));
     bar.finish_and_clear();
     print_report(&report?, "pushed", args.json)?;
     Ok(ExitCode::SUCCESS)

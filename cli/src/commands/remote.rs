@@ -165,6 +165,15 @@ pub fn print_report(r: &TransferReport, verb: &str, json: bool) -> anyhow::Resul
     for id in &r.present_ids {
         println!("present {}", &id[..12.min(id.len())]);
     }
+    for h in &r.image_hashes {
+        println!("{verb} image {}", &h[..12.min(h.len())]);
+    }
+    if r.images + r.images_present > 0 {
+        println!(
+            "{verb} {} image(s), {} already present",
+            r.images, r.images_present
+        );
+    }
     let dir = if verb == "pushed" { "sent" } else { "received" };
     println!(
         "{verb} {} recording(s), {} already present; {dir} {} ({} chunks: {}, metadata: {}) for {} logical ({})",

@@ -2,7 +2,7 @@
 //! stored chunk entries, and committing pulled chunks and recordings into
 //! the index with the same invariants as `import` (spec/STORE.md).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 
@@ -129,16 +129,8 @@ impl Store {
         )))
     }
 
-    /// Chunk lists of every local part, cut into blocks, for the blocks in
-    /// `wanted` (so a pull fetches only the lists it cannot derive).
-    pub(crate) fn xfer_local_lists(
-        &self,
-        wanted: &HashSet<[u8; 32]>,
-    ) -> Result<HashMap<[u8; 32], Vec<ChunkRef>>> {
-        let mut out = HashMap::new();
-        if wanted.is_empty() {
-            return Ok(out);
-        }
+    /// Call `f` with every local part's chunk list (one scan of the index).
+    pub(crate) fn xfer_each_part(&self, f: &mut dyn FnMut([u8; 32], &[ChunkRef])) -> Result<()> {
         let ierr = self.ierr("reading part chunk lists");
         let mut stmt = self
             .conn
@@ -150,28 +142,41 @@ impl Store {
         let mut rows = stmt.query([]).map_err(&ierr)?;
         let mut cur: Option<[u8; 32]> = None;
         let mut refs: Vec<ChunkRef> = Vec::new();
-        let mut flush = |refs: &mut Vec<ChunkRef>| {
-            for b in layout::cut_blocks(refs) {
-                let body = layout::encode_list(b);
-                let h = *blake3::hash(&body).as_bytes();
-                if wanted.contains(&h) {
-                    out.insert(h, b.to_vec());
-                }
-            }
-            refs.clear();
-        };
         while let Some(r) = rows.next().map_err(&ierr)? {
             let part = hash32(r.get(0).map_err(&ierr)?);
             let chunk = hash32(r.get(1).map_err(&ierr)?);
             let len: i64 = r.get(2).map_err(&ierr)?;
             if cur != Some(part) {
-                flush(&mut refs);
+                if let Some(p) = cur {
+                    f(p, &refs);
+                }
+                refs.clear();
                 cur = Some(part);
             }
             refs.push((chunk, len as u32));
         }
-        flush(&mut refs);
-        Ok(out)
+        if let Some(p) = cur {
+            f(p, &refs);
+        }
+        Ok(())
+    }
+
+    /// A local part's chunk list, in order.
+    pub(crate) fn xfer_part_refs(&self, part: &[u8; 32]) -> Result<Vec<ChunkRef>> {
+        let ierr = self.ierr("reading a part's chunk list");
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT pc.chunk, c.len FROM part_chunks pc \
+                 JOIN chunks c ON c.hash = pc.chunk WHERE pc.part = ?1 ORDER BY pc.seq",
+            )
+            .map_err(&ierr)?;
+        let rows = stmt
+            .query_map([&part[..]], |r| {
+                Ok((hash32(r.get(0)?), r.get::<_, i64>(1)? as u32))
+            })
+            .map_err(&ierr)?;
+        rows.collect::<rusqlite::Result<_>>().map_err(&ierr)
     }
 }
 
@@ -220,6 +225,8 @@ pub(crate) struct PulledPart {
     pub hash: [u8; 32],
     pub len: u64,
     pub chunks: Vec<ChunkHash>,
+    /// The chunk list with lengths (to cut the part's tree once stored).
+    pub refs: Vec<ChunkRef>,
 }
 
 impl Store {
@@ -308,15 +315,8 @@ impl Store {
             {
                 return Ok(Some(false));
             }
-            let mut chunk_q = tx
-                .prepare_cached("SELECT 1 FROM chunks WHERE hash = ?1")
-                .map_err(&ierr)?;
-            for p in new_parts {
-                for c in &p.chunks {
-                    if !chunk_q.exists([&c[..]]).map_err(&ierr)? {
-                        return Ok(None);
-                    }
-                }
+            if !insert_parts(&tx, new_parts).map_err(&ierr)? {
+                return Ok(None);
             }
             let mut part_q = tx
                 .prepare_cached("SELECT 1 FROM parts WHERE hash = ?1")
@@ -327,30 +327,6 @@ impl Store {
                 }
                 if !part_q.exists([&p.blake3[..]]).map_err(&ierr)? {
                     return Ok(None);
-                }
-            }
-            let mut part_ins = tx
-                .prepare_cached(
-                    "INSERT OR IGNORE INTO parts (hash, len, nchunks) VALUES (?1, ?2, ?3)",
-                )
-                .map_err(&ierr)?;
-            let mut pc_ins = tx
-                .prepare_cached(
-                    "INSERT OR IGNORE INTO part_chunks (part, seq, chunk) VALUES (?1, ?2, ?3)",
-                )
-                .map_err(&ierr)?;
-            for p in new_parts {
-                part_ins
-                    .execute(rusqlite::params![
-                        &p.hash[..],
-                        i(p.len),
-                        p.chunks.len() as i64
-                    ])
-                    .map_err(&ierr)?;
-                for (seq, c) in p.chunks.iter().enumerate() {
-                    pc_ins
-                        .execute(rusqlite::params![&p.hash[..], seq as i64, &c[..]])
-                        .map_err(&ierr)?;
                 }
             }
             let input = rec.part(PartRole::Input).map(|p| i(p.len));
@@ -429,6 +405,87 @@ impl Store {
                     .map_err(&ierr)?;
             }
         }
+        tx.commit().map_err(&ierr)?;
+        Ok(Some(true))
+    }
+}
+
+/// Check every chunk of `new_parts` is indexed (`false`: gc removed one)
+/// and insert the parts and their chunk lists.
+fn insert_parts(tx: &rusqlite::Transaction, new_parts: &[PulledPart]) -> rusqlite::Result<bool> {
+    let mut chunk_q = tx.prepare_cached("SELECT 1 FROM chunks WHERE hash = ?1")?;
+    for p in new_parts {
+        for c in &p.chunks {
+            if !chunk_q.exists([&c[..]])? {
+                return Ok(false);
+            }
+        }
+    }
+    let mut part_ins =
+        tx.prepare_cached("INSERT OR IGNORE INTO parts (hash, len, nchunks) VALUES (?1, ?2, ?3)")?;
+    let mut pc_ins = tx.prepare_cached(
+        "INSERT OR IGNORE INTO part_chunks (part, seq, chunk) VALUES (?1, ?2, ?3)",
+    )?;
+    for p in new_parts {
+        part_ins.execute(rusqlite::params![
+            &p.hash[..],
+            i(p.len),
+            p.chunks.len() as i64
+        ])?;
+        for (seq, c) in p.chunks.iter().enumerate() {
+            pc_ins.execute(rusqlite::params![&p.hash[..], seq as i64, &c[..]])?;
+        }
+    }
+    Ok(true)
+}
+
+impl Store {
+    /// Whether the image library holds image `hash`.
+    pub(crate) fn xfer_has_image(&self, hash: &[u8; 32]) -> Result<bool> {
+        self.conn
+            .prepare_cached("SELECT 1 FROM images WHERE hash = ?1")
+            .and_then(|mut s| s.exists([&hash[..]]))
+            .map_err(self.ierr("looking up an image"))
+    }
+
+    /// Add a pulled image to the image library in one transaction: its part
+    /// (new, or already stored: else `Ok(None)`, gc raced) and its row
+    /// (`Ok(Some(false))`: already there).
+    pub(crate) fn xfer_commit_image(
+        &mut self,
+        e: &layout::ImageEntry,
+        hash: &[u8; 32],
+        new_parts: &[PulledPart],
+        source: &str,
+    ) -> Result<Option<bool>> {
+        let ierr = self.ierr("adding a pulled image");
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(&ierr)?;
+        if tx
+            .prepare_cached("SELECT 1 FROM images WHERE hash = ?1")
+            .and_then(|mut s| s.exists([&hash[..]]))
+            .map_err(&ierr)?
+        {
+            return Ok(Some(false));
+        }
+        if !insert_parts(&tx, new_parts).map_err(&ierr)? {
+            return Ok(None);
+        }
+        if !tx
+            .prepare_cached("SELECT 1 FROM parts WHERE hash = ?1")
+            .and_then(|mut s| s.exists([&hash[..]]))
+            .map_err(&ierr)?
+        {
+            return Ok(None);
+        }
+        tx.execute(
+            "INSERT INTO images (hash, hash_hex, len, target, label, source, added_at) \
+             VALUES (?1, ?2, (SELECT len FROM parts WHERE hash = ?1), ?3, ?4, ?5, ?6)",
+            rusqlite::params![&hash[..], e.hash, e.target, e.label, source, e.added_at],
+        )
+        .map_err(&ierr)?;
         tx.commit().map_err(&ierr)?;
         Ok(Some(true))
     }

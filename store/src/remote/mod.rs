@@ -6,16 +6,21 @@
 //! * [`url`]: `s3://BUCKET/PREFIX` and `file:///PATH`.
 //! * [`backend`]: the object_store client and its small tokio runtime.
 //! * [`layout`]: object keys and encodings.
-//! * [`push`], [`pull`], [`list`] (`ls NAME:`); `local`: the store side.
+//! * [`tree`]: a part's chunk list as a content-defined tree.
+//! * [`push`], [`pull`], [`list`] (`ls NAME:`), [`images`] (the image
+//!   library); `local`: the store side; `known`: trees a pull derives.
 
 pub mod backend;
 pub mod config;
 pub mod error;
+pub mod images;
+mod known;
 pub mod layout;
 pub mod list;
 mod local;
 pub mod pull;
 pub mod push;
+pub mod tree;
 pub mod url;
 
 use serde::Serialize;
@@ -53,7 +58,12 @@ pub struct TransferReport {
     pub chunk_bytes: u64,
     /// Pull: stored (compressed) bytes of the chunks the store lacked.
     pub missing_stored_bytes: u64,
-    /// Manifests, part objects and chunk lists.
+    /// Images of the image library transferred (`--images`), their
+    /// hashes, and those the other side already had.
+    pub images: u64,
+    pub image_hashes: Vec<String>,
+    pub images_present: u64,
+    /// Manifests, image entries, part objects and chunk-list nodes.
     pub metadata_bytes: u64,
     pub bytes: u64,
 }

@@ -1,20 +1,24 @@
-//! `pull`: bring recordings from a remote into the local store, fetching
-//! only the chunk lists and chunks the store lacks. Every object is checked
-//! on arrival (manifest against the recording ID, lists against their name,
-//! chunks against their blake3, each new part's bytes against the part's
-//! blake3), and a recording enters the local index only after all of its
-//! parts are stored and verified. Chunks are indexed as they arrive (in
-//! batches), so an interrupted pull does not fetch them again.
+//! `pull`: bring recordings (and images of the image library) from a
+//! remote into the local store, fetching only the chunk-list nodes and
+//! chunks the store lacks. Every object is checked on arrival (manifest
+//! against the recording ID, nodes against their name, chunks against their
+//! blake3, each new part's bytes against the part's blake3), and a recording
+//! enters the local index only after all of its parts are stored and
+//! verified. Chunks are indexed as they arrive (in batches), so an
+//! interrupted pull does not fetch them again.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::Ordering;
 
 use rrstore_format::chunk::ChunkHash;
 use rrstore_format::{Recording, RecordingId};
 
 use super::backend::Backend;
 use super::error::{RemoteError, Result};
-use super::layout::{self, ChunkRef, Manifest};
+use super::known::Known;
+use super::layout::{self, ChunkRef, Manifest, PartObject};
 use super::local::{check_entry, PulledChunk, PulledPart};
+use super::tree;
 use super::{Event, TransferReport};
 use crate::pack::reader::PackFiles;
 use crate::pack::writer::PackWriter;
@@ -24,63 +28,452 @@ use crate::{Store, StoreError};
 /// Index pulled chunks after this many bytes have been appended.
 const COMMIT_EVERY: u64 = 64 << 20;
 
-/// Pull `wanted` (with their manifests, when already fetched) into `store`.
+/// Test hooks (docs/remote.md): `RRSTORE_PULL_BATCH_BYTES` overrides
+/// [`COMMIT_EVERY`]; `RRSTORE_PULL_PAUSE_AFTER_BATCHES=N` makes the pull
+/// announce on stderr and then wait forever once N batches are committed,
+/// so a test can kill it at a known point.
+fn commit_every() -> u64 {
+    std::env::var("RRSTORE_PULL_BATCH_BYTES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(COMMIT_EVERY)
+}
+
+fn pause_after() -> Option<u64> {
+    std::env::var("RRSTORE_PULL_PAUSE_AFTER_BATCHES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+}
+
+/// A fetched chunk-list node.
+enum Fetched {
+    Leaf(Vec<ChunkRef>),
+    Inner(Vec<[u8; 32]>),
+}
+
+/// State shared by the recordings (and images) of one pull.
+pub(crate) struct Session<'a> {
+    pub store: &'a mut Store,
+    pub remote: &'a Backend,
+    pub report: TransferReport,
+    /// Local trees cut with the v1 / v2 scheme, built on first use.
+    v1: Option<Known>,
+    v2: Option<Known>,
+    /// Nodes fetched in this pull (never fetched twice).
+    fetched: HashMap<[u8; 32], Fetched>,
+    batches: u64,
+}
+
+pub(crate) fn corrupt(remote: &Backend, key: &str, reason: String) -> RemoteError {
+    RemoteError::Corrupt {
+        remote: remote.name.clone(),
+        key: key.to_string(),
+        reason,
+    }
+}
+
+/// Pull `wanted` (with their manifests, when already fetched) into `store`,
+/// and every image of the remote's image library when `images`.
 pub fn pull(
     store: &mut Store,
     remote: &Backend,
     wanted: Vec<(RecordingId, Option<Manifest>)>,
+    images: bool,
     progress: &mut dyn FnMut(Event),
 ) -> Result<TransferReport> {
-    let mut report = TransferReport::default();
-    let mut todo = Vec::new();
-    for (id, m) in wanted {
-        if store.contains(&id)? {
-            report.present += 1;
-            report.present_ids.push(id.to_hex());
-        } else {
-            todo.push((id, m));
+    let mut s = Session::new(store, remote);
+    s.pull_recordings(wanted, progress)?;
+    if images {
+        s.pull_images(progress)?;
+    }
+    Ok(s.finish())
+}
+
+impl<'a> Session<'a> {
+    pub fn new(store: &'a mut Store, remote: &'a Backend) -> Session<'a> {
+        Session {
+            store,
+            remote,
+            report: TransferReport::default(),
+            v1: None,
+            v2: None,
+            fetched: HashMap::new(),
+            batches: 0,
         }
     }
-    let mut lists: HashMap<[u8; 32], Vec<ChunkRef>> = HashMap::new();
-    for (id, m) in todo {
-        let before = remote.received.load(std::sync::atomic::Ordering::Relaxed);
-        let m = match m {
-            Some(m) => m,
-            None => fetch_manifest(remote, &id)?,
+
+    /// The report, with `bytes` and `metadata_bytes` from what the remote
+    /// received in total.
+    pub fn finish(mut self) -> TransferReport {
+        let got = self.remote.received.load(Ordering::Relaxed);
+        self.report.metadata_bytes = got.saturating_sub(self.report.chunk_bytes);
+        self.report.bytes = self.report.chunk_bytes + self.report.metadata_bytes;
+        self.report
+    }
+
+    pub fn pull_recordings(
+        &mut self,
+        wanted: Vec<(RecordingId, Option<Manifest>)>,
+        progress: &mut dyn FnMut(Event),
+    ) -> Result<()> {
+        let mut todo = Vec::new();
+        for (id, m) in wanted {
+            if self.store.contains(&id)? {
+                self.report.present += 1;
+                self.report.present_ids.push(id.to_hex());
+            } else {
+                todo.push((id, m));
+            }
+        }
+        for (id, m) in todo {
+            let m = match m {
+                Some(m) => m,
+                None => fetch_manifest(self.remote, &id)?,
+            };
+            progress(Event::Phase(format!(
+                "pulling {} {}",
+                id.short(),
+                m.recording.kernel
+            )));
+            let added = self.retry(&format!("recording {id}"), &mut |s| {
+                s.pull_one(&m, progress)
+            })?;
+            if added {
+                self.report.recordings += 1;
+                self.report.ids.push(id.to_hex());
+                self.report.logical_bytes += m.recording.logical_size();
+            } else {
+                self.report.present += 1;
+                self.report.present_ids.push(id.to_hex());
+            }
+        }
+        Ok(())
+    }
+
+    /// Run `f` until it does not report a gc race (`None`), 3 times at most.
+    pub fn retry(
+        &mut self,
+        what: &str,
+        f: &mut dyn FnMut(&mut Self) -> Result<Option<bool>>,
+    ) -> Result<bool> {
+        for _ in 0..3 {
+            if let Some(added) = f(self)? {
+                return Ok(added);
+            }
+        }
+        Err(StoreError::Busy(format!(
+            "{what}: gc kept removing chunks this pull reused; pull again"
+        ))
+        .into())
+    }
+
+    /// One attempt at one recording. `Some(true)`: added; `Some(false)`:
+    /// another process added it; `None`: gc raced us, try again.
+    fn pull_one(&mut self, m: &Manifest, progress: &mut dyn FnMut(Event)) -> Result<Option<bool>> {
+        let rec: &Recording = &m.recording;
+        let parts: Vec<([u8; 32], u64)> = rec.parts.iter().map(|p| (p.blake3, p.len)).collect();
+        let Some(pulled) = self.fetch_parts(&parts, progress)? else {
+            return Ok(None);
         };
-        progress(Event::Phase(format!(
-            "pulling {} {}",
-            id.short(),
-            m.recording.kernel
-        )));
-        let chunk_bytes_before = report.chunk_bytes;
-        for attempt in 0..3 {
-            match pull_one(store, remote, &m, &mut lists, &mut report, progress)? {
-                Some(added) => {
-                    if added {
-                        report.recordings += 1;
-                        report.ids.push(id.to_hex());
-                        report.logical_bytes += m.recording.logical_size();
-                    } else {
-                        report.present += 1;
-                        report.present_ids.push(id.to_hex());
-                    }
-                    break;
-                }
-                None if attempt < 2 => continue,
-                None => {
-                    return Err(StoreError::Busy(format!(
-                        "recording {id}: gc kept removing chunks this pull reused; pull again"
-                    ))
-                    .into())
+        let source = if m.source.is_empty() {
+            self.remote.url.clone()
+        } else {
+            format!("{}: {}", self.remote.url, m.source)
+        };
+        let r = self
+            .store
+            .xfer_commit_pulled(rec, &pulled, &m.label, &source, &m.tags)?;
+        self.committed(&pulled, r);
+        Ok(r)
+    }
+
+    /// After a commit: the new parts are local now, so later recordings of
+    /// this pull derive their nodes instead of fetching them.
+    pub fn committed(&mut self, pulled: &[PulledPart], r: Option<bool>) {
+        if r.is_none() {
+            return;
+        }
+        for p in pulled {
+            for known in [self.v1.as_mut(), self.v2.as_mut()].into_iter().flatten() {
+                known.add_part(p.hash, &p.refs);
+            }
+        }
+    }
+
+    /// Bring every part of `parts` the store lacks: part objects, chunk-list
+    /// nodes, chunks; then re-read and check each new part. `None`: a chunk
+    /// vanished (gc), retry.
+    pub fn fetch_parts(
+        &mut self,
+        parts: &[([u8; 32], u64)],
+        progress: &mut dyn FnMut(Event),
+    ) -> Result<Option<Vec<PulledPart>>> {
+        let remote = self.remote;
+        let mut need: Vec<([u8; 32], u64)> = Vec::new();
+        for &(h, len) in parts {
+            if !self.store.xfer_has_part(&h)? && !need.iter().any(|n| n.0 == h) {
+                need.push((h, len));
+            }
+        }
+        let mut objs: HashMap<[u8; 32], PartObject> = HashMap::new();
+        let keys: Vec<String> = need.iter().map(|p| layout::part_key(&p.0)).collect();
+        remote.get_all(keys.into_iter(), &mut |key, body| {
+            let body = body.ok_or_else(|| {
+                corrupt(
+                    remote,
+                    &key,
+                    "missing (a manifest or image names it)".into(),
+                )
+            })?;
+            let obj = layout::decode_part(&body).map_err(|r| corrupt(remote, &key, r))?;
+            let h = layout::hash_of_key(&key, layout::PARTS).unwrap_or_default();
+            objs.insert(h, obj);
+            Ok(())
+        })?;
+        // Assemble each new part's chunk list and check its shape.
+        let mut new_parts = Vec::new();
+        for (hash, len) in &need {
+            let key = layout::part_key(hash);
+            let obj = objs
+                .get(hash)
+                .ok_or_else(|| corrupt(remote, &key, "missing".into()))?;
+            let Some(chunks) = self.chunk_list(obj)? else {
+                return Ok(None);
+            };
+            let total: u64 = chunks.iter().map(|c| c.1 as u64).sum();
+            if obj.len != *len || total != *len || chunks.len() as u64 != obj.nchunks {
+                return Err(corrupt(
+                    remote,
+                    &key,
+                    format!(
+                        "it lists {} chunks covering {total} bytes; the part has {len} bytes",
+                        chunks.len()
+                    ),
+                ));
+            }
+            new_parts.push((*hash, *len, chunks));
+        }
+        for k in [self.v1.as_mut(), self.v2.as_mut()].into_iter().flatten() {
+            k.release();
+        }
+        // Chunks the store lacks.
+        let mut missing: Vec<ChunkHash> = Vec::new();
+        let mut total = 0u64;
+        let mut queued = HashSet::new();
+        for (_, _, chunks) in &new_parts {
+            for (h, len) in chunks {
+                if queued.insert(*h) && !self.store.xfer_has_chunk(h)? {
+                    missing.push(*h);
+                    total += *len as u64;
                 }
             }
         }
-        let got = remote.received.load(std::sync::atomic::Ordering::Relaxed) - before;
-        report.metadata_bytes += got - (report.chunk_bytes - chunk_bytes_before);
+        progress(Event::Start {
+            what: format!("receiving {} chunks", missing.len()),
+            total,
+        });
+        self.fetch_chunks(&missing, progress)?;
+        // Verify every new part's bytes.
+        let mut pulled = Vec::new();
+        for (hash, len, refs) in new_parts {
+            let list: Vec<ChunkHash> = refs.iter().map(|c| c.0).collect();
+            match verify_part(self.store, &hash, len, &list)? {
+                Ok(true) => {}
+                Ok(false) => return Ok(None),
+                Err(reason) => return Err(corrupt(remote, &layout::part_key(&hash), reason)),
+            }
+            pulled.push(PulledPart {
+                hash,
+                len,
+                chunks: list,
+                refs,
+            });
+        }
+        Ok(Some(pulled))
     }
-    report.bytes = report.chunk_bytes + report.metadata_bytes;
-    Ok(report)
+
+    /// The chunk list a part object describes: its tree's nodes derived
+    /// from local parts where their names match, else fetched (level by
+    /// level, concurrently, each checked against its name). `None`: a local
+    /// part changed under us (gc), retry.
+    fn chunk_list(&mut self, obj: &PartObject) -> Result<Option<Vec<ChunkRef>>> {
+        let remote = self.remote;
+        let scheme = if obj.version == 1 { tree::V1 } else { tree::V2 };
+        let slot = if obj.version == 1 {
+            &mut self.v1
+        } else {
+            &mut self.v2
+        };
+        if slot.is_none() {
+            *slot = Some(Known::from_store(self.store, scheme)?);
+        }
+        let known = slot
+            .as_mut()
+            .ok_or_else(|| StoreError::Invalid("no local trees".into()))?;
+        let fetched = &mut self.fetched;
+        let mut frontier: Vec<([u8; 32], u8)> = obj.top.iter().map(|h| (*h, obj.height)).collect();
+        let mut asked = HashSet::new();
+        while !frontier.is_empty() {
+            let mut next = Vec::new();
+            let mut get: HashMap<String, u8> = HashMap::new();
+            for (h, level) in frontier {
+                if known.contains(&h) {
+                    continue;
+                }
+                match fetched.get(&h) {
+                    Some(Fetched::Inner(c)) if level > 0 => {
+                        next.extend(c.iter().map(|c| (*c, level - 1)))
+                    }
+                    Some(_) => {}
+                    None if asked.insert(h) => {
+                        get.insert(layout::list_key(&h), level);
+                    }
+                    None => {}
+                }
+            }
+            let keys: Vec<String> = get.keys().cloned().collect();
+            remote.get_all(keys.into_iter(), &mut |key, body| {
+                let body = body.ok_or_else(|| {
+                    corrupt(remote, &key, "missing (a part object names it)".into())
+                })?;
+                let h = layout::hash_of_key(&key, layout::LISTS).unwrap_or_default();
+                if *blake3::hash(&body).as_bytes() != h {
+                    return Err(corrupt(
+                        remote,
+                        &key,
+                        "its bytes do not hash to its name".into(),
+                    ));
+                }
+                let level = get.get(&key).copied().unwrap_or(0);
+                let node = if level == 0 {
+                    Fetched::Leaf(layout::decode_list(&body).map_err(|r| corrupt(remote, &key, r))?)
+                } else {
+                    let c = layout::decode_inner(&body).map_err(|r| corrupt(remote, &key, r))?;
+                    next.extend(c.iter().map(|c| (*c, level - 1)));
+                    Fetched::Inner(c)
+                };
+                fetched.insert(h, node);
+                Ok(())
+            })?;
+            frontier = next;
+        }
+        let mut out = Vec::with_capacity(obj.nchunks.min(1 << 20) as usize);
+        for h in &obj.top {
+            if !expand(self.store, known, fetched, remote, h, obj.height, &mut out)? {
+                return Ok(None);
+            }
+        }
+        Ok(Some(out))
+    }
+
+    /// Download `missing` chunks, check each, append them to a new local
+    /// pack and index them in batches.
+    fn fetch_chunks(
+        &mut self,
+        missing: &[ChunkHash],
+        progress: &mut dyn FnMut(Event),
+    ) -> Result<()> {
+        let remote = self.remote;
+        let dir = self.store.dir().to_path_buf();
+        let every = commit_every();
+        let pause = pause_after();
+        let mut writer: Option<PackWriter> = None;
+        let mut batch: Vec<PulledChunk> = Vec::new();
+        let mut since_commit = 0u64;
+        let keys = missing.iter().map(layout::chunk_key);
+        let store = &mut *self.store;
+        let report = &mut self.report;
+        let batches = &mut self.batches;
+        let mut flush = |store: &mut Store,
+                         writer: &mut Option<PackWriter>,
+                         batch: &mut Vec<PulledChunk>|
+         -> Result<()> {
+            if let Some(w) = writer.as_mut() {
+                w.sync()?;
+            }
+            if batch.is_empty() {
+                return Ok(());
+            }
+            store.xfer_commit_chunks(batch)?;
+            batch.clear();
+            *batches += 1;
+            if pause == Some(*batches) {
+                eprintln!("rrstore: committed chunk batch {batches}; pausing (RRSTORE_PULL_PAUSE_AFTER_BATCHES)");
+                loop {
+                    std::thread::sleep(std::time::Duration::from_secs(3600));
+                }
+            }
+            Ok(())
+        };
+        remote.get_all(keys, &mut |key, body| {
+            let body = body
+                .ok_or_else(|| corrupt(remote, &key, "missing (a chunk list names it)".into()))?;
+            let h = layout::hash_of_key(&key, layout::CHUNKS).unwrap_or_default();
+            let header = check_entry(&body, &h).map_err(|r| corrupt(remote, &key, r))?;
+            if writer.as_ref().is_none_or(|w| w.len() >= PACK_TARGET_SIZE) {
+                if writer.is_some() {
+                    flush(store, &mut writer, &mut batch)?;
+                }
+                writer = Some(PackWriter::create(&dir)?);
+            }
+            let w = writer
+                .as_mut()
+                .ok_or_else(|| StoreError::Invalid("no pack writer".into()))?;
+            let offset = w.append(&header, &body[ENTRY_HEADER_LEN..])?;
+            batch.push(PulledChunk {
+                header,
+                pack: w.name().to_string(),
+                pack_size: w.len(),
+                offset,
+            });
+            report.chunks += 1;
+            report.chunk_bytes += body.len() as u64;
+            report.missing_stored_bytes += header.stored_len as u64;
+            since_commit += body.len() as u64;
+            progress(Event::Bytes(header.len as u64));
+            if since_commit >= every {
+                flush(store, &mut writer, &mut batch)?;
+                since_commit = 0;
+            }
+            Ok(())
+        })?;
+        flush(store, &mut writer, &mut batch)
+    }
+}
+
+/// Append the chunks node `h` (at `level`) covers to `out`. `false`: a
+/// local part changed under us.
+fn expand(
+    store: &Store,
+    known: &mut Known,
+    fetched: &HashMap<[u8; 32], Fetched>,
+    remote: &Backend,
+    h: &[u8; 32],
+    level: u8,
+    out: &mut Vec<ChunkRef>,
+) -> Result<bool> {
+    if known.contains(h) {
+        return Ok(known.expand(store, h, out)?);
+    }
+    match fetched.get(h) {
+        Some(Fetched::Leaf(refs)) if level == 0 => out.extend_from_slice(refs),
+        Some(Fetched::Inner(children)) if level > 0 => {
+            for c in children {
+                if !expand(store, known, fetched, remote, c, level - 1, out)? {
+                    return Ok(false);
+                }
+            }
+        }
+        _ => {
+            return Err(corrupt(
+                remote,
+                &layout::list_key(h),
+                format!("missing or not a node of tree level {level}"),
+            ))
+        }
+    }
+    Ok(true)
 }
 
 pub(crate) fn fetch_manifest(remote: &Backend, id: &RecordingId) -> Result<Manifest> {
@@ -90,205 +483,6 @@ pub(crate) fn fetch_manifest(remote: &Backend, id: &RecordingId) -> Result<Manif
         id: id.to_hex(),
     })?;
     layout::decode_manifest(&body, id).map_err(|reason| corrupt(remote, &key, reason))
-}
-
-fn corrupt(remote: &Backend, key: &str, reason: String) -> RemoteError {
-    RemoteError::Corrupt {
-        remote: remote.name.clone(),
-        key: key.to_string(),
-        reason,
-    }
-}
-
-/// One attempt at one recording. `Some(true)`: added; `Some(false)`: another
-/// process added it; `None`: gc raced us, try again.
-fn pull_one(
-    store: &mut Store,
-    remote: &Backend,
-    m: &Manifest,
-    lists: &mut HashMap<[u8; 32], Vec<ChunkRef>>,
-    report: &mut TransferReport,
-    progress: &mut dyn FnMut(Event),
-) -> Result<Option<bool>> {
-    let rec: &Recording = &m.recording;
-    // Part objects of the parts the store lacks.
-    let mut need: Vec<&rrstore_format::PartInfo> = Vec::new();
-    for p in &rec.parts {
-        if !store.xfer_has_part(&p.blake3)? && !need.iter().any(|n| n.blake3 == p.blake3) {
-            need.push(p);
-        }
-    }
-    let mut part_objs = HashMap::new();
-    let keys: Vec<String> = need.iter().map(|p| layout::part_key(&p.blake3)).collect();
-    remote.get_all(keys.into_iter(), &mut |key, body| {
-        let body = body.ok_or_else(|| {
-            corrupt(
-                remote,
-                &key,
-                "missing (the recording's manifest names it)".into(),
-            )
-        })?;
-        let obj = layout::decode_part(&body).map_err(|r| corrupt(remote, &key, r))?;
-        let h = layout::hash_of_key(&key, layout::PARTS).unwrap_or_default();
-        part_objs.insert(h, obj);
-        Ok(())
-    })?;
-    // Chunk lists: derived from local parts where possible, else fetched.
-    let mut wanted: HashSet<[u8; 32]> = HashSet::new();
-    for obj in part_objs.values() {
-        wanted.extend(obj.lists.iter().filter(|h| !lists.contains_key(*h)));
-    }
-    lists.extend(store.xfer_local_lists(&wanted)?);
-    let fetch: Vec<String> = wanted
-        .iter()
-        .filter(|h| !lists.contains_key(*h))
-        .map(layout::list_key)
-        .collect();
-    remote.get_all(fetch.into_iter(), &mut |key, body| {
-        let body =
-            body.ok_or_else(|| corrupt(remote, &key, "missing (a part object names it)".into()))?;
-        let h = layout::hash_of_key(&key, layout::LISTS).unwrap_or_default();
-        if *blake3::hash(&body).as_bytes() != h {
-            return Err(corrupt(
-                remote,
-                &key,
-                "its bytes do not hash to its name".into(),
-            ));
-        }
-        let refs = layout::decode_list(&body).map_err(|r| corrupt(remote, &key, r))?;
-        lists.insert(h, refs);
-        Ok(())
-    })?;
-    // Assemble each new part's chunk list and check its shape.
-    let mut new_parts = Vec::new();
-    for p in &need {
-        let key = layout::part_key(&p.blake3);
-        let obj = part_objs
-            .get(&p.blake3)
-            .ok_or_else(|| corrupt(remote, &key, "missing".into()))?;
-        let mut chunks: Vec<ChunkRef> = Vec::with_capacity(obj.nchunks as usize);
-        for l in &obj.lists {
-            let refs = lists
-                .get(l)
-                .ok_or_else(|| corrupt(remote, &layout::list_key(l), "missing".into()))?;
-            chunks.extend_from_slice(refs);
-        }
-        let total: u64 = chunks.iter().map(|c| c.1 as u64).sum();
-        if obj.len != p.len || total != p.len || chunks.len() as u64 != obj.nchunks {
-            return Err(corrupt(
-                remote,
-                &key,
-                format!(
-                    "it lists {} chunks covering {total} bytes; the part has {} bytes",
-                    chunks.len(),
-                    p.len
-                ),
-            ));
-        }
-        new_parts.push((p.blake3, p.len, chunks));
-    }
-    // Chunks the store lacks.
-    let mut missing: Vec<ChunkHash> = Vec::new();
-    let mut queued = HashSet::new();
-    for (_, _, chunks) in &new_parts {
-        for (h, _) in chunks {
-            if queued.insert(*h) && !store.xfer_has_chunk(h)? {
-                missing.push(*h);
-            }
-        }
-    }
-    let total: u64 = new_parts
-        .iter()
-        .flat_map(|(_, _, c)| c.iter())
-        .filter(|(h, _)| missing.contains(h))
-        .map(|(_, l)| *l as u64)
-        .sum();
-    progress(Event::Start {
-        what: format!("receiving {} chunks", missing.len()),
-        total,
-    });
-    fetch_chunks(store, remote, &missing, report, progress)?;
-    // Verify every new part's bytes, then commit the recording.
-    let mut pulled = Vec::new();
-    for (hash, len, chunks) in new_parts {
-        let list: Vec<ChunkHash> = chunks.iter().map(|c| c.0).collect();
-        match verify_part(store, &hash, len, &list)? {
-            Ok(true) => {}
-            Ok(false) => return Ok(None),
-            Err(reason) => return Err(corrupt(remote, &layout::part_key(&hash), reason)),
-        }
-        pulled.push(PulledPart {
-            hash,
-            len,
-            chunks: list,
-        });
-    }
-    let source = if m.source.is_empty() {
-        remote.url.clone()
-    } else {
-        format!("{}: {}", remote.url, m.source)
-    };
-    Ok(store.xfer_commit_pulled(rec, &pulled, &m.label, &source, &m.tags)?)
-}
-
-/// Download `missing` chunks, check each, append them to a new local pack
-/// and index them in batches.
-fn fetch_chunks(
-    store: &mut Store,
-    remote: &Backend,
-    missing: &[ChunkHash],
-    report: &mut TransferReport,
-    progress: &mut dyn FnMut(Event),
-) -> Result<()> {
-    let dir = store.dir().to_path_buf();
-    let mut writer: Option<PackWriter> = None;
-    let mut batch: Vec<PulledChunk> = Vec::new();
-    let mut since_commit = 0u64;
-    let keys = missing.iter().map(layout::chunk_key);
-    let flush = |store: &mut Store,
-                 writer: &mut Option<PackWriter>,
-                 batch: &mut Vec<PulledChunk>|
-     -> Result<()> {
-        if let Some(w) = writer.as_mut() {
-            w.sync()?;
-        }
-        store.xfer_commit_chunks(batch)?;
-        batch.clear();
-        Ok(())
-    };
-    remote.get_all(keys, &mut |key, body| {
-        let body =
-            body.ok_or_else(|| corrupt(remote, &key, "missing (a chunk list names it)".into()))?;
-        let h = layout::hash_of_key(&key, layout::CHUNKS).unwrap_or_default();
-        let header = check_entry(&body, &h).map_err(|r| corrupt(remote, &key, r))?;
-        if writer.as_ref().is_none_or(|w| w.len() >= PACK_TARGET_SIZE) {
-            if writer.is_some() {
-                flush(store, &mut writer, &mut batch)?;
-            }
-            writer = Some(PackWriter::create(&dir)?);
-        }
-        let w = writer
-            .as_mut()
-            .ok_or_else(|| StoreError::Invalid("no pack writer".into()))?;
-        let offset = w.append(&header, &body[ENTRY_HEADER_LEN..])?;
-        batch.push(PulledChunk {
-            header,
-            pack: w.name().to_string(),
-            pack_size: w.len(),
-            offset,
-        });
-        report.chunks += 1;
-        report.chunk_bytes += body.len() as u64;
-        report.missing_stored_bytes += header.stored_len as u64;
-        since_commit += body.len() as u64;
-        progress(Event::Bytes(header.len as u64));
-        if since_commit >= COMMIT_EVERY {
-            flush(store, &mut writer, &mut batch)?;
-            since_commit = 0;
-        }
-        Ok(())
-    })?;
-    flush(store, &mut writer, &mut batch)
 }
 
 /// Re-read a new part from the local store and check its length and blake3.

@@ -1,9 +1,10 @@
-//! `push`: send recordings to a remote, uploading only the objects it
-//! lacks, in dependency order: chunks, then chunk lists, then parts, then
-//! manifests, each stage finished before the next starts. A recording is
-//! visible on the remote only once everything it needs is there; an
-//! interrupted push leaves only complete, immutable objects, which the next
-//! push finds and skips.
+//! `push`: send recordings (and, on request, the image library) to a
+//! remote, uploading only the objects it lacks, in dependency order:
+//! chunks, then chunk-list nodes (list blocks, then each inner level), then
+//! parts, then manifests and image entries, each stage finished before the
+//! next starts. A recording or image is visible on the remote only once
+//! everything it needs is there; an interrupted push leaves only complete,
+//! immutable objects, which the next push finds and skips.
 
 use std::collections::{HashMap, HashSet};
 
@@ -12,15 +13,18 @@ use rrstore_format::RecordingId;
 
 use super::backend::Backend;
 use super::error::Result;
-use super::layout::{self, ChunkRef, Manifest, PartObject};
+use super::layout::{self, ChunkRef, ImageEntry, Manifest, PartObject};
+use super::tree;
 use super::{Event, TransferReport};
 use crate::Store;
 
-/// Push recordings `ids` of `store` to `remote`.
+/// Push recordings `ids` of `store` to `remote`, and every image of the
+/// store's image library when `images`.
 pub fn push(
     store: &Store,
     remote: &Backend,
     ids: &[RecordingId],
+    images: bool,
     progress: &mut dyn FnMut(Event),
 ) -> Result<TransferReport> {
     let mut report = TransferReport::default();
@@ -43,62 +47,85 @@ pub fn push(
             todo.push(*id);
         }
     }
-    if todo.is_empty() {
+    let mut todo_images = Vec::new();
+    if images {
+        let there = hashes(remote, layout::IMAGES)?;
+        for img in store.images()? {
+            if there.contains(&img.hash_bytes()) {
+                report.images_present += 1;
+            } else {
+                todo_images.push(img);
+            }
+        }
+    }
+    if todo.is_empty() && todo_images.is_empty() {
         return Ok(report);
     }
+    // Parts the remote lacks, and their trees.
     let remote_parts = hashes(remote, layout::PARTS)?;
     let mut recs = Vec::new();
-    let mut part_objs: Vec<(String, Vec<u8>)> = Vec::new();
-    let mut new_parts: HashSet<[u8; 32]> = HashSet::new();
-    let mut part_chunks: Vec<Vec<ChunkRef>> = Vec::new();
+    let mut wanted: Vec<([u8; 32], u64)> = Vec::new();
     for id in &todo {
         let rec = store.recording(id)?;
-        for p in &rec.parts {
-            if remote_parts.contains(&p.blake3) || !new_parts.insert(p.blake3) {
-                continue;
-            }
-            let refs: Vec<ChunkRef> = store
-                .xfer_part_locs(&p.blake3)?
-                .into_iter()
-                .map(|l| (l.hash, l.len))
-                .collect();
-            part_chunks.push(refs);
-            let refs = part_chunks.last().map(Vec::as_slice).unwrap_or(&[]);
-            let lists = layout::cut_blocks(refs)
-                .iter()
-                .map(|b| *blake3::hash(&layout::encode_list(b)).as_bytes())
-                .collect();
-            let obj = PartObject {
-                len: p.len,
-                nchunks: refs.len() as u64,
-                lists,
-            };
-            part_objs.push((layout::part_key(&p.blake3), layout::encode_part(&obj)));
-        }
+        wanted.extend(rec.parts.iter().map(|p| (p.blake3, p.len)));
         report.logical_bytes += rec.logical_size();
         recs.push(rec);
     }
-    // Chunks and lists the remote lacks.
-    let (mut chunks, mut lists): (Vec<ChunkHash>, Vec<(String, Vec<u8>)>) =
-        (Vec::new(), Vec::new());
+    for img in &todo_images {
+        wanted.push((img.hash_bytes(), img.len));
+        report.logical_bytes += img.len;
+    }
+    let mut part_objs: Vec<(String, Vec<u8>)> = Vec::new();
+    let mut part_chunks: Vec<Vec<ChunkRef>> = Vec::new();
+    let mut trees = Vec::new();
+    let mut new_parts = HashSet::new();
+    for (hash, len) in wanted {
+        if remote_parts.contains(&hash) || !new_parts.insert(hash) {
+            continue;
+        }
+        let refs: Vec<ChunkRef> = store
+            .xfer_part_locs(&hash)?
+            .into_iter()
+            .map(|l| (l.hash, l.len))
+            .collect();
+        let t = tree::build(&refs, tree::V2);
+        let obj = PartObject {
+            len,
+            nchunks: refs.len() as u64,
+            version: 2,
+            height: t.height,
+            top: t.top.clone(),
+        };
+        part_objs.push((layout::part_key(&hash), layout::encode_part(&obj)));
+        part_chunks.push(refs);
+        trees.push(t);
+    }
+    // Chunks and nodes the remote lacks; nodes grouped by tree level.
+    let mut chunks: Vec<ChunkHash> = Vec::new();
+    let mut levels: Vec<Vec<(String, Vec<u8>)>> = Vec::new();
     if !part_chunks.is_empty() {
         progress(Event::Phase("listing the remote's chunks".into()));
         let remote_chunks = hashes(remote, layout::CHUNKS)?;
         let remote_lists = hashes(remote, layout::LISTS)?;
         let mut queued = HashSet::new();
-        let mut queued_lists = HashSet::new();
         for refs in &part_chunks {
             for (h, _) in refs {
                 if !remote_chunks.contains(h) && queued.insert(*h) {
                     chunks.push(*h);
                 }
             }
-            for b in layout::cut_blocks(refs) {
-                let body = layout::encode_list(b);
-                let h = *blake3::hash(&body).as_bytes();
-                if !remote_lists.contains(&h) && queued_lists.insert(h) {
-                    lists.push((layout::list_key(&h), body));
+        }
+        let mut queued = HashSet::new();
+        for t in trees {
+            for n in t.nodes {
+                let level = n.level as usize;
+                if remote_lists.contains(&n.hash) || !queued.insert(n.hash) {
+                    continue;
                 }
+                if levels.len() <= level {
+                    levels.resize_with(level + 1, Vec::new);
+                }
+                levels[level].push((layout::list_key(&n.hash), n.body));
             }
         }
     }
@@ -124,14 +151,16 @@ pub fn push(
         progress(Event::Bytes(n));
     })?;
     report.chunks = sent_chunks;
-    // Stages 2-4: lists, parts, manifests.
+    // Stages 2-4: nodes level by level, parts, manifests and image entries.
     progress(Event::Phase(
         "sending chunk lists, parts and manifests".into(),
     ));
     let mut meta = 0u64;
-    remote.put_all(lists.into_iter().map(Ok), &mut |n| meta += n)?;
+    for level in levels {
+        remote.put_all(level.into_iter().map(Ok), &mut |n| meta += n)?;
+    }
     remote.put_all(part_objs.into_iter().map(Ok), &mut |n| meta += n)?;
-    let mut manifests = Vec::new();
+    let mut last = Vec::new();
     for rec in recs {
         let id = rec.id();
         let (label, tags, source, imported_at) = store.xfer_recording_meta(&id)?;
@@ -146,11 +175,28 @@ pub fn push(
         let body = layout::encode_manifest(&m).map_err(|reason| {
             crate::StoreError::Invalid(format!("cannot encode the manifest of {id}: {reason}"))
         })?;
-        manifests.push((layout::recording_key(&id), body));
+        last.push((layout::recording_key(&id), body));
         report.ids.push(id.to_hex());
     }
-    report.recordings = manifests.len() as u64;
-    remote.put_all(manifests.into_iter().map(Ok), &mut |n| meta += n)?;
+    report.recordings = last.len() as u64;
+    for img in todo_images {
+        let e = ImageEntry {
+            version: layout::MANIFEST_VERSION,
+            hash: img.hash.clone(),
+            len: img.len,
+            target: img.target.clone(),
+            label: img.label.clone(),
+            source: img.source.clone(),
+            added_at: img.added_at,
+        };
+        let body = layout::encode_image(&e).map_err(|reason| {
+            crate::StoreError::Invalid(format!("cannot encode image entry {}: {reason}", img.hash))
+        })?;
+        last.push((layout::image_key(&img.hash_bytes()), body));
+        report.images += 1;
+        report.image_hashes.push(img.hash);
+    }
+    remote.put_all(last.into_iter().map(Ok), &mut |n| meta += n)?;
     report.metadata_bytes = meta;
     report.bytes = report.chunk_bytes + report.metadata_bytes;
     Ok(report)
