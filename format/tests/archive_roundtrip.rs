@@ -216,3 +216,51 @@ fn a_part_stream_can_be_dropped_early() {
     drop(s);
     assert!(r.open_part(PartRole::Bitcode).is_err());
 }
+
+#[test]
+fn unhashed_load_writes_the_same_archive_and_fills_the_hashes() {
+    let dir = tempfile::tempdir().unwrap();
+    for desc in fixtures() {
+        let mut hashed = llvm::load(&desc).unwrap();
+        let want_rec = hashed.recording.clone();
+        let a = dir.path().join("a.rra");
+        let sa = archive::write_path(&want_rec, &mut hashed, &a, &WriteOptions::default()).unwrap();
+
+        let mut lazy = llvm::load_unhashed(&desc).unwrap();
+        assert!(!lazy.parts_hashed);
+        assert!(lazy.recording.parts.iter().all(|p| p.blake3 == [0; 32]));
+        let lens: Vec<u64> = want_rec.parts.iter().map(|p| p.len).collect();
+        let got_lens: Vec<u64> = lazy.recording.parts.iter().map(|p| p.len).collect();
+        assert_eq!(got_lens, lens);
+        assert_eq!(lazy.recording.image_target, want_rec.image_target);
+        assert_eq!(lazy.recording.globals, want_rec.globals);
+        let mut rec = lazy.recording.clone();
+        let b = dir.path().join("b.rra");
+        let sb = archive::write_path_unhashed(&mut rec, &mut lazy, &b, &WriteOptions::default())
+            .unwrap();
+        assert_eq!(rec, want_rec, "{}", desc.display());
+        assert_eq!(sb, sa);
+        assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+
+        let mut again = llvm::load_unhashed(&desc).unwrap();
+        again.hash_parts().unwrap();
+        assert!(again.parts_hashed);
+        assert_eq!(again.recording, want_rec);
+    }
+}
+
+#[test]
+fn unhashed_write_refuses_a_part_whose_length_changed() {
+    let desc = fixtures().into_iter().next().unwrap();
+    let mut lazy = llvm::load_unhashed(&desc).unwrap();
+    let mut rec = lazy.recording.clone();
+    rec.parts[0].len += 1;
+    let err = archive::write_unhashed(
+        &mut rec,
+        &mut lazy,
+        std::io::sink(),
+        &WriteOptions::default(),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("the files changed"), "{err}");
+}

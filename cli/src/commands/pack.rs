@@ -56,7 +56,8 @@ fn descriptor(input: &Path) -> anyhow::Result<PathBuf> {
 
 pub fn run(args: Args, _globals: &Globals) -> anyhow::Result<ExitCode> {
     let desc = descriptor(&args.input)?;
-    let mut rec = llvm::load(&desc)
+    // Parts are hashed by the writer in the one pass it makes over them.
+    let mut rec = llvm::load_unhashed(&desc)
         .with_context(|| format!("cannot load the recording {}", desc.display()))?;
     for w in &rec.warnings {
         eprintln!("warning: {w}");
@@ -66,7 +67,7 @@ pub fn run(args: Args, _globals: &Globals) -> anyhow::Result<ExitCode> {
         threads: args.threads,
         ..WriteOptions::default()
     };
-    let recording = rec.recording.clone();
+    let mut recording = rec.recording.clone();
     if bad_output(&args.output) {
         bail!(
             "{} is a directory: give the archive's file name, e.g. -o {}.rra",
@@ -74,8 +75,8 @@ pub fn run(args: Args, _globals: &Globals) -> anyhow::Result<ExitCode> {
             recording.stem
         );
     }
-    let stats =
-        archive::write_path(&recording, &mut rec, &args.output, &opts).with_context(|| {
+    let stats = archive::write_path_unhashed(&mut recording, &mut rec, &args.output, &opts)
+        .with_context(|| {
             format!(
                 "cannot pack {} into {}",
                 desc.display(),

@@ -13,17 +13,23 @@
 //! * [`reader`]: [`Reader`], validated on open, a [`crate::PartSource`].
 //! * [`cdc`]: zero-copy FastCDC over a stream (same cuts as [`crate::chunk::Chunker`]).
 //! * [`decode`]: verified chunk decoding and the decode-ahead part stream.
+//! * [`scan`]: parallel FastCDC + chunk and stream blake3 in one read, on a
+//!   [`pool`] of workers that also compress (shared with the store importer).
 //!
 //! [`Recording`]: crate::Recording
 
 pub mod cdc;
 pub mod decode;
 pub mod layout;
+pub mod pool;
 pub mod reader;
+pub mod scan;
 pub mod writer;
 
 pub use reader::{ChunkInfo, Chunks, Reader, StoredChunk};
-pub use writer::{write, write_path, WriteOptions, WriteStats, LEVELS};
+pub use writer::{
+    write, write_path, write_path_unhashed, write_unhashed, WriteOptions, WriteStats, LEVELS,
+};
 
 /// File name extension of archives.
 pub const EXTENSION: &str = "rra";

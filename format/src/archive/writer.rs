@@ -2,29 +2,38 @@
 //!
 //! The writer never knows a part's chunk list in advance, so it writes the
 //! header, then each new chunk's stored bytes as soon as it is compressed,
-//! and the manifest, index and trailer last. Memory stays bounded: at most
-//! `4 × threads` chunks are in flight, plus the chunk table (about 60 bytes
+//! and the manifest, index and trailer last. Memory stays bounded: a few
+//! 8 MiB blocks in flight per thread, plus the chunk table (about 60 bytes
 //! per unique chunk).
 //!
-//! Pipeline: the calling thread reads each part (the [`PartSource`] need not
-//! be `Send`), cuts it with FastCDC and hashes the whole part to check it
-//! against the recording; worker threads blake3 and zstd-compress chunks;
-//! the calling thread takes results back in stream order, drops chunks it
-//! already wrote (dedup inside the archive) and writes the rest. Because
-//! results are consumed in order and zstd is deterministic, the same input
-//! and settings always give the same bytes, whatever the thread timing.
+//! Pipeline ([`super::scan`], [`super::pool`]): the calling thread reads each
+//! part once, in 8 MiB blocks (the [`PartSource`] need not be `Send`);
+//! workers cut each block with FastCDC, blake3 its chunks and its BLAKE3
+//! subtree (so the part's hash comes out of the same pass), and zstd the
+//! chunks not seen before in this archive, each with its own long-lived
+//! zstd context. The calling thread takes results back in stream order,
+//! assigns chunk table rows in first-occurrence order and writes stored
+//! bytes in that order. Because results are consumed in order and zstd is
+//! deterministic, the same input and settings always give the same bytes,
+//! whatever the thread timing.
+//!
+//! The part hashes either are checked ([`write`]) or, for a recording loaded
+//! without hashing its parts ([`crate::llvm::load_unhashed`]), are filled
+//! in from that pass ([`write_unhashed`]); the manifest and the recording
+//! ID are written last, so either way each part is read exactly once.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{self, Receiver, SyncSender};
-use std::sync::Mutex;
+use std::sync::mpsc::Receiver;
+use std::sync::Arc;
 
-use super::cdc::{BlockChunker, Piece};
 use super::layout::{
     Bytes32, ChunkEntry, ChunkingInfo, CompressionInfo, Header, Index, Manifest, PartEntry,
     Trailer, CHUNKING_ALGORITHM, COMPRESSION_CODEC, HEADER_LEN, MAJOR, MINOR,
 };
+use super::pool::{self, PoolGone};
+use super::scan::{Scanner, Span, DEFAULT_BLOCK};
 use crate::chunk::{ChunkHash, ChunkParams, Codec};
 use crate::error::FormatError;
 use crate::id::{hex, RecordingId};
@@ -81,13 +90,51 @@ pub fn write(
     out: impl Write,
     opts: &WriteOptions,
 ) -> Result<WriteStats, FormatError> {
-    write_labeled(rec, parts, out, opts, Path::new("<archive output>"))
+    let mut rec = rec.clone();
+    let label = Path::new("<archive output>");
+    write_labeled(&mut rec, Parts::Verify, parts, out, opts, label)
+}
+
+/// [`write`] for a recording whose parts' blake3 are not known yet (only
+/// their lengths, as [`crate::llvm::load_unhashed`] gives): each part's
+/// blake3 is taken from the one pass that chunks it, stored into `rec`, and
+/// the ID (in the returned stats) is computed at the end. Fails if a part's
+/// length differs from `rec`'s (the files changed after they were loaded).
+pub fn write_unhashed(
+    rec: &mut Recording,
+    parts: &mut dyn PartSource,
+    out: impl Write,
+    opts: &WriteOptions,
+) -> Result<WriteStats, FormatError> {
+    let label = Path::new("<archive output>");
+    write_labeled(rec, Parts::Fill, parts, out, opts, label)
 }
 
 /// [`write`] to `path` through a temporary file next to it, renamed over
 /// `path` only once the archive is complete.
 pub fn write_path(
     rec: &Recording,
+    parts: &mut dyn PartSource,
+    path: &Path,
+    opts: &WriteOptions,
+) -> Result<WriteStats, FormatError> {
+    let mut rec = rec.clone();
+    write_path_mode(&mut rec, Parts::Verify, parts, path, opts)
+}
+
+/// [`write_unhashed`] to `path`, like [`write_path`].
+pub fn write_path_unhashed(
+    rec: &mut Recording,
+    parts: &mut dyn PartSource,
+    path: &Path,
+    opts: &WriteOptions,
+) -> Result<WriteStats, FormatError> {
+    write_path_mode(rec, Parts::Fill, parts, path, opts)
+}
+
+fn write_path_mode(
+    rec: &mut Recording,
+    mode: Parts,
     parts: &mut dyn PartSource,
     path: &Path,
     opts: &WriteOptions,
@@ -107,7 +154,7 @@ pub fn write_path(
     let file = std::fs::File::create(&tmp).map_err(wr)?;
     let result = (|| {
         let mut buf = io::BufWriter::with_capacity(1 << 20, file);
-        let stats = write_labeled(rec, parts, &mut buf, opts, path)?;
+        let stats = write_labeled(rec, mode, parts, &mut buf, opts, path)?;
         // No fsync (like tar and zstd): the rename only guarantees that no
         // reader ever sees a partial archive under `path`.
         drop(buf.into_inner().map_err(|e| wr(e.into_error()))?);
@@ -139,97 +186,67 @@ impl<W: Write> Counting<W> {
     }
 }
 
-/// A chunk sent to a worker, and its reply slot.
-struct Job {
-    piece: Piece,
-    reply: SyncSender<Done>,
-}
-
-/// A worker's result: the chunk hash and, when this worker was the first to
-/// see the hash, the stored form.
-struct Done {
-    hash: ChunkHash,
-    piece: Piece,
-    /// `Some(None)`: store raw (the piece's bytes).
-    stored: Option<Option<Vec<u8>>>,
-}
-
-/// zstd at `level`, or raw when compression does not shrink the chunk
-/// (same rule as [`crate::chunk::compress`], with a reused context).
-fn compress_with(cx: Option<&mut zstd::bulk::Compressor<'static>>, data: &[u8]) -> Option<Vec<u8>> {
-    let z = cx?.compress(data).ok()?;
-    (z.len() < data.len()).then_some(z)
-}
-
-fn worker(jobs: &Mutex<Receiver<Job>>, claimed: &Mutex<HashSet<ChunkHash>>, level: i32) {
-    let mut cx = zstd::bulk::Compressor::new(level).ok();
-    loop {
-        let job = match jobs.lock() {
-            Ok(rx) => rx.recv(),
-            Err(_) => return,
-        };
-        let Ok(job) = job else { return };
-        let hash = crate::chunk::hash(job.piece.data());
-        let first = claimed.lock().map(|mut s| s.insert(hash)).unwrap_or(true);
-        let stored = first.then(|| compress_with(cx.as_mut(), job.piece.data()));
-        // The writer may have stopped on an error; nothing to do then.
-        let _ = job.reply.send(Done {
-            hash,
-            piece: job.piece,
-            stored,
-        });
-    }
+/// New chunks of one scanned block sent to a worker for compression: their
+/// table rows are reserved; the stored forms come back in the same order
+/// (`None`: store raw, the block's bytes).
+struct Batch {
+    block: Arc<Vec<u8>>,
+    spans: Vec<Span>,
+    rx: Receiver<Vec<Option<Vec<u8>>>>,
 }
 
 /// State of the calling thread while writing chunk payloads.
 struct Sink<'p, W> {
     out: Counting<W>,
     path: &'p Path,
-    level: i32,
+    /// Table rows; rows of chunks still being compressed are placeholders.
     table: Vec<ChunkEntry>,
     by_hash: HashMap<ChunkHash, u32>,
+    /// Next table row to write (rows are written in table order).
+    written: usize,
     raw_chunks: u64,
     refs: u64,
 }
 
 impl<W: Write> Sink<'_, W> {
-    /// Take one worker result (in stream order) and return its table index.
-    fn take(&mut self, done: Done) -> Result<u32, FormatError> {
+    /// Table row of a chunk, reserving a new one (and queueing the chunk in
+    /// `batch`) the first time its hash is seen.
+    fn row(&mut self, span: &Span, batch: &mut Vec<Span>) -> Result<u32, FormatError> {
         self.refs += 1;
-        if let Some(&i) = self.by_hash.get(&done.hash) {
+        if let Some(&i) = self.by_hash.get(&span.hash) {
             return Ok(i);
         }
-        // A later duplicate may have claimed the hash first; then the stored
-        // form is not here yet and we compress it ourselves (rare).
-        let zstd = match done.stored {
-            Some(s) => s,
-            None => compress_with(
-                zstd::bulk::Compressor::new(self.level).ok().as_mut(),
-                done.piece.data(),
-            ),
-        };
-        let data = done.piece.data();
-        let (codec, stored) = match &zstd {
-            Some(z) => (Codec::Zstd, &z[..]),
-            None => (Codec::Raw, data),
-        };
         let i = u32::try_from(self.table.len()).map_err(|_| FormatError::Invalid {
             path: self.path.to_path_buf(),
             message: "more than 4 billion distinct chunks: use larger chunk sizes".into(),
         })?;
-        self.table.push(ChunkEntry(
-            Bytes32(done.hash),
-            self.out.pos,
-            stored.len() as u32,
-            data.len() as u32,
-            codec as u8,
-        ));
-        if codec == Codec::Raw {
-            self.raw_chunks += 1;
-        }
-        self.out.put(stored, self.path)?;
-        self.by_hash.insert(done.hash, i);
+        self.table
+            .push(ChunkEntry(Bytes32(span.hash), 0, 0, span.len() as u32, 0));
+        self.by_hash.insert(span.hash, i);
+        batch.push(*span);
         Ok(i)
+    }
+
+    /// Write the stored forms of a batch (in table order).
+    fn write_batch(&mut self, b: Batch) -> Result<(), FormatError> {
+        let stored = pool::wait(&b.rx).map_err(|_| worker_gone(self.path))?;
+        for (span, z) in b.spans.iter().zip(stored) {
+            let data = &b.block[span.start..span.end];
+            let (codec, bytes) = match &z {
+                Some(z) => (Codec::Zstd, &z[..]),
+                None => (Codec::Raw, data),
+            };
+            let row = &mut self.table[self.written];
+            row.1 = self.out.pos;
+            row.2 = bytes.len() as u32;
+            row.4 = codec as u8;
+            self.written += 1;
+            if codec == Codec::Raw {
+                self.raw_chunks += 1;
+            }
+            self.out.put(bytes, self.path)?;
+        }
+        Ok(())
     }
 }
 
@@ -245,6 +262,9 @@ fn source_error(rec: &Recording, role: PartRole, e: io::Error) -> FormatError {
             message: "the part could not be read".into(),
         };
     }
+    if e.get_ref().is_some_and(|i| i.is::<PoolGone>()) {
+        return worker_gone(&part_label(rec, role));
+    }
     FormatError::Io {
         path: part_label(rec, role),
         source: e,
@@ -255,8 +275,19 @@ fn part_label(rec: &Recording, role: PartRole) -> PathBuf {
     PathBuf::from(format!("{} ({role} part of {})", rec.stem, rec.kernel))
 }
 
+/// How the writer treats the recording's part lengths and hashes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Parts {
+    /// They are known: check the bytes read against them.
+    Verify,
+    /// Only lengths are known (e.g. [`crate::llvm::load_unhashed`]): check
+    /// those, take the blake3 from the one pass the writer makes.
+    Fill,
+}
+
 fn write_labeled<W: Write>(
-    rec: &Recording,
+    rec: &mut Recording,
+    mode: Parts,
     parts: &mut dyn PartSource,
     out: W,
     opts: &WriteOptions,
@@ -277,19 +308,13 @@ fn write_labeled<W: Write>(
         path: path.to_path_buf(),
         message: e.to_string(),
     })?;
-    let threads = match opts.threads {
-        0 => std::thread::available_parallelism().map_or(2, |n| n.get()),
-        n => n,
-    }
-    .clamp(1, 64);
-    let window = 4 * threads;
 
     let mut sink = Sink {
         out: Counting { inner: out, pos: 0 },
         path,
-        level: opts.level,
         table: Vec::new(),
         by_hash: HashMap::new(),
+        written: 0,
         raw_chunks: 0,
         refs: 0,
     };
@@ -303,64 +328,78 @@ fn write_labeled<W: Write>(
     )?;
     debug_assert_eq!(sink.out.pos, HEADER_LEN);
 
-    let (job_tx, job_rx) = mpsc::sync_channel::<Job>(window);
-    let job_rx = Mutex::new(job_rx);
-    let claimed = Mutex::new(HashSet::new());
+    let threads = opts.threads;
     let mut part_entries = Vec::with_capacity(rec.parts.len());
-
-    std::thread::scope(|s| -> Result<(), FormatError> {
-        for _ in 0..threads {
-            s.spawn(|| worker(&job_rx, &claimed, opts.level));
-        }
-        let result = (|| {
-            for info in &rec.parts {
-                let role = info.role;
-                let mut hasher = blake3::Hasher::new();
-                let mut len = 0u64;
-                let mut chunks = Vec::new();
-                let mut pending: VecDeque<Receiver<Done>> = VecDeque::with_capacity(window);
-                {
-                    let src = parts
-                        .open_part(role)
-                        .map_err(|e| source_error(rec, role, e))?;
-                    for c in BlockChunker::new(src, opts.chunking) {
-                        let piece = c.map_err(|e| source_error(rec, role, e))?;
-                        hasher.update(piece.data());
-                        len += piece.data().len() as u64;
-                        if pending.len() >= window {
-                            if let Some(rx) = pending.pop_front() {
-                                chunks.push(sink.take(recv(&rx, path)?)?);
-                            }
-                        }
-                        let (reply, rx) = mpsc::sync_channel(1);
-                        job_tx
-                            .send(Job { piece, reply })
-                            .map_err(|_| worker_gone(path))?;
-                        pending.push_back(rx);
+    let mut infos = rec.parts.clone();
+    let shown = rec.clone();
+    pool::with_pool(threads, opts.level, 2 * threads.max(2) + 2, |pool| {
+        let window = pool.threads() + 1;
+        let mut pending: VecDeque<Batch> = VecDeque::new();
+        for info in &mut infos {
+            let role = info.role;
+            let mut chunks = Vec::new();
+            let src = parts
+                .open_part(role)
+                .map_err(|e| source_error(&shown, role, e))?;
+            let mut scanner = Scanner::new(src, opts.chunking, DEFAULT_BLOCK, window);
+            while let Some(sb) = scanner
+                .next(pool)
+                .map_err(|e| source_error(&shown, role, e))?
+            {
+                let mut batch = Vec::new();
+                for span in &sb.chunks {
+                    chunks.push(sink.row(span, &mut batch)?);
+                }
+                if batch.is_empty() {
+                    continue;
+                }
+                let block = Arc::clone(&sb.block);
+                let spans = batch.clone();
+                let rx = pool
+                    .submit(move |w| {
+                        spans
+                            .iter()
+                            .map(|s| w.compress(&block[s.start..s.end]))
+                            .collect::<Vec<_>>()
+                    })
+                    .map_err(|_| worker_gone(path))?;
+                pending.push_back(Batch {
+                    block: sb.block,
+                    spans: batch,
+                    rx,
+                });
+                while pending.len() > window {
+                    if let Some(b) = pending.pop_front() {
+                        sink.write_batch(b)?;
                     }
                 }
-                while let Some(rx) = pending.pop_front() {
-                    chunks.push(sink.take(recv(&rx, path)?)?);
-                }
-                let actual = *hasher.finalize().as_bytes();
-                if len != info.len || actual != info.blake3 {
-                    return Err(FormatError::Invalid {
-                        path: part_label(rec, role),
-                        message: format!(
-                            "the part now has {len} bytes with blake3 {}, but the recording says {} bytes with blake3 {}: the files changed after they were read; load the recording again",
-                            hex(&actual),
-                            info.len,
-                            hex(&info.blake3)
-                        ),
-                    });
-                }
-                part_entries.push(PartEntry { role, len, chunks });
             }
-            Ok(())
-        })();
-        drop(job_tx);
-        result
+            let (len, actual) = scanner.finish();
+            let hash_ok = mode == Parts::Fill || actual == info.blake3;
+            if len != info.len || !hash_ok {
+                let said = match mode {
+                    Parts::Verify => {
+                        format!("{} bytes with blake3 {}", info.len, hex(&info.blake3))
+                    }
+                    Parts::Fill => format!("{} bytes", info.len),
+                };
+                return Err(FormatError::Invalid {
+                    path: part_label(&shown, role),
+                    message: format!(
+                        "the part now has {len} bytes with blake3 {}, but the recording says {said}: the files changed after they were read; load the recording again",
+                        hex(&actual),
+                    ),
+                });
+            }
+            info.blake3 = actual;
+            part_entries.push(PartEntry { role, len, chunks });
+        }
+        while let Some(b) = pending.pop_front() {
+            sink.write_batch(b)?;
+        }
+        Ok(())
     })?;
+    rec.parts = infos;
 
     let payload_bytes = sink.out.pos - HEADER_LEN;
     let id = rec.id();
@@ -418,10 +457,6 @@ fn write_labeled<W: Write>(
         payload_bytes,
         archive_bytes: sink.out.pos,
     })
-}
-
-fn recv(rx: &Receiver<Done>, path: &Path) -> Result<Done, FormatError> {
-    rx.recv().map_err(|_| worker_gone(path))
 }
 
 fn worker_gone(path: &Path) -> FormatError {

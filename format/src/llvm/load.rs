@@ -1,4 +1,6 @@
-//! [`load`]: one recording from its descriptor, validated and hashed.
+//! [`load`]: one recording from its descriptor, validated and hashed;
+//! [`load_unhashed`]: the same without reading the parts (lengths only), for
+//! writers that hash each part in the one pass they make over it anyway.
 
 use std::fs::{self, File};
 use std::io::{self, Read};
@@ -52,6 +54,22 @@ fn json_err(path: &Path, e: JsonError) -> FormatError {
 /// generation. Parts are hashed by streaming; only the descriptor is read
 /// into memory.
 pub fn load(descriptor: &Path) -> Result<LlvmRecording> {
+    load_mode(descriptor, true)
+}
+
+/// [`load`] without hashing the parts: every check of [`load`] is made
+/// (part lengths come from the file system, the image target from the
+/// image's first 4 KiB, the globals table is parsed), but each
+/// [`crate::PartInfo::blake3`] is all zeros and `parts_hashed` is false, so
+/// the recording has no valid ID yet. Hand it to a writer that fills the
+/// hashes in from its own single pass over the parts
+/// ([`crate::archive::write_path_unhashed`], the store's importer), or call
+/// [`LlvmRecording::hash_parts`].
+pub fn load_unhashed(descriptor: &Path) -> Result<LlvmRecording> {
+    load_mode(descriptor, false)
+}
+
+fn load_mode(descriptor: &Path, hash: bool) -> Result<LlvmRecording> {
     let file_name = descriptor
         .file_name()
         .and_then(|n| n.to_str())
@@ -101,7 +119,11 @@ pub fn load(descriptor: &Path) -> Result<LlvmRecording> {
             }
             Err(e) => return Err(io_err(&path, e)),
         }
-        let (info, head) = hash_file(&path, role)?;
+        let (info, head) = if hash {
+            hash_file(&path, role)?
+        } else {
+            measure_file(&path, role)?
+        };
         if role == PartRole::Image {
             image_target = image::detect(&head);
         }
@@ -176,6 +198,7 @@ pub fn load(descriptor: &Path) -> Result<LlvmRecording> {
         descriptor_path: descriptor.to_path_buf(),
         files,
         warnings,
+        parts_hashed: hash,
     })
 }
 
@@ -251,6 +274,48 @@ fn hash_file(path: &Path, role: PartRole) -> Result<(PartInfo, Vec<u8>)> {
         },
         head,
     ))
+}
+
+/// A part's length (from the file system) and its first 4 KiB, no hash.
+fn measure_file(path: &Path, role: PartRole) -> Result<(PartInfo, Vec<u8>)> {
+    let f = File::open(path).map_err(|e| io_err(path, e))?;
+    let len = f.metadata().map_err(|e| io_err(path, e))?.len();
+    let mut head = Vec::new();
+    if role == PartRole::Image {
+        f.take(4096)
+            .read_to_end(&mut head)
+            .map_err(|e| io_err(path, e))?;
+    }
+    Ok((
+        PartInfo {
+            role,
+            len,
+            blake3: [0; 32],
+        },
+        head,
+    ))
+}
+
+/// Fill in the part hashes of a recording from [`load_unhashed`].
+pub(super) fn hash_parts(rec: &mut LlvmRecording) -> Result<()> {
+    if rec.parts_hashed {
+        return Ok(());
+    }
+    for (info, (_, path)) in rec.recording.parts.iter_mut().zip(&rec.files) {
+        let (hashed, _) = hash_file(path, info.role)?;
+        if hashed.len != info.len {
+            return Err(invalid(
+                path,
+                format!(
+                    "now has {} bytes, {} when the recording was loaded: the file changed; load it again",
+                    hashed.len, info.len
+                ),
+            ));
+        }
+        info.blake3 = hashed.blake3;
+    }
+    rec.parts_hashed = true;
+    Ok(())
 }
 
 fn read_globals(path: &Path, generation: Generation) -> Result<Vec<crate::model::Global>> {

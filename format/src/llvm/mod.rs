@@ -2,7 +2,8 @@
 //!
 //! * [`load`]: read one recording from its `.json` descriptor, auto-detecting
 //!   the generation ([`detect`]), validating it and hashing its parts
-//!   (streamed, 1 MiB at a time).
+//!   (streamed, 1 MiB at a time); [`load_unhashed`]: the same checks
+//!   without reading the parts, for writers that hash in their own pass.
 //! * [`find_recordings`]: the descriptors under a directory.
 //! * [`export`](fn@export): write a recording back, byte-for-byte in the
 //!   layout it came from, or converted to the other layout.
@@ -28,7 +29,7 @@ use std::path::PathBuf;
 use crate::model::{Generation, LaunchConfig, PartRole, PartSource, Recording};
 
 pub use export::export;
-pub use load::load;
+pub use load::{load, load_unhashed};
 pub use walk::find_recordings;
 
 /// A recording found on disk in one of LLVM's layouts.
@@ -43,9 +44,19 @@ pub struct LlvmRecording {
     /// Things that are odd but not fatal (e.g. a native file name that does
     /// not match the recomputed hashes).
     pub warnings: Vec<String>,
+    /// Whether each part's blake3 is filled in ([`load`]); false after
+    /// [`load_unhashed`] until [`LlvmRecording::hash_parts`] (or a writer
+    /// that hashes while it reads) fills them in.
+    pub parts_hashed: bool,
 }
 
 impl LlvmRecording {
+    /// Hash the parts of a recording from [`load_unhashed`] (no-op when
+    /// they are hashed already).
+    pub fn hash_parts(&mut self) -> crate::error::Result<()> {
+        load::hash_parts(self)
+    }
+
     /// The file holding a part, if the recording has it.
     pub fn file(&self, role: PartRole) -> Option<&PathBuf> {
         self.files.iter().find(|(r, _)| *r == role).map(|(_, p)| p)
