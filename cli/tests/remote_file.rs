@@ -191,3 +191,141 @@ fn corrupt_remote_objects_are_refused_and_nothing_is_imported() {
     assert_eq!(code, 5, "{err}");
     assert!(ids(&c, None).is_empty());
 }
+
+#[test]
+fn remotes_written_in_layout_1_stay_readable_and_writable() {
+    let t = tempfile::tempdir().unwrap();
+    let rdir = t.path().join("r");
+    copy_tree(&v1_remote(), &rdir);
+    let url = format!("file://{}", rdir.display());
+    let (a, b) = (t.path().join("a"), t.path().join("b"));
+    import(&a, &["globals", "saxpy"]);
+    ok(&a, &["remote", "add", "r", &url]);
+    // The v1 manifest lists and pulls; the recording is the fixture's.
+    let j = json(&a, &["ls", "r:", "--json"]);
+    assert_eq!(j[0]["label"], "v1");
+    // Pushing (layout 2) into it skips the recording it has and adds saxpy.
+    let pushed = json(&a, &["push", "r", "--all", "--json"]);
+    assert_eq!(
+        (pushed["recordings"].as_u64(), pushed["present"].as_u64()),
+        (Some(1), Some(1))
+    );
+    ok(&b, &["remote", "add", "r", &url]);
+    let pulled = json(&b, &["pull", "r", "--all", "--json"]);
+    assert_eq!(pulled["recordings"], 2);
+    let all = ids(&a, None);
+    assert_eq!(ids(&b, None), all);
+    same_exports(&a, &b, &all, t.path());
+}
+
+#[test]
+fn images_travel_with_push_and_pull_images() {
+    let t = tempfile::tempdir().unwrap();
+    let (a, b) = (t.path().join("a"), t.path().join("b"));
+    let rdir = t.path().join("r");
+    let url = format!("file://{}", rdir.display());
+    import(&a, &["saxpy"]);
+    let lib = add_images(&a, t.path());
+    assert_eq!(lib.len(), 2);
+    ok(&a, &["remote", "add", "r", &url]);
+    // --images alone: only the images (no recording manifest).
+    let pushed = json(&a, &["push", "r", "--images", "--json"]);
+    assert_eq!(
+        (pushed["images"].as_u64(), pushed["recordings"].as_u64()),
+        (Some(2), Some(0))
+    );
+    assert!(ids(&a, Some("r:")).is_empty());
+    let again = json(&a, &["push", "r", "--all", "--images", "--json"]);
+    assert_eq!(
+        (again["images"].as_u64(), again["images_present"].as_u64()),
+        (Some(0), Some(2))
+    );
+    assert_eq!(again["recordings"], 1);
+    ok(&b, &["remote", "add", "r", &url]);
+    let pulled = json(&b, &["pull", "r", "--images", "--json"]);
+    assert_eq!(
+        (pulled["images"].as_u64(), pulled["recordings"].as_u64()),
+        (Some(2), Some(0))
+    );
+    assert_eq!(images(&b), lib);
+    ok(&b, &["verify", "--full"]);
+    let again = json(&b, &["pull", "r", "--images", "--all", "--json"]);
+    assert_eq!(
+        (
+            again["images_present"].as_u64(),
+            again["recordings"].as_u64()
+        ),
+        (Some(2), Some(1))
+    );
+    // An image entry that does not describe its name is refused too.
+    let d = t.path().join("d");
+    ok(&d, &["remote", "add", "r", &url]);
+    let entries = tree(&rdir.join("images"));
+    let (k1, b1) = entries.iter().next().unwrap();
+    let (_, b2) = entries.iter().nth(1).unwrap();
+    std::fs::write(rdir.join("images").join(k1), b2).unwrap();
+    let (code, err) = fails(&d, &["pull", "r", "--images"]);
+    assert_eq!(code, 5, "{err}");
+    assert!(err.contains("images/"), "{err}");
+    std::fs::write(rdir.join("images").join(k1), b1).unwrap();
+    // Image bytes are checked on arrival: with corrupt chunks nothing
+    // enters the library.
+    let c = t.path().join("c");
+    ok(&c, &["remote", "add", "r", &url]);
+    for (key, mut body) in tree(&rdir.join("chunks")) {
+        let n = body.len();
+        body[n - 3] ^= 0x10;
+        std::fs::write(rdir.join("chunks").join(&key), &body).unwrap();
+    }
+    let (code, err) = fails(&c, &["pull", "r", "--images"]);
+    assert_eq!(code, 5, "{err}");
+    assert!(err.contains("chunks/"), "{err}");
+    assert!(images(&c).is_empty());
+}
+
+#[test]
+fn a_killed_pull_resumes_without_fetching_committed_chunks_again() {
+    use std::io::BufRead;
+    let t = tempfile::tempdir().unwrap();
+    let (a, b, c) = (t.path().join("a"), t.path().join("b"), t.path().join("c"));
+    let url = format!("file://{}", t.path().join("r").display());
+    import(&a, &["saxpy", "reduction", "multi"]);
+    ok(&a, &["remote", "add", "r", &url]);
+    ok(&a, &["push", "r", "--all"]);
+    // The whole pull, for reference.
+    ok(&c, &["remote", "add", "r", &url]);
+    let full = json(&c, &["pull", "r", "--all", "--json"]);
+    // Commit chunks every 64 KiB and stop (then SIGKILL) after 3 batches.
+    ok(&b, &["remote", "add", "r", &url]);
+    let mut child = rr(&b, &["pull", "r", "--all", "--json"])
+        .env("RRSTORE_PULL_BATCH_BYTES", "65536")
+        .env("RRSTORE_PULL_PAUSE_AFTER_BATCHES", "3")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(
+            err.read_line(&mut line).unwrap() > 0,
+            "pull ended before pausing"
+        );
+        if line.contains("committed chunk batch 3") {
+            break;
+        }
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let resumed = json(&b, &["pull", "r", "--all", "--json"]);
+    let (got, all) = (
+        resumed["chunk_bytes"].as_u64().unwrap(),
+        full["chunk_bytes"].as_u64().unwrap(),
+    );
+    assert!(got < all, "resumed {got} of {all} chunk bytes");
+    assert!(resumed["bytes"].as_u64().unwrap() < full["bytes"].as_u64().unwrap());
+    let ids_a = ids(&a, None);
+    assert_eq!(ids(&b, None), ids_a);
+    same_exports(&a, &b, &ids_a, t.path());
+}

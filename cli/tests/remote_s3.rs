@@ -174,3 +174,33 @@ fn s3_bad_endpoint_bucket_credentials_and_corrupt_objects() {
     ok(&b, &["verify", "--full"]);
     assert_eq!(ids(&b, None), ids(&a, None));
 }
+
+#[test]
+fn s3_images_push_and_pull() {
+    let moto = Moto::start(false);
+    moto.create_bucket("rr-img");
+    let t = tempfile::tempdir().unwrap();
+    let (a, b) = (t.path().join("a"), t.path().join("b"));
+    import(&a, &["saxpy"]);
+    let lib = add_images(&a, t.path());
+    add(&a, "lab", "s3://rr-img/lib", &moto.endpoint());
+    let pushed = json(&a, &["push", "lab", "--all", "--images", "--json"]);
+    assert_eq!(
+        (pushed["images"].as_u64(), pushed["recordings"].as_u64()),
+        (Some(2), Some(1))
+    );
+    assert_eq!(moto.keys("rr-img", "lib/images/").len(), 2);
+    add(&b, "lab", "s3://rr-img/lib", &moto.endpoint());
+    let pulled = json(&b, &["pull", "lab", "--images", "--json"]);
+    assert_eq!(pulled["images"], 2);
+    assert_eq!(images(&b), lib);
+    ok(&b, &["verify", "--full"]);
+    // A tampered image entry is refused: CORRUPT (5).
+    let c = t.path().join("c");
+    add(&c, "lab", "s3://rr-img/lib", &moto.endpoint());
+    let key = moto.keys("rr-img", "lib/images/")[0].clone();
+    moto.put_object("rr-img", &key, b"RRG2 not zstd");
+    let (code, err) = fails(&c, &["pull", "lab", "--images"]);
+    assert_eq!(code, 5, "{err}");
+    assert!(images(&c).is_empty());
+}

@@ -273,3 +273,75 @@ pub fn same_exports(a: &Path, b: &Path, ids: &[String], scratch: &Path) {
         assert_eq!(ta, tb, "export of {id} differs");
     }
 }
+
+/// A remote written by layout version 1 (rrstore before layout 2) holding
+/// the `globals` fixture recording, label `v1`.
+pub fn v1_remote() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/remote_common/v1-globals")
+}
+
+/// Copy a directory tree.
+pub fn copy_tree(from: &Path, to: &Path) {
+    for (rel, body) in tree(from) {
+        let p = to.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, body).unwrap();
+    }
+}
+
+/// Two images for the image library: the saxpy fixture's image (also the
+/// image part of that recording) and a stand-alone one (the reduction
+/// fixture's image with bytes appended), added with labels `saxpy` and
+/// `other`. Returns their `image ls --json` rows.
+pub fn add_images(store: &Path, scratch: &Path) -> Vec<serde_json::Value> {
+    let img = |d: &str| {
+        std::fs::read_dir(fixtures().join(d))
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.extension().is_some_and(|x| x == "image"))
+            .unwrap()
+    };
+    let mut other = std::fs::read(img("reduction")).unwrap();
+    other.extend_from_slice(&[0x5a; 70_000]);
+    let other_path = scratch.join("other.image");
+    std::fs::write(&other_path, &other).unwrap();
+    ok(
+        store,
+        &[
+            "image",
+            "add",
+            img("saxpy").to_str().unwrap(),
+            "--label",
+            "saxpy",
+        ],
+    );
+    ok(
+        store,
+        &[
+            "image",
+            "add",
+            other_path.to_str().unwrap(),
+            "--label",
+            "other",
+        ],
+    );
+    images(store)
+}
+
+/// `image ls --json` rows without `source` (a pulled image names the
+/// remote in it), sorted by hash.
+pub fn images(store: &Path) -> Vec<serde_json::Value> {
+    let mut v: Vec<serde_json::Value> = json(store, &["image", "ls", "--json"])
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let mut r = r.clone();
+            r.as_object_mut().unwrap().remove("source");
+            r
+        })
+        .collect();
+    v.sort_by_key(|r| r["hash"].as_str().unwrap().to_string());
+    v
+}
