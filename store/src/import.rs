@@ -2,16 +2,24 @@
 //! hold through content-defined chunking, look every chunk up, compress and
 //! append only new ones, then commit the recording in one index transaction.
 //!
-//! Pipeline (two threads, bounded channel): the calling thread reads, cuts
-//! chunks, hashes them and looks them up; a worker hashes the whole part (to
-//! check it against the manifest), compresses new chunks and appends them to
-//! this process's pack. Memory is bounded by the channel depth times the
-//! maximum chunk size. Ordering and crash safety: spec/STORE.md.
+//! Pipeline ([`rrstore_format::archive::scan`] on a worker pool): the calling
+//! thread reads each part once in 8 MiB blocks and looks chunks up in the
+//! index; workers cut the blocks, hash the chunks and the part (BLAKE3
+//! subtrees of the blocks, merged), compress new chunks with a zstd context
+//! each and append them to this process's pack. A recording loaded without
+//! part hashes ([`Store::import_unhashed`]) gets them from that same pass;
+//! its ID, known only then, is checked and committed last. Memory is bounded
+//! by the blocks in flight. `.rra` archives chunked like the store are
+//! copied chunk by chunk as stored ([`Store::import_archive`]): nothing is
+//! recompressed or re-chunked. Ordering and crash safety: spec/STORE.md.
 
-use std::collections::HashSet;
-use std::sync::mpsc::{sync_channel, Receiver};
+use std::collections::{HashSet, VecDeque};
+use std::sync::mpsc::Receiver;
+use std::sync::{Arc, Mutex};
 
-use rrstore_format::chunk::{self, ChunkHash, ChunkParams, Chunker, Codec};
+use rrstore_format::archive::pool::{self, Pool};
+use rrstore_format::archive::scan::{Scanner, Span, DEFAULT_BLOCK};
+use rrstore_format::chunk::{ChunkHash, Codec};
 use rrstore_format::{PartInfo, PartSource, Recording, RecordingId};
 use rusqlite::{OptionalExtension, TransactionBehavior};
 use serde::Serialize;
@@ -51,43 +59,49 @@ pub struct ImportReport {
 }
 
 /// A chunk written to a pack in this attempt, not yet committed.
-struct NewChunk {
-    hash: ChunkHash,
-    pack: String,
-    offset: u64,
-    stored_len: u32,
-    len: u32,
-    codec: Codec,
+pub(crate) struct NewChunk {
+    pub(crate) hash: ChunkHash,
+    pub(crate) pack: String,
+    pub(crate) offset: u64,
+    pub(crate) stored_len: u32,
+    pub(crate) len: u32,
+    pub(crate) codec: Codec,
 }
 
-struct NewPart {
-    hash: [u8; 32],
-    len: u64,
-    chunks: Vec<ChunkHash>,
+pub(crate) struct NewPart {
+    pub(crate) hash: [u8; 32],
+    pub(crate) len: u64,
+    pub(crate) chunks: Vec<ChunkHash>,
 }
 
 #[derive(Default)]
-struct Plan {
-    new_parts: Vec<NewPart>,
-    reused_parts: Vec<[u8; 32]>,
-    reused_chunks: Vec<ChunkHash>,
-    new_chunks: Vec<NewChunk>,
+pub(crate) struct Plan {
+    pub(crate) new_parts: Vec<NewPart>,
+    pub(crate) reused_parts: Vec<[u8; 32]>,
+    pub(crate) reused_chunks: Vec<ChunkHash>,
+    pub(crate) new_chunks: Vec<NewChunk>,
     /// Hashes written in this attempt (dedup within the recording).
-    written: HashSet<ChunkHash>,
+    pub(crate) written: HashSet<ChunkHash>,
 }
 
-enum Attempt {
+pub(crate) enum Attempt {
     Done(ImportReport),
     /// gc removed something this attempt reused: start over.
     Retry,
 }
 
-/// Message from the chunking thread to the worker.
-struct Msg {
-    data: Vec<u8>,
-    hash: ChunkHash,
-    /// The chunk is new: compress and append it.
-    new: bool,
+/// Pack writers shared with the pool's workers during one import attempt.
+pub(crate) type Writers = Arc<Mutex<Vec<PackWriter>>>;
+
+/// How the importer treats the recording's part hashes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Hashes {
+    /// Known: whole parts the store holds are skipped unread; chunked parts
+    /// are checked against them.
+    Known,
+    /// Unknown (only lengths): every part is chunked, its hash is taken from
+    /// that pass; parts the store holds cost a read but write nothing.
+    Fill,
 }
 
 impl Store {
@@ -100,19 +114,96 @@ impl Store {
         opts: &ImportOptions,
         progress: &mut dyn FnMut(u64),
     ) -> Result<ImportReport> {
-        let id = rec.id();
+        let mut rec = rec.clone();
+        self.import_with(&mut rec, Hashes::Known, src, opts, progress)
+    }
+
+    /// [`Store::import`] for a recording whose parts' blake3 are not known
+    /// yet (only their lengths: `rrstore_format::llvm::load_unhashed`): each
+    /// part is read once, its hash taken from the chunking pass and stored
+    /// into `rec`, and the ID is computed and looked up once all parts are
+    /// hashed. A part whose length differs from `rec`'s fails the import
+    /// (the file changed after it was loaded).
+    pub fn import_unhashed(
+        &mut self,
+        rec: &mut Recording,
+        src: &mut dyn PartSource,
+        opts: &ImportOptions,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<ImportReport> {
+        self.import_with(rec, Hashes::Fill, src, opts, progress)
+    }
+
+    fn import_with(
+        &mut self,
+        rec: &mut Recording,
+        mut hashes: Hashes,
+        src: &mut dyn PartSource,
+        opts: &ImportOptions,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<ImportReport> {
         for _ in 0..8 {
-            match self.import_attempt(rec, &id, src, opts, progress)? {
+            let writers = self.share_writers();
+            let attempt = self.import_attempt(rec, hashes, src, opts, progress, &writers);
+            self.unshare_writers(writers);
+            // After one attempt every part hash is known.
+            hashes = Hashes::Known;
+            match attempt? {
                 Attempt::Done(r) => return Ok(r),
                 Attempt::Retry => continue,
             }
         }
         Err(StoreError::Busy(format!(
-            "recording {id}: gc kept removing chunks this import reused"
+            "recording {}: gc kept removing chunks this import reused",
+            rec.id()
         )))
     }
 
-    fn gc_epoch(&self) -> Result<i64> {
+    /// Lend this process's pack writers to the workers of one attempt.
+    pub(crate) fn share_writers(&mut self) -> Writers {
+        Arc::new(Mutex::new(std::mem::take(&mut self.writers)))
+    }
+
+    /// Take the pack writers back once the attempt's workers are done.
+    pub(crate) fn unshare_writers(&mut self, writers: Writers) {
+        self.writers = Arc::try_unwrap(writers)
+            .ok()
+            .and_then(|m| m.into_inner().ok())
+            .unwrap_or_default();
+    }
+
+    /// Make the packs durable, then commit the plan (see [`Store::commit`]);
+    /// afterwards keep only the current writer.
+    pub(crate) fn sync_and_commit(
+        &mut self,
+        rec: &Recording,
+        id: &RecordingId,
+        opts: &ImportOptions,
+        plan: &Plan,
+        epoch0: i64,
+        writers: &Writers,
+    ) -> Result<Option<bool>> {
+        let Ok(mut ws) = writers.lock() else {
+            return Err(StoreError::Invalid("an import worker panicked".into()));
+        };
+        for w in ws.iter_mut() {
+            w.sync()?;
+        }
+        let pack_sizes: Vec<(String, u64)> =
+            ws.iter().map(|w| (w.name().to_string(), w.len())).collect();
+        drop(ws);
+        let committed = self.commit(rec, id, opts, plan, epoch0, &pack_sizes)?;
+        // Chunks committed now live in the index; a finished writer can be
+        // closed (its lock released) once nothing uncommitted is in it.
+        if let Ok(mut ws) = writers.lock() {
+            let keep = ws.pop();
+            ws.clear();
+            ws.extend(keep);
+        }
+        Ok(committed)
+    }
+
+    pub(crate) fn gc_epoch(&self) -> Result<i64> {
         self.conn()
             .query_row("SELECT value FROM meta WHERE key = 'gc_epoch'", [], |r| {
                 r.get(0)
@@ -120,7 +211,7 @@ impl Store {
             .map_err(self.ierr("reading the gc epoch"))
     }
 
-    fn part_exists(&self, hash: &[u8; 32]) -> Result<bool> {
+    pub(crate) fn part_exists(&self, hash: &[u8; 32]) -> Result<bool> {
         self.conn()
             .prepare_cached("SELECT 1 FROM parts WHERE hash = ?1")
             .and_then(|mut s| s.exists([&hash[..]]))
@@ -129,52 +220,87 @@ impl Store {
 
     fn import_attempt(
         &mut self,
-        rec: &Recording,
-        id: &RecordingId,
+        rec: &mut Recording,
+        hashes: Hashes,
         src: &mut dyn PartSource,
         opts: &ImportOptions,
         progress: &mut dyn FnMut(u64),
+        writers: &Writers,
     ) -> Result<Attempt> {
         let mut report = ImportReport {
-            id: id.to_hex(),
             kernel: rec.kernel.clone(),
             logical_bytes: rec.logical_size(),
             ..Default::default()
         };
-        if self.contains(id)? {
-            report.present = true;
-            progress(rec.logical_size());
-            return Ok(Attempt::Done(report));
+        if hashes == Hashes::Known {
+            let id = rec.id();
+            if self.contains(&id)? {
+                report.id = id.to_hex();
+                report.present = true;
+                progress(rec.logical_size());
+                return Ok(Attempt::Done(report));
+            }
         }
         let epoch0 = self.gc_epoch()?;
         let mut plan = Plan::default();
-        for part in &rec.parts {
-            if plan.new_parts.iter().any(|p| p.hash == part.blake3) {
-                progress(part.len);
-                continue;
+        let level = self.zstd_level;
+        let mut parts = rec.parts.clone();
+        let shown = rec.clone();
+        pool::with_pool(0, level, 6, |pool| -> Result<()> {
+            for part in &mut parts {
+                if hashes == Hashes::Known {
+                    if plan.new_parts.iter().any(|p| p.hash == part.blake3) {
+                        progress(part.len);
+                        continue;
+                    }
+                    if self.part_exists(&part.blake3)? {
+                        plan.reused_parts.push(part.blake3);
+                        progress(part.len);
+                        continue;
+                    }
+                }
+                let chunks = self.chunk_part(
+                    &shown,
+                    hashes,
+                    part,
+                    src,
+                    pool,
+                    writers,
+                    &mut plan,
+                    &mut report,
+                    progress,
+                )?;
+                if hashes == Hashes::Fill {
+                    // Now the hash is known: a part stored before (or twice
+                    // in this recording) needs no new rows.
+                    if plan.new_parts.iter().any(|p| p.hash == part.blake3) {
+                        continue;
+                    }
+                    if self.part_exists(&part.blake3)? {
+                        plan.reused_parts.push(part.blake3);
+                        continue;
+                    }
+                }
+                plan.new_parts.push(NewPart {
+                    hash: part.blake3,
+                    len: part.len,
+                    chunks,
+                });
             }
-            if self.part_exists(&part.blake3)? {
-                plan.reused_parts.push(part.blake3);
-                progress(part.len);
-                continue;
-            }
-            let chunks = self.chunk_part(id, part, src, &mut plan, &mut report, progress)?;
-            plan.new_parts.push(NewPart {
-                hash: part.blake3,
-                len: part.len,
-                chunks,
-            });
-        }
+            Ok(())
+        })?;
+        rec.parts = parts;
+        let id = rec.id();
+        report.id = id.to_hex();
         progress(rec.descriptor.len() as u64);
-        for w in &mut self.writers {
-            w.sync()?;
+        if hashes == Hashes::Fill && self.contains(&id)? {
+            report.present = true;
+            report.new_bytes = 0;
+            report.stored_bytes = 0;
+            report.new_chunks = 0;
+            return Ok(Attempt::Done(report));
         }
-        let committed = self.commit(rec, id, opts, &plan, epoch0)?;
-        // Chunks committed now live in the index; a finished writer can be
-        // closed (its lock released) once nothing uncommitted is in it.
-        let keep = self.writers.pop();
-        self.writers.clear();
-        self.writers.extend(keep);
+        let committed = self.sync_and_commit(rec, &id, opts, &plan, epoch0, writers)?;
         match committed {
             Some(true) => Ok(Attempt::Done(report)),
             Some(false) => {
@@ -188,12 +314,18 @@ impl Store {
         }
     }
 
-    /// Stream one part through the pipeline; returns its chunk list.
+    /// Stream one part through the pool; returns its chunk list. Checks the
+    /// part's length (and, when known, its hash) against what was read, and
+    /// fills in the hash when it was not known.
+    #[allow(clippy::too_many_arguments)]
     fn chunk_part(
         &mut self,
-        id: &RecordingId,
-        part: &PartInfo,
+        rec: &Recording,
+        hashes: Hashes,
+        part: &mut PartInfo,
         src: &mut dyn PartSource,
+        pool: &Pool,
+        writers: &Writers,
         plan: &mut Plan,
         report: &mut ImportReport,
         progress: &mut dyn FnMut(u64),
@@ -202,122 +334,104 @@ impl Store {
         let reader = src
             .open_part(role)
             .map_err(|source| StoreError::SourceRead { part: role, source })?;
-        let params: ChunkParams = self.chunk_params;
-        let level = self.zstd_level;
+        let index_path = self.index_path();
         let dir = self.dir.clone();
-        let Store { conn, writers, .. } = self;
-        let index_path = dir.join(crate::layout::INDEX_FILE);
-        let mut lookup = conn
+        let mut lookup = self
+            .conn
             .prepare_cached("SELECT 1 FROM chunks WHERE hash = ?1")
             .map_err(|source| StoreError::Index {
                 path: index_path.clone(),
                 context: "preparing the chunk lookup".into(),
                 source,
             })?;
+        let window = pool.threads() + 1;
+        let mut scanner = Scanner::new(reader, self.chunk_params, DEFAULT_BLOCK, window);
         let mut list = Vec::new();
-        let (tx, rx) = sync_channel::<Msg>(16);
-        let outcome = std::thread::scope(|s| {
-            let worker = s.spawn(|| worker(rx, writers, &dir, level));
-            let mut failure: Option<StoreError> = None;
-            let chunker = match Chunker::new(reader, params) {
-                Ok(c) => c,
-                Err(e) => {
-                    drop(tx);
-                    let _ = worker.join();
-                    return Err(StoreError::Invalid(e.to_string()));
-                }
+        let mut pending: VecDeque<Receiver<Result<Vec<NewChunk>>>> = VecDeque::new();
+        let read_err = |source: std::io::Error| StoreError::SourceRead { part: role, source };
+        loop {
+            let Some(sb) = scanner.next(pool).map_err(read_err)? else {
+                break;
             };
-            for item in chunker {
-                let c = match item {
-                    Ok(c) => c,
-                    Err(e) => {
-                        failure = Some(StoreError::SourceRead {
-                            part: role,
-                            source: std::io::Error::other(e.to_string()),
-                        });
-                        break;
-                    }
-                };
-                let len = c.data.len() as u64;
-                let hash = chunk::hash(&c.data);
-                report.chunks += 1;
-                report.chunked_bytes += len;
-                let new = if plan.written.contains(&hash) {
-                    false
-                } else {
-                    match lookup.exists([&hash[..]]) {
-                        Ok(true) => {
-                            plan.reused_chunks.push(hash);
-                            false
-                        }
-                        Ok(false) => {
-                            plan.written.insert(hash);
-                            true
-                        }
-                        Err(source) => {
-                            failure = Some(StoreError::Index {
-                                path: index_path.clone(),
-                                context: "looking up a chunk".into(),
-                                source,
-                            });
-                            break;
-                        }
-                    }
-                };
+            let mut batch: Vec<Span> = Vec::new();
+            let mut bytes = 0u64;
+            for span in &sb.chunks {
+                let hash = span.hash;
+                bytes += span.len() as u64;
                 list.push(hash);
-                if tx
-                    .send(Msg {
-                        data: c.data,
-                        hash,
-                        new,
-                    })
-                    .is_err()
-                {
-                    break; // the worker failed; its error is reported below
+                if plan.written.contains(&hash) {
+                    continue;
                 }
-                progress(len);
+                let known = lookup
+                    .exists([&hash[..]])
+                    .map_err(|source| StoreError::Index {
+                        path: index_path.clone(),
+                        context: "looking up a chunk".into(),
+                        source,
+                    })?;
+                if known {
+                    plan.reused_chunks.push(hash);
+                } else {
+                    plan.written.insert(hash);
+                    batch.push(*span);
+                }
             }
-            drop(tx);
-            let worked = worker
-                .join()
-                .unwrap_or_else(|_| Err(StoreError::Invalid("import worker panicked".into())));
-            match (failure, worked) {
-                (Some(e), _) => Err(e),
-                (None, Err(e)) => Err(e),
-                (None, Ok(w)) => Ok(w),
+            report.chunks += sb.chunks.len() as u64;
+            report.chunked_bytes += bytes;
+            if !batch.is_empty() {
+                let block = Arc::clone(&sb.block);
+                let writers = Arc::clone(writers);
+                let dir = dir.clone();
+                let rx = pool
+                    .submit(move |w| append_batch(w, &block, &batch, &writers, &dir))
+                    .map_err(|_| worker_gone())?;
+                pending.push_back(rx);
+                while pending.len() > window {
+                    if let Some(rx) = pending.pop_front() {
+                        plan.new_chunks.extend(wait(&rx, report)?);
+                    }
+                }
             }
-        })?;
-        let (part_hash, total, new_chunks) = outcome;
-        if total != part.len || part_hash != part.blake3 {
-            return Err(StoreError::SourceChanged {
-                recording: *id,
-                part: role,
-                reason: format!(
-                    "read {total} bytes hashing to {}, the manifest says {} bytes hashing to {}",
-                    rrstore_format::id::hex(&part_hash),
+            progress(bytes);
+        }
+        while let Some(rx) = pending.pop_front() {
+            plan.new_chunks.extend(wait(&rx, report)?);
+        }
+        let (total, hash) = scanner.finish();
+        let changed = match hashes {
+            Hashes::Known => total != part.len || hash != part.blake3,
+            Hashes::Fill => total != part.len,
+        };
+        if changed {
+            let said = match hashes {
+                Hashes::Known => format!(
+                    "{} bytes hashing to {}",
                     part.len,
                     rrstore_format::id::hex(&part.blake3)
                 ),
-            });
+                Hashes::Fill => format!("{} bytes", part.len),
+            };
+            return Err(StoreError::Invalid(format!(
+                "recording {} ({}), {role} part: read {total} bytes hashing to {}, but it had {said} when it was loaded; was the file changed while importing?",
+                rec.kernel,
+                rec.stem,
+                rrstore_format::id::hex(&hash),
+            )));
         }
-        for c in &new_chunks {
-            report.new_chunks += 1;
-            report.new_bytes += c.len as u64;
-            report.stored_bytes += ENTRY_HEADER_LEN as u64 + c.stored_len as u64;
-        }
-        plan.new_chunks.extend(new_chunks);
+        part.blake3 = hash;
         Ok(list)
     }
 
     /// The index transaction. `Some(true)`: committed; `Some(false)`: another
     /// process committed the same recording first; `None`: retry.
-    fn commit(
+    pub(crate) fn commit(
         &mut self,
         rec: &Recording,
         id: &RecordingId,
         opts: &ImportOptions,
         plan: &Plan,
         epoch0: i64,
+        pack_sizes: &[(String, u64)],
     ) -> Result<Option<bool>> {
         let index_path = self.index_path();
         let err = |context: &'static str| {
@@ -330,11 +444,6 @@ impl Store {
         };
         let manifest = rmp_serde::to_vec_named(rec)
             .map_err(|e| StoreError::Invalid(format!("cannot encode the manifest: {e}")))?;
-        let pack_sizes: Vec<(String, u64)> = self
-            .writers
-            .iter()
-            .map(|w| (w.name().to_string(), w.len()))
-            .collect();
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -387,7 +496,7 @@ impl Store {
                 .prepare_cached("SELECT id FROM packs WHERE name = ?1")
                 .map_err(err("recording a pack"))?;
             let mut ids = std::collections::HashMap::new();
-            for (name, size) in &pack_sizes {
+            for (name, size) in pack_sizes {
                 if !plan.new_chunks.iter().any(|c| &c.pack == name) {
                     continue;
                 }
@@ -493,49 +602,82 @@ impl Store {
     }
 }
 
-/// Worker side of the pipeline: whole-part hash, compression of new chunks,
-/// appends. Returns (part blake3, part length, chunks written).
-fn worker(
-    rx: Receiver<Msg>,
-    writers: &mut Vec<PackWriter>,
-    dir: &std::path::Path,
-    level: i32,
-) -> Result<([u8; 32], u64, Vec<NewChunk>)> {
-    let mut hasher = blake3::Hasher::new();
-    let mut total = 0u64;
-    let mut out = Vec::new();
-    for msg in rx {
-        hasher.update(&msg.data);
-        total += msg.data.len() as u64;
-        if !msg.new {
-            continue;
-        }
-        let (codec, stored) = chunk::compress(&msg.data, level);
-        let header = EntryHeader {
-            codec,
-            len: msg.data.len() as u32,
-            stored_len: stored.len() as u32,
-            hash: msg.hash,
-        };
-        let full = writers
-            .last()
-            .map(|w| w.len() >= PACK_TARGET_SIZE)
-            .unwrap_or(true);
-        if full {
-            writers.push(PackWriter::create(dir)?);
-        }
-        let w = writers
-            .last_mut()
-            .ok_or_else(|| StoreError::Invalid("no pack writer".into()))?;
-        let offset = w.append(&header, &stored)?;
-        out.push(NewChunk {
-            hash: msg.hash,
-            pack: w.name().to_string(),
-            offset,
-            stored_len: header.stored_len,
-            len: header.len,
-            codec,
-        });
+pub(crate) fn worker_gone() -> StoreError {
+    StoreError::Invalid("an import worker thread stopped unexpectedly (out of memory?)".into())
+}
+
+/// Take a batch's appended chunks back, counting them in the report.
+fn wait(rx: &Receiver<Result<Vec<NewChunk>>>, report: &mut ImportReport) -> Result<Vec<NewChunk>> {
+    let done = pool::wait(rx).map_err(|_| worker_gone())??;
+    for c in &done {
+        report.new_chunks += 1;
+        report.new_bytes += c.len as u64;
+        report.stored_bytes += ENTRY_HEADER_LEN as u64 + c.stored_len as u64;
     }
-    Ok((*hasher.finalize().as_bytes(), total, out))
+    Ok(done)
+}
+
+/// Worker side: compress a block's new chunks with the worker's zstd
+/// context, then append them to this process's current pack (a new one once
+/// it reaches the target size).
+fn append_batch(
+    w: &mut pool::Worker,
+    block: &[u8],
+    batch: &[Span],
+    writers: &Mutex<Vec<PackWriter>>,
+    dir: &std::path::Path,
+) -> Result<Vec<NewChunk>> {
+    let stored: Vec<Option<Vec<u8>>> = batch
+        .iter()
+        .map(|s| w.compress(&block[s.start..s.end]))
+        .collect();
+    let mut ws = writers
+        .lock()
+        .map_err(|_| StoreError::Invalid("an import worker panicked".into()))?;
+    let mut out = Vec::with_capacity(batch.len());
+    for (s, z) in batch.iter().zip(&stored) {
+        let data = &block[s.start..s.end];
+        let (codec, bytes) = match z {
+            Some(z) => (Codec::Zstd, &z[..]),
+            None => (Codec::Raw, data),
+        };
+        out.push(append(&mut ws, dir, s.hash, codec, data.len(), bytes)?);
+    }
+    Ok(out)
+}
+
+/// Append one stored chunk to the current pack writer.
+pub(crate) fn append(
+    ws: &mut Vec<PackWriter>,
+    dir: &std::path::Path,
+    hash: ChunkHash,
+    codec: Codec,
+    len: usize,
+    stored: &[u8],
+) -> Result<NewChunk> {
+    let header = EntryHeader {
+        codec,
+        len: len as u32,
+        stored_len: stored.len() as u32,
+        hash,
+    };
+    if ws
+        .last()
+        .map(|w| w.len() >= PACK_TARGET_SIZE)
+        .unwrap_or(true)
+    {
+        ws.push(PackWriter::create(dir)?);
+    }
+    let w = ws
+        .last_mut()
+        .ok_or_else(|| StoreError::Invalid("no pack writer".into()))?;
+    let offset = w.append(&header, stored)?;
+    Ok(NewChunk {
+        hash,
+        pack: w.name().to_string(),
+        offset,
+        stored_len: header.stored_len,
+        len: header.len,
+        codec,
+    })
 }

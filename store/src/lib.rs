@@ -7,7 +7,8 @@
 //! spec/STORE.md.
 //!
 //! * [`Store`]: open a store, resolve IDs, read recordings back.
-//! * [`import`]: add recordings (chunk, dedup, compress, append, commit).
+//! * [`import`]: add recordings (chunk, dedup, compress, append, commit);
+//!   `.rra` archives are copied chunk by chunk as stored (`import_archive`).
 //! * [`export`]: [`StoredRecording`], a `PartSource` over stored parts.
 //! * [`query`]: `ls` filters; [`recordings`]: rm and tags.
 //! * [`verify`], [`gc`], [`stats`], [`history`] (replay history rows).
@@ -22,6 +23,7 @@ pub mod gc;
 pub mod history;
 pub mod images;
 pub mod import;
+mod import_archive;
 mod index;
 pub mod layout;
 pub mod lock;

@@ -103,15 +103,15 @@ impl Store {
         }
         match src {
             Source::Llvm(p) => {
-                let mut rec = llvm::load(p)?;
-                let r = rec.recording.clone();
-                let report = self.import(&r, &mut rec, &opts, progress)?;
+                // Parts are hashed in the importer's one pass over them.
+                let mut rec = llvm::load_unhashed(p)?;
+                let mut r = rec.recording.clone();
+                let report = self.import_unhashed(&mut r, &mut rec, &opts, progress)?;
                 Ok((report, rec.warnings))
             }
             Source::Archive(p) => {
                 let mut reader = archive::Reader::open(p)?;
-                let r = reader.recording().clone();
-                let report = self.import(&r, &mut reader, &opts, progress)?;
+                let report = self.import_archive(&mut reader, &opts, progress)?;
                 Ok((report, Vec::new()))
             }
         }

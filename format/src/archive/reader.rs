@@ -511,6 +511,15 @@ pub struct Chunks<'a> {
     scratch: Vec<u8>,
 }
 
+impl Chunks<'_> {
+    /// The uncompressed (verified) bytes of the chunk [`Iterator::next`]
+    /// returned last: lets a caller hash the whole part as it copies the
+    /// stored chunks.
+    pub fn plain(&self) -> &[u8] {
+        &self.scratch
+    }
+}
+
 impl Iterator for Chunks<'_> {
     type Item = Result<StoredChunk, FormatError>;
     fn next(&mut self) -> Option<Self::Item> {

@@ -1,0 +1,153 @@
+//! Importing a `.rra` archive by copying its stored chunks: an archive
+//! chunked with the store's parameters has the store's chunk addresses, so
+//! each chunk the store lacks is appended to a pack exactly as the archive
+//! stores it (zstd frame or raw bytes): nothing is re-chunked or
+//! recompressed. Every chunk is still decoded and hashed once (the archive
+//! reader verifies each chunk it yields) and each part's bytes are hashed
+//! against the manifest, so nothing unverified enters the store. Archives
+//! chunked differently are imported through the ordinary importer.
+
+use rrstore_format::archive::Reader;
+use rrstore_format::FormatError;
+
+use crate::error::{Result, StoreError};
+use crate::import::{append, Attempt, ImportOptions, ImportReport, NewPart, Plan, Writers};
+use crate::pack::ENTRY_HEADER_LEN;
+use crate::Store;
+
+impl Store {
+    /// Import the recording of an open archive (see the module doc).
+    pub fn import_archive(
+        &mut self,
+        reader: &mut Reader,
+        opts: &ImportOptions,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<ImportReport> {
+        if reader.chunk_params() != self.chunk_params {
+            let rec = reader.recording().clone();
+            return self.import(&rec, reader, opts, progress);
+        }
+        for _ in 0..8 {
+            let writers = self.share_writers();
+            let attempt = self.archive_attempt(reader, opts, progress, &writers);
+            self.unshare_writers(writers);
+            match attempt? {
+                Attempt::Done(r) => return Ok(r),
+                Attempt::Retry => continue,
+            }
+        }
+        Err(StoreError::Busy(format!(
+            "recording {}: gc kept removing chunks this import reused",
+            reader.id()
+        )))
+    }
+
+    fn archive_attempt(
+        &mut self,
+        reader: &Reader,
+        opts: &ImportOptions,
+        progress: &mut dyn FnMut(u64),
+        writers: &Writers,
+    ) -> Result<Attempt> {
+        let rec = reader.recording().clone();
+        let id = reader.id();
+        let mut report = ImportReport {
+            id: id.to_hex(),
+            kernel: rec.kernel.clone(),
+            logical_bytes: rec.logical_size(),
+            ..Default::default()
+        };
+        if self.contains(&id)? {
+            report.present = true;
+            progress(rec.logical_size());
+            return Ok(Attempt::Done(report));
+        }
+        let epoch0 = self.gc_epoch()?;
+        let mut plan = Plan::default();
+        let dir = self.dir.clone();
+        let index_path = self.index_path();
+        for part in &rec.parts {
+            if plan.new_parts.iter().any(|p| p.hash == part.blake3) {
+                progress(part.len);
+                continue;
+            }
+            if self.part_exists(&part.blake3)? {
+                plan.reused_parts.push(part.blake3);
+                progress(part.len);
+                continue;
+            }
+            let mut lookup = self
+                .conn
+                .prepare_cached("SELECT 1 FROM chunks WHERE hash = ?1")
+                .map_err(self.ierr("preparing the chunk lookup"))?;
+            let mut ws = writers
+                .lock()
+                .map_err(|_| StoreError::Invalid("an import worker panicked".into()))?;
+            let mut hasher = blake3::Hasher::new();
+            let mut list = Vec::new();
+            let mut len = 0u64;
+            let mut chunks = reader.chunks(part.role)?;
+            while let Some(c) = chunks.next() {
+                let c = c?;
+                hasher.update(chunks.plain());
+                len += c.len as u64;
+                list.push(c.hash);
+                report.chunks += 1;
+                report.chunked_bytes += c.len as u64;
+                progress(c.len as u64);
+                if plan.written.contains(&c.hash) {
+                    continue;
+                }
+                let known = lookup
+                    .exists([&c.hash[..]])
+                    .map_err(|source| StoreError::Index {
+                        path: index_path.clone(),
+                        context: "looking up a chunk".into(),
+                        source,
+                    })?;
+                if known {
+                    plan.reused_chunks.push(c.hash);
+                    continue;
+                }
+                plan.written.insert(c.hash);
+                let new = append(&mut ws, &dir, c.hash, c.codec, c.len as usize, &c.data)?;
+                report.new_chunks += 1;
+                report.new_bytes += c.len as u64;
+                report.stored_bytes += ENTRY_HEADER_LEN as u64 + new.stored_len as u64;
+                plan.new_chunks.push(new);
+            }
+            let hash = *hasher.finalize().as_bytes();
+            if len != part.len || hash != part.blake3 {
+                return Err(StoreError::Format(FormatError::Corrupt {
+                    path: reader.path().to_path_buf(),
+                    offset: 0,
+                    message: format!(
+                        "the {} part's chunks add up to {len} bytes hashing to {}, but the manifest says {} bytes hashing to {}: the archive's index is damaged",
+                        part.role,
+                        rrstore_format::id::hex(&hash),
+                        part.len,
+                        rrstore_format::id::hex(&part.blake3)
+                    ),
+                }));
+            }
+            plan.new_parts.push(NewPart {
+                hash: part.blake3,
+                len: part.len,
+                chunks: list,
+            });
+        }
+        progress(rec.descriptor.len() as u64);
+        let committed = self.sync_and_commit(&rec, &id, opts, &plan, epoch0, writers)?;
+        match committed {
+            Some(true) => Ok(Attempt::Done(report)),
+            Some(false) => {
+                report.present = true;
+                report.new_bytes = 0;
+                report.stored_bytes = 0;
+                report.new_chunks = 0;
+                Ok(Attempt::Done(report))
+            }
+            None => Ok(Attempt::Retry),
+        }
+    }
+}
