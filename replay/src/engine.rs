@@ -737,3 +737,85 @@ fn check_output(
     });
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A device that records what reaches its arena, with or without
+    /// staging windows.
+    struct Recorder {
+        arena: Vec<u8>,
+        window: Option<Vec<u8>>,
+        commits: usize,
+        uploads: usize,
+    }
+
+    impl Backend for Recorder {
+        fn name(&self) -> &'static str {
+            "recorder"
+        }
+        fn device_description(&self) -> String {
+            String::new()
+        }
+        fn reserve(&mut self, _: u64, _: u64) -> Result<(), BackendError> {
+            Ok(())
+        }
+        fn upload(&mut self, offset: u64, data: &[u8]) -> Result<(), BackendError> {
+            self.uploads += 1;
+            self.arena[offset as usize..offset as usize + data.len()].copy_from_slice(data);
+            Ok(())
+        }
+        fn load_image(&mut self, _: &[u8], _: &str) -> Result<(), BackendError> {
+            Ok(())
+        }
+        fn write_global(&mut self, _: &str, _: &[u8]) -> Result<(), BackendError> {
+            Ok(())
+        }
+        fn launch(&mut self, _: &[u64], _: &LaunchParams) -> Result<Duration, BackendError> {
+            Ok(Duration::ZERO)
+        }
+        fn download(&mut self, _: u64, _: &mut [u8]) -> Result<(), BackendError> {
+            Ok(())
+        }
+        fn staging_window(&mut self, max_len: usize) -> Result<Option<&mut [u8]>, BackendError> {
+            Ok(self.window.as_mut().map(|w| {
+                let n = w.len().min(max_len);
+                w.fill(0xee);
+                &mut w[..n]
+            }))
+        }
+        fn commit_staging(&mut self, offset: u64, len: usize) -> Result<(), BackendError> {
+            self.commits += 1;
+            let w = self.window.as_ref().map(|w| w[..len].to_vec()).unwrap_or_default();
+            self.arena[offset as usize..offset as usize + len].copy_from_slice(&w);
+            Ok(())
+        }
+    }
+
+    fn fill_from(src: &[u8]) -> impl FnMut(u64, &mut [u8]) -> Result<(), ReplayError> + '_ {
+        |off, dst| {
+            dst.copy_from_slice(&src[off as usize..off as usize + dst.len()]);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn windows_and_uploads_deliver_every_byte_in_place() {
+        let input: Vec<u8> = (0..100_003u32).map(|i| (i * 7 + i / 251) as u8).collect();
+        for window in [None, Some(4096), Some(1 << 20)] {
+            let mut b = Recorder {
+                arena: vec![0; input.len()],
+                window: window.map(|n| vec![0; n]),
+                commits: 0,
+                uploads: 0,
+            };
+            upload_windows(&mut b, input.len() as u64, 10_000, &mut fill_from(&input)).unwrap();
+            assert!(b.arena == input, "window {window:?}");
+            match window {
+                None => assert_eq!((b.uploads, b.commits), (11, 0)),
+                Some(n) => assert_eq!((b.uploads, b.commits), (0, input.len().div_ceil(n))),
+            }
+        }
+    }
+}
