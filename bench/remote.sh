@@ -25,6 +25,7 @@ t() { local s e; s=$(date +%s.%N); "$@" >"$W/out.json"; e=$(date +%s.%N); echo "
 field() { python3 -c "import json,sys; print(json.load(open('$W/out.json'))['$1'])"; }
 mbps() { echo "scale=1; $1 / 1000000 / $2" | bc; }
 
+echo "== load: $(uptime)"
 echo "== corpus: $CORPUS ($(du -sb "$CORPUS" | cut -f1) bytes of files)"
 $RR --store "$W/full" import "$CORPUS" >/dev/null
 RECS=($(ls "$CORPUS"))
