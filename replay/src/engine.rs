@@ -480,6 +480,9 @@ fn rehydrate(src: &mut ReplaySource, backend: &mut dyn Backend) -> Result<(), Re
 /// backend has no staging windows (bounded memory).
 const WINDOW: usize = 64 << 20;
 
+/// Writes the input bytes at an offset into a buffer.
+type Fill<'a> = dyn FnMut(u64, &mut [u8]) -> Result<(), ReplayError> + 'a;
+
 /// Feed `size` input bytes to `backend` in order: `fill(offset, dst)` writes
 /// the bytes at `offset` into `dst`, a staging window when the backend has
 /// one, else a buffer of at most `piece` bytes passed to `upload`.
@@ -487,7 +490,7 @@ fn upload_windows(
     backend: &mut dyn Backend,
     size: u64,
     piece: usize,
-    fill: &mut dyn FnMut(u64, &mut [u8]) -> Result<(), ReplayError>,
+    fill: &mut Fill<'_>,
 ) -> Result<(), ReplayError> {
     let mut buf = Vec::new();
     let mut off = 0u64;
