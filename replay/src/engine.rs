@@ -790,7 +790,11 @@ mod tests {
         }
         fn commit_staging(&mut self, offset: u64, len: usize) -> Result<(), BackendError> {
             self.commits += 1;
-            let w = self.window.as_ref().map(|w| w[..len].to_vec()).unwrap_or_default();
+            let w = self
+                .window
+                .as_ref()
+                .map(|w| w[..len].to_vec())
+                .unwrap_or_default();
             self.arena[offset as usize..offset as usize + len].copy_from_slice(&w);
             Ok(())
         }
