@@ -12,7 +12,12 @@ use rrstore_store::Store;
 /// Offsets and lengths that cut chunks at both ends, cover the whole part,
 /// hit its last byte and read nothing.
 fn ranges(len: u64) -> Vec<(u64, u64)> {
-    let mut out = vec![(0, len), (0, 0), (len, 0), (len.saturating_sub(1), len.min(1))];
+    let mut out = vec![
+        (0, len),
+        (0, 0),
+        (len, 0),
+        (len.saturating_sub(1), len.min(1)),
+    ];
     for (a, b) in [(1, 3), (7, 2), (3, 5)] {
         let off = len * a / 11;
         let end = (off + len * b / 7 + 13).min(len);
