@@ -10,7 +10,8 @@
 //! * [`import`]: add recordings (chunk, dedup, compress, append, commit);
 //!   `.rra` archives are copied chunk by chunk as stored (`import_archive`).
 //! * [`export`]: [`StoredRecording`], a `PartSource` over stored parts.
-//! * [`query`]: `ls` filters; [`recordings`]: rm and tags.
+//! * [`query`]: `ls` filters; [`listing`]: the compact table `ls` prints;
+//!   [`recordings`]: rm and tags.
 //! * [`verify`], [`gc`], [`stats`], [`history`] (replay history rows).
 //! * Regression workflow: [`images`] (content-addressed images),
 //!   [`objects`] (stand-alone stored objects), [`outputs`] (saved replay
@@ -26,6 +27,7 @@ pub mod import;
 mod import_archive;
 mod index;
 pub mod layout;
+pub mod listing;
 pub mod lock;
 pub mod objects;
 pub mod outputs;
@@ -49,6 +51,7 @@ pub use error::{Result, StoreError};
 pub use export::StoredRecording;
 pub use history::HistoryEntry;
 pub use import::{ImportOptions, ImportReport};
+pub use listing::{LsRow, LsTable};
 pub use query::{LsFilter, LsSort, RecordingSummary};
 pub use sources::{find_sources, Source};
 

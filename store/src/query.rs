@@ -64,47 +64,12 @@ pub struct RecordingSummary {
 impl Store {
     /// Recordings matching `filter`, sorted.
     pub fn list(&self, filter: &LsFilter) -> Result<Vec<RecordingSummary>> {
-        let mut sql = String::from(
+        let (cond, params) = where_clause(filter);
+        let sql = format!(
             "SELECT id_hex, kernel, generation, target, arena_base, arena_size, input_size, \
              output_size, num_args, num_globals, logical_size, imported_at, source, label, id \
-             FROM recordings r WHERE 1=1",
+             FROM recordings r WHERE 1=1{cond}"
         );
-        let mut params: Vec<rusqlite::types::Value> = Vec::new();
-        let p = |v: rusqlite::types::Value, params: &mut Vec<_>| {
-            params.push(v);
-            format!("?{}", params.len())
-        };
-        if let Some(k) = &filter.kernel {
-            let n = p(k.clone().into(), &mut params);
-            sql += &format!(" AND kernel GLOB {n}");
-        }
-        if let Some(t) = &filter.target {
-            let n = p(t.clone().into(), &mut params);
-            sql += &format!(" AND target = {n}");
-        }
-        if let Some(l) = &filter.label {
-            let n = p(l.clone().into(), &mut params);
-            sql += &format!(" AND label GLOB {n}");
-        }
-        if let Some(s) = filter.since {
-            let n = p(s.into(), &mut params);
-            sql += &format!(" AND imported_at >= {n}");
-        }
-        for (k, v) in &filter.tags {
-            let nk = p(k.clone().into(), &mut params);
-            let nv = p(v.clone().into(), &mut params);
-            sql += &format!(
-                " AND EXISTS (SELECT 1 FROM tags t WHERE t.recording = r.id AND t.key = {nk} AND t.value = {nv})"
-            );
-        }
-        if !filter.ids.is_empty() {
-            let list: Vec<String> = filter
-                .ids
-                .iter()
-                .map(|id| p(id.0.to_vec().into(), &mut params))
-                .collect();
-            sql += &format!(" AND id IN ({})", list.join(","));
-        }
         let ierr = self.ierr("listing recordings");
         let mut stmt = self.conn().prepare(&sql).map_err(&ierr)?;
         let rows = stmt
@@ -216,4 +181,47 @@ impl Store {
             .next()
             .ok_or_else(|| StoreError::NotFound(id.to_hex()))
     }
+}
+
+/// The `AND ...` conditions of `filter` (on `recordings r`) and their
+/// parameters.
+pub(crate) fn where_clause(filter: &LsFilter) -> (String, Vec<rusqlite::types::Value>) {
+    let mut sql = String::new();
+    let mut params: Vec<rusqlite::types::Value> = Vec::new();
+    let p = |v: rusqlite::types::Value, params: &mut Vec<_>| {
+        params.push(v);
+        format!("?{}", params.len())
+    };
+    if let Some(k) = &filter.kernel {
+        let n = p(k.clone().into(), &mut params);
+        sql += &format!(" AND kernel GLOB {n}");
+    }
+    if let Some(t) = &filter.target {
+        let n = p(t.clone().into(), &mut params);
+        sql += &format!(" AND target = {n}");
+    }
+    if let Some(l) = &filter.label {
+        let n = p(l.clone().into(), &mut params);
+        sql += &format!(" AND label GLOB {n}");
+    }
+    if let Some(s) = filter.since {
+        let n = p(s.into(), &mut params);
+        sql += &format!(" AND imported_at >= {n}");
+    }
+    for (k, v) in &filter.tags {
+        let nk = p(k.clone().into(), &mut params);
+        let nv = p(v.clone().into(), &mut params);
+        sql += &format!(
+        " AND EXISTS (SELECT 1 FROM tags t WHERE t.recording = r.id AND t.key = {nk} AND t.value = {nv})"
+        );
+    }
+    if !filter.ids.is_empty() {
+        let list: Vec<String> = filter
+            .ids
+            .iter()
+            .map(|id| p(id.0.to_vec().into(), &mut params))
+            .collect();
+        sql += &format!(" AND id IN ({})", list.join(","));
+    }
+    (sql, params)
 }

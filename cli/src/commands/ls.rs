@@ -1,11 +1,13 @@
 //! `rrstore ls`: one aligned line per stored recording, filtered and sorted
-//! from the index alone.
+//! from the index alone. The local listing is printed straight from the
+//! store's compact table ([`LsTable`]) into one buffer; remote listings and
+//! `--json` use the full summaries.
 
 use std::io::Write;
 use std::process::ExitCode;
 
 use rrstore_store::recordings::parse_tag;
-use rrstore_store::{LsFilter, LsSort};
+use rrstore_store::{LsFilter, LsSort, LsTable, RecordingSummary};
 
 use super::storeutil::{self, age, bytes};
 use crate::Globals;
@@ -70,18 +72,40 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         ..Default::default()
     };
     let store = storeutil::open(globals)?;
-    let rows = match &args.remote {
-        Some(spec) => super::remote::list_remote(&store, spec, &filter)?,
-        None => store.list(&filter)?,
-    };
     let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
-    if args.json {
-        serde_json::to_writer_pretty(&mut out, &rows)?;
-        writeln!(out)?;
-        out.flush()?;
-        return Ok(ExitCode::SUCCESS);
+    let out = stdout.lock();
+    let written = match (&args.remote, args.json) {
+        (None, false) => print_table(out, &store.list_table(&filter)?, now),
+        (remote, json) => {
+            let rows = match remote {
+                Some(spec) => super::remote::list_remote(&store, spec, &filter)?,
+                None => store.list(&filter)?,
+            };
+            if json {
+                print_json(out, &rows)
+            } else {
+                print_summaries(out, &rows, now)
+            }
+        }
+    };
+    match written {
+        // `rrstore ls | head`: the reader is gone, nothing left to say.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
+        Err(e) => Err(anyhow::Error::new(e).context("cannot write the listing")),
+        Ok(()) => Ok(ExitCode::SUCCESS),
     }
+}
+
+fn print_json(out: impl Write, rows: &[RecordingSummary]) -> std::io::Result<()> {
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
+    serde_json::to_writer_pretty(&mut out, rows)?;
+    writeln!(out)?;
+    out.flush()
+}
+
+/// Remote listings (full summaries): the same columns as [`print_table`].
+fn print_summaries(out: impl Write, rows: &[RecordingSummary], now: i64) -> std::io::Result<()> {
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
     let kw = rows
         .iter()
         .map(|r| r.kernel.len())
@@ -100,7 +124,7 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         "{:<12}  {:<kw$}  {:<tw$}  {:>10}  {:>4}  {:<lw$}  {:>4}",
         "ID", "KERNEL", "TARGET", "SNAPSHOT", "ARGS", "LABEL", "AGE"
     )?;
-    for r in &rows {
+    for r in rows {
         writeln!(
             out,
             "{:<12}  {:<kw$}  {:<tw$}  {:>10}  {:>4}  {:<lw$}  {:>4}",
@@ -113,6 +137,131 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
             age(r.imported_at, now)
         )?;
     }
-    out.flush()?;
-    Ok(ExitCode::SUCCESS)
+    out.flush()
+}
+
+/// The local listing, formatted straight from the compact table into one
+/// buffer written out in large pieces (no per-line allocation or
+/// formatting machinery); the same bytes as [`print_summaries`].
+fn print_table(mut out: impl Write, t: &LsTable, now: i64) -> std::io::Result<()> {
+    let kw = t.kernel_width.max(6);
+    let tw = t.target_width.max(6);
+    let lw = t.label_width.max(5);
+    let mut buf: Vec<u8> = Vec::with_capacity(1 << 17);
+    let head = format!(
+        "{:<12}  {:<kw$}  {:<tw$}  {:>10}  {:>4}  {:<lw$}  {:>4}\n",
+        "ID", "KERNEL", "TARGET", "SNAPSHOT", "ARGS", "LABEL", "AGE"
+    );
+    buf.extend_from_slice(head.as_bytes());
+    // Consecutive rows often share a snapshot size: format it once.
+    let mut size_key: Option<u64> = None;
+    let mut size_txt = String::new();
+    for r in t.rows() {
+        push_hex(&mut buf, &r.id[..6]);
+        buf.extend_from_slice(b"  ");
+        push_left(&mut buf, t.kernel(r), kw);
+        buf.extend_from_slice(b"  ");
+        push_left(&mut buf, t.target(r), tw);
+        buf.extend_from_slice(b"  ");
+        let size = r.input_size.unwrap_or(0);
+        if size_key != Some(size) {
+            size_txt = bytes(size);
+            size_key = Some(size);
+        }
+        push_right(&mut buf, size_txt.as_bytes(), 10);
+        buf.extend_from_slice(b"  ");
+        let mut num = [0u8; 20];
+        push_right(&mut buf, decimal(r.num_args, &mut num), 4);
+        buf.extend_from_slice(b"  ");
+        push_left(&mut buf, t.label(r), lw);
+        buf.extend_from_slice(b"  ");
+        let mut a = [0u8; 21];
+        push_right(&mut buf, age_bytes(r.imported_at, now, &mut a), 4);
+        buf.push(b'\n');
+        if buf.len() >= 1 << 16 {
+            out.write_all(&buf)?;
+            buf.clear();
+        }
+    }
+    out.write_all(&buf)?;
+    out.flush()
+}
+
+fn push_hex(buf: &mut Vec<u8>, bytes: &[u8]) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    for b in bytes {
+        buf.push(DIGITS[(b >> 4) as usize]);
+        buf.push(DIGITS[(b & 15) as usize]);
+    }
+}
+
+/// Display width as `format!`'s padding counts it (chars).
+fn width(s: &[u8]) -> usize {
+    if s.is_ascii() {
+        s.len()
+    } else {
+        String::from_utf8_lossy(s).chars().count()
+    }
+}
+
+fn push_left(buf: &mut Vec<u8>, s: &[u8], w: usize) {
+    buf.extend_from_slice(s);
+    buf.resize(buf.len() + w.saturating_sub(width(s)), b' ');
+}
+
+fn push_right(buf: &mut Vec<u8>, s: &[u8], w: usize) {
+    buf.resize(buf.len() + w.saturating_sub(width(s)), b' ');
+    buf.extend_from_slice(s);
+}
+
+/// `n` in decimal, in the tail of `tmp`.
+fn decimal(mut n: u64, tmp: &mut [u8; 20]) -> &[u8] {
+    let mut i = tmp.len();
+    loop {
+        i -= 1;
+        tmp[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    &tmp[i..]
+}
+
+/// [`age`] without allocating.
+fn age_bytes(t: i64, now: i64, tmp: &mut [u8; 21]) -> &[u8] {
+    let d = (now - t).max(0) as u64;
+    let (n, unit) = match d {
+        0..=59 => (d, b's'),
+        60..=3599 => (d / 60, b'm'),
+        3600..=86399 => (d / 3600, b'h'),
+        _ => (d / 86400, b'd'),
+    };
+    let mut digits = [0u8; 20];
+    let s = decimal(n, &mut digits);
+    tmp[..s.len()].copy_from_slice(s);
+    tmp[s.len()] = unit;
+    &tmp[..=s.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ages_and_numbers_format_like_the_helpers() {
+        let now = 1_000_000_000;
+        for d in [0, 1, 59, 60, 61, 3599, 3600, 86399, 86400, 10 * 86400, -5] {
+            let mut a = [0u8; 21];
+            assert_eq!(
+                age_bytes(now - d, now, &mut a),
+                age(now - d, now).as_bytes(),
+                "{d}"
+            );
+        }
+        for n in [0u64, 7, 10, 4096, u64::MAX] {
+            let mut t = [0u8; 20];
+            assert_eq!(decimal(n, &mut t), n.to_string().as_bytes());
+        }
+    }
 }

@@ -22,7 +22,7 @@
 use std::collections::VecDeque;
 use std::io::{self, Read};
 use std::sync::mpsc::Receiver;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use blake3::hazmat::{
     left_subtree_len, merge_subtrees_non_root, merge_subtrees_root, ChainingValue, HasherExt, Mode,
@@ -33,6 +33,21 @@ use crate::chunk::{ChunkHash, ChunkParams};
 
 /// Default block length: 8 MiB.
 pub const DEFAULT_BLOCK: usize = 8 << 20;
+
+/// Block buffers kept for the next scanner of this process: a fresh buffer
+/// costs a page fault and a page clear per 4 KiB on first use, which is more
+/// than reading into it (an import scans many parts one after the other).
+static FREE: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
+/// At most this many buffers are kept (about 66 MiB with 8 MiB blocks).
+const FREE_MAX: usize = 8;
+
+fn take_free(cap: usize) -> Vec<u8> {
+    let found = FREE
+        .lock()
+        .ok()
+        .and_then(|mut f| f.iter().position(|b| b.len() == cap).map(|i| f.swap_remove(i)));
+    found.unwrap_or_else(|| vec![0u8; cap])
+}
 
 /// One chunk of a [`Scanned`] block: `block[start..end]`, with its blake3.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -169,7 +184,7 @@ impl<R: Read> Scanner<R> {
         let cap = self.block_len + self.p.max as usize;
         match self.spare.iter().position(|b| Arc::strong_count(b) == 1) {
             Some(i) => self.spare.swap_remove(i),
-            None => Arc::new(vec![0u8; cap]),
+            None => Arc::new(take_free(cap)),
         }
     }
 
@@ -274,6 +289,22 @@ impl<R: Read> Scanner<R> {
         }
         self.chain = f.offset + t as u64;
         out
+    }
+}
+
+impl<R> Drop for Scanner<R> {
+    /// Hand the buffers nobody else holds to the next scanner.
+    fn drop(&mut self) {
+        let Ok(mut free) = FREE.lock() else { return };
+        let ahead = self.ahead.take().map(|(b, _)| b);
+        for b in self.spare.drain(..).chain(ahead) {
+            if free.len() >= FREE_MAX {
+                break;
+            }
+            if let Ok(v) = Arc::try_unwrap(b) {
+                free.push(v);
+            }
+        }
     }
 }
 
