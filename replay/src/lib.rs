@@ -25,6 +25,6 @@ pub mod regress;
 pub mod source;
 pub mod verify;
 
-pub use engine::{replay, BackendKind, ReplayOptions, ReplayReport, Verdict, VerifyMode};
+pub use engine::{prestart, replay, BackendKind, ReplayOptions, ReplayReport, Verdict, VerifyMode};
 pub use error::ReplayError;
 pub use source::{Origin, ReplaySource};

@@ -39,6 +39,7 @@ pub mod protocol;
 pub mod runner;
 
 use std::ffi::OsString;
+use std::fs::File;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -60,7 +61,7 @@ pub const RESERVE_ATTEMPTS: usize = 3;
 pub const RUNNER_SUBCOMMAND: &str = "__host-runner";
 
 /// How to start a runner process.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Runner {
     pub program: PathBuf,
     /// Arguments before `--control FD --arena FD`.
@@ -84,7 +85,7 @@ impl Runner {
 }
 
 /// Host backend settings.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HostConfig {
     pub runner: Runner,
     /// Extra environment for the runner (launch-configuration overrides).
@@ -131,49 +132,7 @@ impl HostBackend {
     }
 
     fn spawn(&self, arena_fd: &OwnedFd) -> Result<Live, BackendError> {
-        let (parent, child_end) = UnixStream::pair().map_err(|e| driver("socketpair", e))?;
-        let control = child_end.as_raw_fd();
-        let afd = arena_fd.as_raw_fd();
-        let mut cmd = Command::new(&self.config.runner.program);
-        cmd.args(&self.config.runner.args)
-            .arg("--control")
-            .arg(control.to_string())
-            .arg("--arena")
-            .arg(afd.to_string())
-            .envs(self.config.env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::null())
-            .stdout(Stdio::inherit())
-            .stderr(Stdio::inherit());
-        // SAFETY: the closure runs between fork and exec and only makes
-        // async-signal-safe calls (fcntl, dup2, prctl) on descriptors it
-        // was handed.
-        unsafe {
-            cmd.pre_exec(move || {
-                // Keep exactly these two descriptors across exec (they are
-                // close-on-exec in the parent, so no other child inherits them).
-                for fd in [control, afd] {
-                    if libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                }
-                // Kernel output goes to stderr: stdout belongs to rrstore.
-                libc::dup2(2, 1);
-                // Die with the parent.
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
-        }
-        let child = cmd.spawn().map_err(|e| {
-            BackendError::Unavailable(format!(
-                "cannot start the host runner {}: {e}",
-                self.config.runner.program.display()
-            ))
-        })?;
-        drop(child_end);
-        Ok(Live {
-            child,
-            sock: parent,
-        })
+        spawn_runner(&self.config, arena_fd)
     }
 
     /// Send a request and wait for its reply (`timeout` for launches).
@@ -325,6 +284,104 @@ impl HostBackend {
     }
 }
 
+/// Start a runner process that is handed `arena_fd` (not mapped yet).
+fn spawn_runner(config: &HostConfig, arena_fd: &OwnedFd) -> Result<Live, BackendError> {
+    let (parent, child_end) = UnixStream::pair().map_err(|e| driver("socketpair", e))?;
+    let control = child_end.as_raw_fd();
+    let afd = arena_fd.as_raw_fd();
+    let mut cmd = Command::new(&config.runner.program);
+    cmd.args(&config.runner.args)
+        .arg("--control")
+        .arg(control.to_string())
+        .arg("--arena")
+        .arg(afd.to_string())
+        .envs(config.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::inherit())
+        .stderr(Stdio::inherit());
+    // SAFETY: the closure runs between fork and exec and only makes
+    // async-signal-safe calls (fcntl, dup2, prctl) on descriptors it
+    // was handed.
+    unsafe {
+        cmd.pre_exec(move || {
+            // Keep exactly these two descriptors across exec (they are
+            // close-on-exec in the parent, so no other child inherits them).
+            for fd in [control, afd] {
+                if libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            // Kernel output goes to stderr: stdout belongs to rrstore.
+            libc::dup2(2, 1);
+            // Die with the parent.
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    let child = cmd.spawn().map_err(|e| {
+        BackendError::Unavailable(format!(
+            "cannot start the host runner {}: {e}",
+            config.runner.program.display()
+        ))
+    })?;
+    drop(child_end);
+    Ok(Live {
+        child,
+        sock: parent,
+    })
+}
+
+/// A runner started by [`prestart`] before the recording was known, with
+/// the (still empty) arena memfd it was handed.
+struct Spare {
+    config: HostConfig,
+    live: Live,
+    fd: OwnedFd,
+}
+
+static SPARE: std::sync::Mutex<Option<Spare>> = std::sync::Mutex::new(None);
+
+/// Start a runner for `config` now, before the recording is opened, so
+/// that its `exec` and start-up overlap opening the store and reading the
+/// manifest; the next [`HostBackend`] with an equal config reserves its
+/// arena in it. The runner maps nothing until it is told the arena's
+/// address, so the reservation still comes before anything is loaded.
+/// Failures are silent: `reserve` then starts a runner as usual. An unused
+/// spare dies with this process (or is replaced by the next `prestart`).
+pub fn prestart(config: &HostConfig) {
+    let Ok(fd) = arena::create_memfd("rrstore-arena", 0) else {
+        return;
+    };
+    let Ok(live) = spawn_runner(config, &fd) else {
+        return;
+    };
+    let old = match SPARE.lock() {
+        Ok(mut g) => g.replace(Spare {
+            config: config.clone(),
+            live,
+            fd,
+        }),
+        Err(_) => Some(Spare {
+            config: config.clone(),
+            live,
+            fd,
+        }),
+    };
+    if let Some(old) = old {
+        end_runner(old.live);
+    }
+}
+
+/// The spare runner, if one was started for `config`.
+fn take_spare(config: &HostConfig) -> Option<Spare> {
+    let mut g = SPARE.lock().ok()?;
+    if g.as_ref().is_some_and(|s| &s.config == config) {
+        g.take()
+    } else {
+        None
+    }
+}
+
 fn driver(op: &str, e: impl std::fmt::Display) -> BackendError {
     BackendError::Driver {
         op: op.into(),
@@ -334,10 +391,31 @@ fn driver(op: &str, e: impl std::fmt::Display) -> BackendError {
 
 impl Drop for HostBackend {
     fn drop(&mut self) {
-        if let Some(mut live) = self.live.take() {
-            let _ = live.child.kill();
-            let _ = live.child.wait();
+        if let Some(live) = self.live.take() {
+            end_runner(live);
         }
+    }
+}
+
+/// Kill a runner that has nothing more to do and reap it on a background
+/// thread: its exit (unmapping libLLVM, the OpenMP runtime and the arena)
+/// then overlaps writing the history row and this process' exit instead of
+/// being waited for. If the thread cannot be started, reap
+/// it here.
+fn end_runner(mut live: Live) {
+    let _ = live.child.kill();
+    drop(live.sock);
+    let pid = live.child.id() as libc::pid_t;
+    let reaper = std::thread::Builder::new()
+        .name("rrstore-reap-runner".into())
+        .spawn(move || {
+            let mut status = 0;
+            // SAFETY: waits for our own child `pid`, which nothing else
+            // reaps (its `Child` handle is dropped without waiting).
+            unsafe { libc::waitpid(pid, &mut status, 0) };
+        });
+    if reaper.is_err() {
+        let _ = live.child.wait();
     }
 }
 
@@ -407,24 +485,56 @@ impl Backend for HostBackend {
                 "the range wraps around the address space".into(),
             ));
         };
-        let fd = arena::create_memfd("rrstore-arena", hi - lo)
-            .map_err(|e| reserve_err(format!("cannot create a {}-byte memfd: {e}", hi - lo)))?;
+        let spare = take_spare(&self.config).and_then(|s| {
+            let sized = File::from(s.fd.try_clone().ok()?).set_len(hi - lo);
+            match sized {
+                Ok(()) => Some(s),
+                Err(_) => {
+                    end_runner(s.live);
+                    None
+                }
+            }
+        });
+        let (fd, mut spare) = match spare {
+            Some(s) => (s.fd, Some(s.live)),
+            None => (
+                arena::create_memfd("rrstore-arena", hi - lo).map_err(|e| {
+                    reserve_err(format!("cannot create a {}-byte memfd: {e}", hi - lo))
+                })?,
+                None,
+            ),
+        };
         let mut map: Option<SharedMap> = None;
         let mut last = String::new();
-        for _ in 0..RESERVE_ATTEMPTS {
+        let mut attempts = 0;
+        while attempts < RESERVE_ATTEMPTS {
             self.dead = None;
-            self.live = Some(self.spawn(&fd)?);
+            let from_spare = spare.is_some();
+            self.live = Some(match spare.take() {
+                Some(live) => live,
+                None => self.spawn(&fd)?,
+            });
             let mut m = Msg::op(Op::Reserve);
             m.u64(lo).u64(hi - lo);
-            self.send(&m)?;
+            let sent = self.send(&m);
             if map.is_none() {
-                // Allocate the arena's pages while the runner starts.
+                // Not populated: the store decodes on all cores straight into
+                // the fresh mapping, so its page faults are taken in
+                // parallel (MAP_POPULATE faulted all pages on one core first:
+                // ~60 ms for 64 MiB here, before decoding could start).
                 map = Some(
-                    SharedMap::map(fd.as_raw_fd(), hi - lo, true)
+                    SharedMap::map(fd.as_raw_fd(), hi - lo, false)
                         .map_err(|e| reserve_err(format!("cannot map the arena memfd: {e}")))?,
                 );
             }
-            match self.receive(None)? {
+            let reply = match sent.and_then(|()| self.receive(None)) {
+                // The prestarted runner is gone (killed with the thread that
+                // started it, say): start a fresh one.
+                Err(_) if from_spare => continue,
+                r => r?,
+            };
+            attempts += 1;
+            match reply {
                 Ok(_) => {
                     let Some(map) = map.take() else { break };
                     self.arena = Some(ArenaMem {
