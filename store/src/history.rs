@@ -47,6 +47,16 @@ impl Store {
             rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
             true,
         );
+        // Without the checkpoint on close the write-ahead log would only be
+        // folded back by SQLite's default autocheckpoint at 1000 pages, and
+        // every later process re-reads the whole log when it opens the store
+        // (measured: +45% on a small replay with an 8 MB log). Checkpointing
+        // every 32 pages keeps it small at the cost of one fsync per ~10
+        // replays; the size limit truncates the file after large imports.
+        conn.pragma_update(None, "wal_autocheckpoint", 32)
+            .map_err(self.ierr("setting wal_autocheckpoint for a history row"))?;
+        conn.pragma_update(None, "journal_size_limit", 1 << 20)
+            .map_err(self.ierr("setting journal_size_limit for a history row"))?;
         let r = self.insert_history(e, &kernel_ns);
         conn.pragma_update(None, "synchronous", "full")
             .map_err(self.ierr("restoring synchronous=full after a history row"))?;
