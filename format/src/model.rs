@@ -191,6 +191,14 @@ pub trait PartSource {
     /// Stream a part's uncompressed bytes from the start.
     fn open_part(&mut self, role: PartRole) -> std::io::Result<Box<dyn std::io::Read + '_>>;
 
+    /// The plain file holding exactly this part's bytes, if the source has
+    /// one (lets a writer's worker threads read blocks of it by offset, in
+    /// parallel). `None` (the default): read through [`PartSource::open_part`].
+    fn part_file(&self, role: PartRole) -> Option<&std::path::Path> {
+        let _ = role;
+        None
+    }
+
     /// Fill `dst`, whose length is the part's length, with the part's bytes.
     /// Sources that hold compressed chunks override this to decode straight
     /// into `dst` (no intermediate copy of the part).

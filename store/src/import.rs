@@ -2,9 +2,10 @@
 //! hold through content-defined chunking, look every chunk up, compress and
 //! append only new ones, then commit the recording in one index transaction.
 //!
-//! Pipeline ([`rrstore_format::archive::scan`] on a worker pool): the calling
-//! thread reads each part once in 8 MiB blocks and looks chunks up in the
-//! index; workers cut the blocks, hash the chunks and the part (BLAKE3
+//! Pipeline ([`rrstore_format::archive::scan`] on a worker pool): each part
+//! is read once, in 1 MiB blocks, by the workers (by offset, for plain files)
+//! or the calling thread (other sources); the calling thread looks chunks up
+//! in the index; workers cut the blocks, hash the chunks and the part (BLAKE3
 //! subtrees of the blocks, merged), compress new chunks with a zstd context
 //! each and append them to this process's pack. A recording loaded without
 //! part hashes ([`Store::import_unhashed`]) gets them from that same pass;
@@ -18,7 +19,7 @@ use std::sync::mpsc::Receiver;
 use std::sync::{Arc, Mutex};
 
 use rrstore_format::archive::pool::{self, Pool};
-use rrstore_format::archive::scan::{Scanner, Span, DEFAULT_BLOCK};
+use rrstore_format::archive::scan::{part_scanner, Span};
 use rrstore_format::chunk::{ChunkHash, Codec};
 use rrstore_format::{PartInfo, PartSource, Recording, RecordingId};
 use rusqlite::{OptionalExtension, TransactionBehavior};
@@ -331,9 +332,6 @@ impl Store {
         progress: &mut dyn FnMut(u64),
     ) -> Result<Vec<ChunkHash>> {
         let role = part.role;
-        let reader = src
-            .open_part(role)
-            .map_err(|source| StoreError::SourceRead { part: role, source })?;
         let index_path = self.index_path();
         let dir = self.dir.clone();
         let mut lookup = self
@@ -345,7 +343,8 @@ impl Store {
                 source,
             })?;
         let window = pool.threads() + 1;
-        let mut scanner = Scanner::new(reader, self.chunk_params, DEFAULT_BLOCK, window);
+        let mut scanner = part_scanner(src, role, self.chunk_params, window)
+            .map_err(|source| StoreError::SourceRead { part: role, source })?;
         let mut list = Vec::new();
         let mut pending: VecDeque<Receiver<Result<Vec<NewChunk>>>> = VecDeque::new();
         let read_err = |source: std::io::Error| StoreError::SourceRead { part: role, source };

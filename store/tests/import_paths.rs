@@ -67,7 +67,7 @@ fn check_back(store: &Store, desc: &Path) {
 fn multi_block_parts_are_hashed_in_the_chunking_pass_and_dedup_whole() {
     let tmp = tempfile::tempdir().unwrap();
     let mut store = Store::open(tmp.path().join("s")).unwrap();
-    // 19 MiB + 5 bytes: three 8 MiB blocks, the last one short.
+    // 19 MiB + 5 bytes: many scan blocks, the last one short.
     let mut input = noise((19 << 20) + 5, 3);
     input[(2 << 20)..(9 << 20)].fill(0);
     let mut output = input.clone();

@@ -1,8 +1,9 @@
 //! Parallel content-defined chunking and hashing of one stream, in one read.
 //!
-//! The stream is read in large blocks (a power of two, 8 MiB by default).
-//! Each block, extended by the first `max` bytes of the next one, goes to a
-//! worker that (a) cuts it with FastCDC starting at the block's first byte,
+//! The stream is read in blocks (a power of two, 1 MiB by default): by the
+//! workers themselves, by offset, when it is a plain file
+//! ([`part_scanner`]), else by the calling thread. Each block, extended by
+//! the first `max` bytes of the next one, goes to a worker that (a) cuts it with FastCDC starting at the block's first byte,
 //! (b) blake3-hashes every candidate chunk and (c) computes the block's
 //! BLAKE3 subtree chaining value (blocks are aligned power-of-two subtrees
 //! of the stream's BLAKE3 tree, so the stream's hash is their merge: the
@@ -21,6 +22,7 @@
 
 use std::collections::VecDeque;
 use std::io::{self, Read};
+use std::ops::Deref;
 use std::sync::mpsc::Receiver;
 use std::sync::{Arc, Mutex};
 
@@ -30,23 +32,70 @@ use blake3::hazmat::{
 
 use super::pool::{self, Pool};
 use crate::chunk::{ChunkHash, ChunkParams};
+use crate::model::{PartRole, PartSource};
 
-/// Default block length: 8 MiB.
-pub const DEFAULT_BLOCK: usize = 8 << 20;
+/// Default block length: 1 MiB. Small enough that a block stays in a
+/// core's cache while it is cut, hashed (chunks and subtree) and compressed,
+/// which on the 2-core VM measured faster than 2, 4 or 8 MiB blocks although
+/// each block also reads the first `max` (256 KiB) bytes of the next one.
+pub const DEFAULT_BLOCK: usize = 1 << 20;
 
-/// Block buffers kept for the next scanner of this process: a fresh buffer
-/// costs a page fault and a page clear per 4 KiB on first use, which is more
-/// than reading into it (an import scans many parts one after the other).
+/// Bytes asked of the source per read.
+const READ_STEP: usize = 1 << 20;
+
+/// Block buffers kept for reuse: a fresh buffer costs a page fault and a
+/// page clear per 4 KiB on first use, which is more than reading into it
+/// (an import scans many parts one after the other).
 static FREE: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
-/// At most this many buffers are kept (about 66 MiB with 8 MiB blocks).
-const FREE_MAX: usize = 8;
+/// At most this many buffers are kept (about 16 MiB with 1 MiB blocks).
+const FREE_MAX: usize = 12;
 
-fn take_free(cap: usize) -> Vec<u8> {
-    let found = FREE
-        .lock()
-        .ok()
-        .and_then(|mut f| f.iter().position(|b| b.len() == cap).map(|i| f.swap_remove(i)));
-    found.unwrap_or_else(|| vec![0u8; cap])
+/// A block buffer; goes back to the free list when the last reference to
+/// it is dropped.
+pub struct Block {
+    data: Vec<u8>,
+}
+
+impl Block {
+    fn new(cap: usize) -> Block {
+        let found = FREE.lock().ok().and_then(|mut f| {
+            f.iter()
+                .position(|b| b.len() == cap)
+                .map(|i| f.swap_remove(i))
+        });
+        Block {
+            data: found.unwrap_or_else(|| vec![0u8; cap]),
+        }
+    }
+}
+
+impl Deref for Block {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.data
+    }
+}
+
+impl Drop for Block {
+    fn drop(&mut self) {
+        if let Ok(mut f) = FREE.lock() {
+            if f.len() < FREE_MAX {
+                f.push(std::mem::take(&mut self.data));
+            }
+        }
+    }
+}
+
+/// A source the workers can read at any offset themselves (a plain file),
+/// so reading is spread over the pool instead of the calling thread.
+pub trait ReadAt: Send + Sync {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;
+}
+
+impl ReadAt for std::fs::File {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        std::os::unix::fs::FileExt::read_at(self, buf, offset)
+    }
 }
 
 /// One chunk of a [`Scanned`] block: `block[start..end]`, with its blake3.
@@ -70,7 +119,7 @@ impl Span {
 /// The chunks of the stream that start in one block, in stream order. Their
 /// bytes are in `block` (a chunk may run into the block's extension).
 pub struct Scanned {
-    pub block: Arc<Vec<u8>>,
+    pub block: Arc<Block>,
     /// Stream offset of `block[0]`.
     pub offset: u64,
     pub chunks: Vec<Span>,
@@ -84,6 +133,9 @@ impl Scanned {
 
 /// What a worker returns for one block.
 struct BlockScan {
+    block: Arc<Block>,
+    /// Valid bytes in `block` (own + the next block's head).
+    ext: usize,
     /// Candidate chunks cut from the block's first byte.
     cands: Vec<Span>,
     /// Subtree chaining value, or the root hash when the block is the whole
@@ -92,25 +144,31 @@ struct BlockScan {
 }
 
 struct InFlight {
-    rx: Receiver<BlockScan>,
-    block: Arc<Vec<u8>>,
+    rx: Receiver<io::Result<BlockScan>>,
     offset: u64,
     /// Bytes that belong to this block (chunks starting here start below).
     own: usize,
-    /// Valid bytes in `block` (own + the next block's head).
-    ext: usize,
     /// The block is the whole stream (its scan returned the root hash).
     only: bool,
 }
 
+enum Src<R> {
+    /// Read in order by the calling thread.
+    Stream {
+        r: R,
+        /// Read-ahead block and its valid length.
+        ahead: Option<(Block, usize)>,
+    },
+    /// Read by the workers; `len` bytes expected.
+    At { file: Arc<dyn ReadAt>, len: u64 },
+}
+
 /// Streams chunks of a reader through a [`Pool`]; see the module doc.
 pub struct Scanner<R> {
-    src: R,
+    src: Src<R>,
     p: ChunkParams,
     block_len: usize,
     window: usize,
-    /// Read-ahead block and its valid length.
-    ahead: Option<(Arc<Vec<u8>>, usize)>,
     /// Stream offset of the next block to dispatch.
     next_offset: u64,
     dispatched_all: bool,
@@ -120,30 +178,53 @@ pub struct Scanner<R> {
     cvs: Vec<ChainingValue>,
     /// Root hash when the stream was a single block.
     root: Option<ChainingValue>,
-    spare: Vec<Arc<Vec<u8>>>,
 }
 
 impl<R: Read> Scanner<R> {
-    /// `params` must be validated; `block_len` must be a power of two of at
-    /// least 1 KiB and at least `params.max`. `window`: blocks scanned ahead.
+    /// Scan a stream read in order by the calling thread. `params` must be
+    /// validated; `block_len` is rounded up to a power of two of at least
+    /// 1 KiB and `params.max`. `window`: blocks scanned ahead.
     pub fn new(src: R, params: ChunkParams, block_len: usize, window: usize) -> Scanner<R> {
+        Self::with_src(
+            Src::Stream {
+                r: src,
+                ahead: None,
+            },
+            params,
+            block_len,
+            window,
+        )
+    }
+
+    /// Scan `len` bytes the workers read from `file` themselves (see
+    /// [`Scanner::new`]). A file that turns out shorter or longer than `len`
+    /// is an error.
+    pub fn at(
+        file: Arc<dyn ReadAt>,
+        len: u64,
+        params: ChunkParams,
+        block_len: usize,
+        window: usize,
+    ) -> Scanner<R> {
+        Self::with_src(Src::At { file, len }, params, block_len, window)
+    }
+
+    fn with_src(src: Src<R>, p: ChunkParams, block_len: usize, window: usize) -> Scanner<R> {
         let block_len = block_len
-            .max(params.max as usize)
+            .max(p.max as usize)
             .max(blake3::CHUNK_LEN)
             .next_power_of_two();
         Scanner {
             src,
-            p: params,
+            p,
             block_len,
             window: window.max(1),
-            ahead: None,
             next_offset: 0,
             dispatched_all: false,
             inflight: VecDeque::new(),
             chain: 0,
             cvs: Vec::new(),
             root: None,
-            spare: Vec::new(),
         }
     }
 
@@ -168,11 +249,11 @@ impl<R: Read> Scanner<R> {
             let Some(f) = self.inflight.pop_front() else {
                 return Ok(None);
             };
-            let scan = pool::wait(&f.rx)?;
-            let chunks = self.resync(&f, scan);
+            let scan = pool::wait(&f.rx)??;
+            let chunks = self.resync(&f, &scan);
             if !chunks.is_empty() {
                 return Ok(Some(Scanned {
-                    block: f.block,
+                    block: scan.block,
                     offset: f.offset,
                     chunks,
                 }));
@@ -180,96 +261,85 @@ impl<R: Read> Scanner<R> {
         }
     }
 
-    fn buffer(&mut self) -> Arc<Vec<u8>> {
-        let cap = self.block_len + self.p.max as usize;
-        match self.spare.iter().position(|b| Arc::strong_count(b) == 1) {
-            Some(i) => self.spare.swap_remove(i),
-            None => Arc::new(take_free(cap)),
-        }
-    }
-
-    /// Fill `buf[..block_len]` from the source; returns the bytes read.
-    fn fill(&mut self, buf: &mut Arc<Vec<u8>>) -> io::Result<usize> {
-        let block_len = self.block_len;
-        let Some(b) = Arc::get_mut(buf) else {
-            return Err(io::Error::other("scan block still shared"));
-        };
-        let mut n = 0;
-        while n < block_len {
-            match self.src.read(&mut b[n..block_len]) {
-                Ok(0) => break,
-                Ok(k) => n += k,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(n)
-    }
-
     fn dispatch(&mut self, pool: &Pool) -> io::Result<()> {
-        let (mut cur, n) = match self.ahead.take() {
-            Some(a) => a,
-            None => {
-                let mut b = self.buffer();
-                let n = self.fill(&mut b)?;
-                (b, n)
-            }
-        };
-        if n == 0 {
-            self.dispatched_all = true;
-            return Ok(());
-        }
+        let block_len = self.block_len;
         let max = self.p.max as usize;
-        let (ext, last) = if n < self.block_len {
-            (n, true)
-        } else {
-            let mut next = self.buffer();
-            let n2 = self.fill(&mut next)?;
-            let copied = n2.min(max);
-            let Some(c) = Arc::get_mut(&mut cur) else {
-                return Err(io::Error::other("scan block still shared"));
-            };
-            c[n..n + copied].copy_from_slice(&next[..copied]);
-            if n2 > 0 {
-                self.ahead = Some((next, n2));
-            } else {
-                self.spare.push(next);
-            }
-            (n + copied, n2 == 0)
-        };
-        let offset = self.next_offset;
-        let only = offset == 0 && last;
-        self.next_offset += n as u64;
-        self.dispatched_all = last;
-        let block = Arc::clone(&cur);
+        let cap = block_len + max;
         let p = self.p;
-        let rx = pool.submit(move |_| scan_block(&block, n, ext, offset, only, p))?;
-        if self.spare.len() < 2 * self.window + 4 {
-            self.spare.push(Arc::clone(&cur));
-        }
+        let offset = self.next_offset;
+        let (rx, own, last) = match &mut self.src {
+            Src::Stream { r, ahead } => {
+                let (mut cur, n) = match ahead.take() {
+                    Some(a) => a,
+                    None => {
+                        let mut b = Block::new(cap);
+                        let n = fill(r, &mut b.data[..block_len])?;
+                        (b, n)
+                    }
+                };
+                if n == 0 {
+                    self.dispatched_all = true;
+                    return Ok(());
+                }
+                let (ext, last) = if n < block_len {
+                    (n, true)
+                } else {
+                    let mut next = Block::new(cap);
+                    let n2 = fill(r, &mut next.data[..block_len])?;
+                    let copied = n2.min(max);
+                    cur.data[n..n + copied].copy_from_slice(&next.data[..copied]);
+                    if n2 > 0 {
+                        *ahead = Some((next, n2));
+                    }
+                    (n + copied, n2 == 0)
+                };
+                let only = offset == 0 && last;
+                let block = Arc::new(cur);
+                let rx = pool.submit(move |_| Ok(scan_block(block, n, ext, offset, only, p)))?;
+                (rx, n, last)
+            }
+            Src::At { file, len } => {
+                let len = *len;
+                if offset >= len {
+                    self.dispatched_all = true;
+                    return Ok(());
+                }
+                let own = (len - offset).min(block_len as u64) as usize;
+                let ext = (len - offset).min(cap as u64) as usize;
+                let last = offset + own as u64 == len;
+                let only = offset == 0 && last;
+                let file = Arc::clone(file);
+                let rx = pool.submit(move |_| {
+                    let mut b = Block::new(cap);
+                    read_block(&*file, &mut b.data[..ext], offset, last)?;
+                    Ok(scan_block(Arc::new(b), own, ext, offset, only, p))
+                })?;
+                (rx, own, last)
+            }
+        };
+        self.next_offset += own as u64;
+        self.dispatched_all = last;
         self.inflight.push_back(InFlight {
             rx,
-            block: cur,
             offset,
-            own: n,
-            ext,
-            only,
+            own,
+            only: offset == 0 && last,
         });
         Ok(())
     }
 
     /// The true chunks starting in this block (see the module doc).
-    fn resync(&mut self, f: &InFlight, scan: BlockScan) -> Vec<Span> {
+    fn resync(&mut self, f: &InFlight, scan: &BlockScan) -> Vec<Span> {
         if f.only {
             self.root = Some(scan.cv);
         } else {
             self.cvs.push(scan.cv);
         }
-        let data = &f.block[..f.ext];
+        let data = &scan.block[..scan.ext];
         let mut t = (self.chain - f.offset) as usize;
         let mut out = Vec::new();
         let mut j = 0;
-        let cands = scan.cands;
+        let cands = &scan.cands;
         while t < f.own {
             while j < cands.len() && cands[j].start < t {
                 j += 1;
@@ -292,20 +362,79 @@ impl<R: Read> Scanner<R> {
     }
 }
 
-impl<R> Drop for Scanner<R> {
-    /// Hand the buffers nobody else holds to the next scanner.
-    fn drop(&mut self) {
-        let Ok(mut free) = FREE.lock() else { return };
-        let ahead = self.ahead.take().map(|(b, _)| b);
-        for b in self.spare.drain(..).chain(ahead) {
-            if free.len() >= FREE_MAX {
-                break;
-            }
-            if let Ok(v) = Arc::try_unwrap(b) {
-                free.push(v);
-            }
+/// A scanner over one part of `src`: read by the workers, by offset, when
+/// the source names a plain file for it ([`PartSource::part_file`]; its
+/// length is taken when it is opened), else streamed through
+/// [`PartSource::open_part`] by the calling thread.
+pub fn part_scanner<'a>(
+    src: &'a mut dyn PartSource,
+    role: PartRole,
+    params: ChunkParams,
+    window: usize,
+) -> io::Result<Scanner<Box<dyn Read + 'a>>> {
+    if let Some(path) = src.part_file(role) {
+        let named = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", path.display()));
+        let file = std::fs::File::open(path).map_err(named)?;
+        let len = file.metadata().map_err(named)?.len();
+        let file: Arc<dyn ReadAt> = Arc::new(file);
+        return Ok(Scanner::at(file, len, params, DEFAULT_BLOCK, 2 * window));
+    }
+    let r = src.open_part(role)?;
+    Ok(Scanner::new(r, params, DEFAULT_BLOCK, window))
+}
+
+/// Fill `buf` from `r`; returns the bytes read (short only at the end of
+/// the stream).
+fn fill(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        // At most 1 MiB per read: the kernel's copy is cheaper into a
+        // destination that fits the cache.
+        let end = (n + READ_STEP).min(buf.len());
+        match r.read(&mut buf[n..end]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
         }
     }
+    Ok(n)
+}
+
+/// Read exactly `buf.len()` bytes at `offset`; at the end of the expected
+/// length also check that nothing follows.
+fn read_block(file: &dyn ReadAt, buf: &mut [u8], offset: u64, last: bool) -> io::Result<()> {
+    let mut n = 0;
+    while n < buf.len() {
+        let end = (n + READ_STEP).min(buf.len());
+        match file.read_at(&mut buf[n..end], offset + n as u64) {
+            Ok(0) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!(
+                        "the file ends at byte {}, before the length it had when it was loaded: it changed while being read",
+                        offset + n as u64
+                    ),
+                ))
+            }
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    if last {
+        let end = offset + buf.len() as u64;
+        let mut probe = [0u8; 1];
+        if file.read_at(&mut probe, end)? != 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "the file is longer than the {end} bytes it had when it was loaded: it changed while being read"
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Length of the first FastCDC chunk of `data` (exact when `data` holds at
@@ -319,7 +448,7 @@ fn first_cut(data: &[u8], p: ChunkParams) -> usize {
 /// Worker side: candidate chunks from the block's first byte, their hashes,
 /// and the block's chaining value (or root hash when `only`).
 fn scan_block(
-    block: &[u8],
+    block: Arc<Block>,
     own: usize,
     ext: usize,
     offset: u64,
@@ -328,25 +457,35 @@ fn scan_block(
 ) -> BlockScan {
     let data = &block[..ext];
     let mut cands = Vec::with_capacity(own / p.avg.max(1) as usize + 4);
+    // One sweep: each chunk is cut, then hashed and fed to the block's
+    // subtree hasher while its bytes are still in cache.
+    let mut block_hasher = blake3::Hasher::new();
+    if !only {
+        block_hasher.set_input_offset(offset);
+    }
     for c in fastcdc::v2020::FastCDC::new(data, p.min, p.avg, p.max) {
         if c.offset >= own {
             break;
         }
+        let chunk = &data[c.offset..c.offset + c.length];
         cands.push(Span {
             start: c.offset,
             end: c.offset + c.length,
-            hash: crate::chunk::hash(&data[c.offset..c.offset + c.length]),
+            hash: crate::chunk::hash(chunk),
         });
+        block_hasher.update(&chunk[..chunk.len().min(own - c.offset)]);
     }
     let cv = if only {
-        *blake3::hash(&data[..own]).as_bytes()
+        *block_hasher.finalize().as_bytes()
     } else {
-        blake3::Hasher::new()
-            .set_input_offset(offset)
-            .update(&data[..own])
-            .finalize_non_root()
+        block_hasher.finalize_non_root()
     };
-    BlockScan { cands, cv }
+    BlockScan {
+        block,
+        ext,
+        cands,
+        cv,
+    }
 }
 
 /// Root hash of a stream of `len` bytes from the chaining values of its
@@ -402,6 +541,17 @@ mod tests {
         }
     }
 
+    /// Bytes the workers read by offset, at most `1` per call.
+    struct Mem(Vec<u8>, usize);
+    impl ReadAt for Mem {
+        fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+            let start = (offset as usize).min(self.0.len());
+            let n = buf.len().min(self.1).min(self.0.len() - start);
+            buf[..n].copy_from_slice(&self.0[start..start + n]);
+            Ok(n)
+        }
+    }
+
     fn scan_all(
         d: &[u8],
         p: ChunkParams,
@@ -409,7 +559,12 @@ mod tests {
         step: usize,
     ) -> (Vec<Vec<u8>>, u64, ChunkHash) {
         with_pool(2, 3, 4, |pool| {
-            let mut s = Scanner::new(Trickle(d, step), p, block, 3);
+            let mut s = if step == 7 {
+                let file: Arc<dyn ReadAt> = Arc::new(Mem(d.to_vec(), 100_000));
+                Scanner::at(file, d.len() as u64, p, block, 5)
+            } else {
+                Scanner::new(Trickle(d, step), p, block, 3)
+            };
             let mut got = Vec::new();
             while let Some(b) = s.next(pool).unwrap() {
                 for c in &b.chunks {
@@ -420,6 +575,26 @@ mod tests {
             let (len, h) = s.finish();
             (got, len, h)
         })
+    }
+
+    #[test]
+    fn a_file_that_is_not_the_expected_length_is_an_error() {
+        let d = noise(3 << 20, 4);
+        for (len, claimed) in [(d.len(), d.len() + 1), (d.len(), d.len() - 1)] {
+            let file: Arc<dyn ReadAt> = Arc::new(Mem(d[..len].to_vec(), usize::MAX));
+            let err = with_pool(2, 3, 4, |pool| {
+                let mut s: Scanner<io::Empty> =
+                    Scanner::at(file, claimed as u64, ChunkParams::default(), 1 << 20, 3);
+                loop {
+                    match s.next(pool) {
+                        Ok(Some(_)) => {}
+                        Ok(None) => return None,
+                        Err(e) => return Some(e),
+                    }
+                }
+            });
+            assert!(err.is_some_and(|e| e.to_string().contains("changed")));
+        }
     }
 
     #[test]
@@ -459,7 +634,7 @@ mod tests {
                     .unwrap()
                     .map(|c| c.unwrap().data)
                     .collect();
-                for step in [usize::MAX, 100_000] {
+                for step in [usize::MAX, 100_000, 7] {
                     let (got, n, h) = scan_all(d, p, block, step);
                     assert_eq!(n, d.len() as u64);
                     assert_eq!(h, *blake3::hash(d).as_bytes(), "len {len} block {block}");

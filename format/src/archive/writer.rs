@@ -3,15 +3,15 @@
 //! The writer never knows a part's chunk list in advance, so it writes the
 //! header, then each new chunk's stored bytes as soon as it is compressed,
 //! and the manifest, index and trailer last. Memory stays bounded: a few
-//! 8 MiB blocks in flight per thread, plus the chunk table (about 60 bytes
+//! 1 MiB blocks in flight per thread, plus the chunk table (about 60 bytes
 //! per unique chunk).
 //!
-//! Pipeline ([`super::scan`], [`super::pool`]): the calling thread reads each
-//! part once, in 8 MiB blocks (the [`PartSource`] need not be `Send`);
-//! workers cut each block with FastCDC, blake3 its chunks and its BLAKE3
-//! subtree (so the part's hash comes out of the same pass), and zstd the
-//! chunks not seen before in this archive, each with its own long-lived
-//! zstd context. The calling thread takes results back in stream order,
+//! Pipeline ([`super::scan`], [`super::pool`]): each part is read once, in
+//! 1 MiB blocks, by the workers when it is a plain file, else by the calling
+//! thread (the [`PartSource`] need not be `Send`); workers cut each block
+//! with FastCDC, blake3 its chunks and its BLAKE3 subtree (so the part's
+//! hash comes out of the same pass), and zstd the chunks not seen before in
+//! this archive, each with its own long-lived zstd context. The calling thread takes results back in stream order,
 //! assigns chunk table rows in first-occurrence order and writes stored
 //! bytes in that order. Because results are consumed in order and zstd is
 //! deterministic, the same input and settings always give the same bytes,
@@ -33,7 +33,7 @@ use super::layout::{
     Trailer, CHUNKING_ALGORITHM, COMPRESSION_CODEC, HEADER_LEN, MAJOR, MINOR,
 };
 use super::pool::{self, PoolGone};
-use super::scan::{Scanner, Span, DEFAULT_BLOCK};
+use super::scan::{part_scanner, Block, Span};
 use crate::chunk::{ChunkHash, ChunkParams, Codec};
 use crate::error::FormatError;
 use crate::id::{hex, RecordingId};
@@ -190,7 +190,7 @@ impl<W: Write> Counting<W> {
 /// table rows are reserved; the stored forms come back in the same order
 /// (`None`: store raw, the block's bytes).
 struct Batch {
-    block: Arc<Vec<u8>>,
+    block: Arc<Block>,
     spans: Vec<Span>,
     rx: Receiver<Vec<Option<Vec<u8>>>>,
 }
@@ -338,10 +338,8 @@ fn write_labeled<W: Write>(
         for info in &mut infos {
             let role = info.role;
             let mut chunks = Vec::new();
-            let src = parts
-                .open_part(role)
+            let mut scanner = part_scanner(parts, role, opts.chunking, window)
                 .map_err(|e| source_error(&shown, role, e))?;
-            let mut scanner = Scanner::new(src, opts.chunking, DEFAULT_BLOCK, window);
             while let Some(sb) = scanner
                 .next(pool)
                 .map_err(|e| source_error(&shown, role, e))?

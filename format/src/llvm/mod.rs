@@ -78,6 +78,10 @@ impl PartSource for LlvmRecording {
             .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
         Ok(Box::new(f))
     }
+
+    fn part_file(&self, role: PartRole) -> Option<&std::path::Path> {
+        self.file(role).map(|p| p.as_path())
+    }
 }
 
 /// An on-disk layout to export to.
