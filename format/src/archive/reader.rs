@@ -274,6 +274,7 @@ impl Reader {
             list: list.iter(),
             decoder: Decoder::new(),
             scratch: Vec::new(),
+            last: None,
         })
     }
 
@@ -509,6 +510,9 @@ pub struct Chunks<'a> {
     list: std::slice::Iter<'a, u32>,
     decoder: Decoder,
     scratch: Vec<u8>,
+    /// The row yielded last and its stored bytes, when small: a run of the
+    /// same chunk (zeros) is decoded and verified once.
+    last: Option<(u32, Vec<u8>)>,
 }
 
 impl Chunks<'_> {
@@ -526,16 +530,37 @@ impl Iterator for Chunks<'_> {
         let &i = self.list.next()?;
         let r = self.reader;
         let ci = r.chunks[i as usize];
-        self.scratch.resize(ci.len as usize, 0);
-        Some(
-            self.decoder
-                .decode(&r.file, &r.path, &ci, &mut self.scratch)
-                .map(|()| StoredChunk {
+        if let Some((row, stored)) = &self.last {
+            if *row == i {
+                // `scratch` still holds this chunk's verified plain bytes.
+                return Some(Ok(StoredChunk {
                     index: i,
                     hash: ci.hash,
                     len: ci.len,
                     codec: ci.codec,
-                    data: self.decoder.take_stored(),
+                    data: stored.clone(),
+                }));
+            }
+        }
+        self.last = None;
+        self.scratch.resize(ci.len as usize, 0);
+        Some(
+            self.decoder
+                .decode(&r.file, &r.path, &ci, &mut self.scratch)
+                .map(|()| {
+                    let data = self.decoder.take_stored();
+                    // Small frames (runs of zeros, repeated patterns) are
+                    // kept for a repeat; large ones rarely repeat in a row.
+                    if data.len() <= 4096 {
+                        self.last = Some((i, data.clone()));
+                    }
+                    StoredChunk {
+                        index: i,
+                        hash: ci.hash,
+                        len: ci.len,
+                        codec: ci.codec,
+                        data,
+                    }
                 }),
         )
     }
