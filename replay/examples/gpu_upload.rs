@@ -9,7 +9,11 @@ use rrstore_replay::backend::Backend;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
-    let size: usize = args.next().map(|s| s.parse()).transpose()?.unwrap_or(1 << 30);
+    let size: usize = args
+        .next()
+        .map(|s| s.parse())
+        .transpose()?
+        .unwrap_or(1 << 30);
     let base = match args.next() {
         Some(h) => u64::from_str_radix(h.trim_start_matches("0x"), 16)?,
         None => 0x7d00_0000_0000,
@@ -37,6 +41,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let mut back = vec![0u8; 4096];
     b.download((size - 4096) as u64, &mut back)?;
-    assert_eq!(back[..], data[size - 4096..], "uploaded bytes read back differently");
+    assert_eq!(
+        back[..],
+        data[size - 4096..],
+        "uploaded bytes read back differently"
+    );
     Ok(())
 }
