@@ -59,8 +59,9 @@ fn compact_table_matches_the_full_listing() {
     for f in &filters {
         let full = store.list(f).unwrap();
         let t = store.list_table(f).unwrap();
-        assert_eq!(t.rows().len(), full.len(), "{f:?}");
-        for (r, s) in t.rows().iter().zip(&full) {
+        assert_eq!(t.len(), full.len(), "{f:?}");
+        assert_eq!(t.rows().len(), full.len());
+        for (r, s) in t.rows().zip(&full) {
             assert_eq!(hex(&r.id), s.id);
             assert_eq!(t.kernel(r), s.kernel.as_bytes());
             assert_eq!(t.target(r), s.target.as_bytes());
