@@ -33,11 +33,14 @@ python3 bench/gen_gpu_recording.py "$REC" "$SIZE" $OUTPUT
 IN_BYTES=$(du -cb "$REC"/* | tail -1 | cut -f1)
 sync
 
-# run LABEL CMD...: wall seconds and peak RSS from GNU time, best of 2 runs.
+# run LABEL CMD...: wall seconds and peak RSS from GNU time, best of
+# ${REPS:-3} runs, each after a sync (so no run pays for the previous one's
+# write-back).
 run() {
   local label=$1; shift
   local best_t="" best_r=""
-  for i in 1 2; do
+  for i in $(seq 1 "${REPS:-3}"); do
+    sync
     /usr/bin/time -f "%e %M" -o "$W/time" "$@" >/dev/null
     read -r t r < "$W/time"
     if [ -z "$best_t" ] || awk "BEGIN{exit !($t < $best_t)}"; then best_t=$t; best_r=$r; fi

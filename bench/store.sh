@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 LARGE=${LARGE:-/work/data/corpus/large}
 MULTI=${MULTI:-tests/fixtures/llvm22-host/multi}
 WORK=${WORK:-/work/data}
-RR=$PWD/target/release/rrstore
+RR=${RR:-$PWD/target/release/rrstore}
 W=$(mktemp -d "$WORK/bench-store.XXXXXX")
 trap 'rm -rf "$W"' EXIT
 export RESTIC_PASSWORD=bench BORG_UNKNOWN_UNENCRYPTED_REPO_ACCESS_IS_OK=yes
