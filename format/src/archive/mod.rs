@@ -11,14 +11,12 @@
 //! * [`layout`]: the byte layout (constants, header, trailer, manifest, index).
 //! * [`writer`]: [`write`] / [`write_path`], a pipelined streaming writer.
 //! * [`reader`]: [`Reader`], validated on open, a [`crate::PartSource`].
-//! * [`cdc`]: zero-copy FastCDC over a stream (same cuts as [`crate::chunk::Chunker`]).
 //! * [`decode`]: verified chunk decoding and the decode-ahead part stream.
 //! * [`scan`]: parallel FastCDC + chunk and stream blake3 in one read, on a
 //!   [`pool`] of workers that also compress (shared with the store importer).
 //!
 //! [`Recording`]: crate::Recording
 
-pub mod cdc;
 pub mod decode;
 pub mod layout;
 pub mod pool;
