@@ -2,7 +2,7 @@
 # Store benchmark (not a test): rrstore import/export against tar+zstd,
 # borg 1.2 (zstd,3), restic and a plain read+blake3 pass, side by side on the
 # same files in one run; then a 4 GiB snapshot import (peak RSS) and `ls`
-# over 100,000 synthesized recordings. Results: bench/results/store.md.
+# over 100,000 synthesized recordings. Results: BENCHMARKS.md.
 #
 #   apt-get install -y borgbackup restic zstd && cargo install b3sum
 #   cargo build --release -p rrstore-cli
