@@ -52,6 +52,19 @@ pub const LAUNCH_LIMITS: u8 = 20;
 /// Anything else (a bug in rrstore: please report it).
 pub const INTERNAL: u8 = 70;
 
+/// A command line that parses but asks for something impossible (e.g.
+/// several recordings into one `.rra`): exit code [`USAGE`].
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
 /// Map an error to its exit code.
 pub fn code_for(err: &anyhow::Error) -> u8 {
     use rrstore_format::FormatError;
@@ -59,6 +72,9 @@ pub fn code_for(err: &anyhow::Error) -> u8 {
         return code;
     }
     for cause in err.chain() {
+        if cause.downcast_ref::<UsageError>().is_some() {
+            return USAGE;
+        }
         if let Some(e) = cause.downcast_ref::<FormatError>() {
             return match e {
                 FormatError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {

@@ -409,3 +409,53 @@ fn unreadable_files_and_read_only_store_are_clear_errors() {
     assert_eq!(tree_bytes(&s), before);
     assert_eq!(ls_ids(&s), ids);
 }
+
+#[test]
+fn export_of_several_ids_writes_one_directory_each_byte_identical() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = tmp.path().join("store");
+    let multi = fixtures().join("llvm22-host/multi");
+    ok(&s, &["import", multi.to_str().unwrap()]);
+    let ids = ls_ids(&s);
+    assert_eq!(ids.len(), 8);
+    let out = tmp.path().join("out");
+    let mut args = vec!["export"];
+    args.extend(ids.iter().map(|i| &i[..10]));
+    args.extend(["-o", out.to_str().unwrap()]);
+    ok(&s, &args);
+    // Every recording comes back in <out>/<short id>/, byte for byte.
+    for id in &ids {
+        let dir = out.join(&id[..12]);
+        let rec = llvm::load(
+            &std::fs::read_dir(&dir)
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .find(|p| p.extension().is_some_and(|x| x == "json"))
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(rec.recording.id().to_hex(), *id);
+        for (_, f) in &rec.files {
+            let orig = std::fs::read_dir(&multi)
+                .unwrap()
+                .map(|e| e.unwrap().path().join(f.file_name().unwrap()))
+                .filter(|p| p.exists())
+                .find(|p| std::fs::read(p).unwrap() == std::fs::read(f).unwrap());
+            assert!(orig.is_some(), "{} matches no original file", f.display());
+        }
+    }
+    // Several recordings cannot go into one .rra.
+    let rra = tmp.path().join("x.rra");
+    let (code, err) = fails(
+        &s,
+        &[
+            "export",
+            &ids[0][..10],
+            &ids[1][..10],
+            "-o",
+            rra.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("holds one recording"), "{err}");
+}
