@@ -459,3 +459,45 @@ fn export_of_several_ids_writes_one_directory_each_byte_identical() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("holds one recording"), "{err}");
 }
+
+/// Unmounts the small tmpfs a test mounted, even when the test fails.
+struct Mounted(std::path::PathBuf);
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn full_disk_is_a_clear_error_and_leaves_a_consistent_store() {
+    // A real full file system: a 600 KiB tmpfs (needs root, as CI runs).
+    if !is_root() {
+        eprintln!("full_disk test needs root to mount a tmpfs; run the suite as root (CI does)");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let mnt = tmp.path().join("small");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let st = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=600k", "tmpfs"])
+        .arg(&mnt)
+        .status()
+        .unwrap();
+    assert!(st.success(), "mount -t tmpfs failed");
+    let _guard = Mounted(mnt.clone());
+    let s = mnt.join("store");
+    let multi = fixtures().join("llvm22-host/multi");
+    let (code, err) = fails(&s, &["import", multi.to_str().unwrap()]);
+    assert_eq!(code, 7, "{err}");
+    assert!(err.contains("full"), "{err}");
+    // What was committed before the disk filled is whole and verifies;
+    // the recording being imported is absent.
+    ok(&s, &["verify", "--full"]);
+    let ids = ls_ids(&s);
+    assert!(ids.len() < 8, "{ids:?}");
+    for id in &ids {
+        let out = tmp.path().join(&id[..12]);
+        ok(&s, &["export", &id[..12], "-o", out.to_str().unwrap()]);
+    }
+}

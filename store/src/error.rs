@@ -13,13 +13,13 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
-    #[error("{path}: {source}")]
+    #[error("{path}: {source}{}", io_hint(.source))]
     Io {
         path: PathBuf,
         #[source]
         source: std::io::Error,
     },
-    #[error("store index {path}: {context}: {source}")]
+    #[error("store index {path}: {context}: {source}{}", index_hint(.source))]
     Index {
         path: PathBuf,
         context: String,
@@ -121,3 +121,22 @@ impl StoreError {
         )
     }
 }
+
+/// What to do when the store's disk is full (SQLite reports SQLITE_FULL).
+fn index_hint(e: &rusqlite::Error) -> &'static str {
+    match e.sqlite_error_code() {
+        Some(rusqlite::ErrorCode::DiskFull) => FULL_HINT,
+        _ => "",
+    }
+}
+
+/// What to do when a pack write hits a full disk (ENOSPC).
+fn io_hint(e: &std::io::Error) -> &'static str {
+    if e.raw_os_error() == Some(libc::ENOSPC) {
+        FULL_HINT
+    } else {
+        ""
+    }
+}
+
+const FULL_HINT: &str = " (the file system holding the store is full: free space, or use a store elsewhere with --store DIR; recordings already imported are intact)";
