@@ -550,51 +550,8 @@ impl Store {
                         .map_err(err("adding parts"))?;
                 }
             }
-            let input = rec.part(rrstore_format::PartRole::Input).map(|p| i(p.len));
-            let output = rec.part(rrstore_format::PartRole::Output).map(|p| i(p.len));
-            let image = rec
-                .part(rrstore_format::PartRole::Image)
-                .map(|p| p.blake3.to_vec());
-            tx.execute(
-                "INSERT INTO recordings (id, id_hex, kernel, generation, target, arena_base, \
-                 arena_size, input_size, output_size, num_args, num_globals, logical_size, \
-                 image_hash, imported_at, source, label) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
-                rusqlite::params![
-                    &id.0[..],
-                    id.to_hex(),
-                    rec.kernel,
-                    rec.generation.as_str(),
-                    rec.image_target.short_name(),
-                    rec.arena.base.map(i),
-                    i(rec.arena.size),
-                    input,
-                    output,
-                    rec.args.len() as i64,
-                    rec.globals.len() as i64,
-                    i(rec.logical_size()),
-                    image,
-                    crate::now_unix(),
-                    opts.source,
-                    opts.label,
-                ],
-            )
-            .map_err(err("adding the recording"))?;
-            tx.execute(
-                "INSERT INTO manifests (id, manifest) VALUES (?1, ?2)",
-                rusqlite::params![&id.0[..], manifest],
-            )
-            .map_err(err("adding the recording's manifest"))?;
-            let mut rp_ins = tx
-                .prepare_cached(
-                    "INSERT INTO recording_parts (recording, role, part) VALUES (?1, ?2, ?3)",
-                )
-                .map_err(err("adding the recording's parts"))?;
-            for p in &rec.parts {
-                rp_ins
-                    .execute(rusqlite::params![&id.0[..], p.role.as_str(), &p.blake3[..]])
-                    .map_err(err("adding the recording's parts"))?;
-            }
+            insert_recording(&tx, id, rec, &manifest, &opts.source, &opts.label)
+                .map_err(err("adding the recording"))?;
         }
         tx.commit().map_err(err("committing the import"))?;
         Ok(Some(true))
@@ -679,4 +636,57 @@ pub(crate) fn append(
         len: header.len,
         codec,
     })
+}
+
+/// Insert a recording's index rows (`recordings`, `manifests`,
+/// `recording_parts`) inside the caller's transaction, after its parts are
+/// stored. Shared by import and by a remote pull, so both write exactly the
+/// rows `ls`, `show` and gc read.
+pub(crate) fn insert_recording(
+    tx: &rusqlite::Transaction,
+    id: &RecordingId,
+    rec: &Recording,
+    manifest: &[u8],
+    source: &str,
+    label: &str,
+) -> rusqlite::Result<()> {
+    use rrstore_format::PartRole;
+    let input = rec.part(PartRole::Input).map(|p| i(p.len));
+    let output = rec.part(PartRole::Output).map(|p| i(p.len));
+    let image = rec.part(PartRole::Image).map(|p| p.blake3.to_vec());
+    tx.execute(
+        "INSERT INTO recordings (id, id_hex, kernel, generation, target, arena_base, \
+         arena_size, input_size, output_size, num_args, num_globals, logical_size, \
+         image_hash, imported_at, source, label) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+        rusqlite::params![
+            &id.0[..],
+            id.to_hex(),
+            rec.kernel,
+            rec.generation.as_str(),
+            rec.image_target.short_name(),
+            rec.arena.base.map(i),
+            i(rec.arena.size),
+            input,
+            output,
+            rec.args.len() as i64,
+            rec.globals.len() as i64,
+            i(rec.logical_size()),
+            image,
+            crate::now_unix(),
+            source,
+            label,
+        ],
+    )?;
+    tx.execute(
+        "INSERT INTO manifests (id, manifest) VALUES (?1, ?2)",
+        rusqlite::params![&id.0[..], manifest],
+    )?;
+    let mut rp_ins = tx.prepare_cached(
+        "INSERT INTO recording_parts (recording, role, part) VALUES (?1, ?2, ?3)",
+    )?;
+    for p in &rec.parts {
+        rp_ins.execute(rusqlite::params![&id.0[..], p.role.as_str(), &p.blake3[..]])?;
+    }
+    Ok(())
 }

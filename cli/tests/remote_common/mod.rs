@@ -61,7 +61,18 @@ impl Moto {
     /// Unsigned request (moto accepts them when auth is off); returns the
     /// status code and body.
     pub fn raw(&self, method: &str, path: &str, body: &[u8]) -> (u16, Vec<u8>) {
-        let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        // moto's development server can refuse a connection while it is
+        // busy (a full listen backlog under concurrent pushes): retry briefly.
+        let start = Instant::now();
+        let mut s = loop {
+            match TcpStream::connect(("127.0.0.1", self.port)) {
+                Ok(s) => break s,
+                Err(_) if start.elapsed() < Duration::from_secs(10) => {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                Err(e) => panic!("cannot connect to moto_server on port {}: {e}", self.port),
+            }
+        };
         let head = format!(
             "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
             self.port,

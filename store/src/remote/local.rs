@@ -7,7 +7,7 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 
 use rrstore_format::chunk::{ChunkHash, Codec};
-use rrstore_format::{PartRole, Recording, RecordingId};
+use rrstore_format::{Recording, RecordingId};
 use rusqlite::{OptionalExtension, TransactionBehavior};
 
 use super::layout::{self, ChunkRef};
@@ -329,71 +329,8 @@ impl Store {
                     return Ok(None);
                 }
             }
-            let input = rec.part(PartRole::Input).map(|p| i(p.len));
-            let output = rec.part(PartRole::Output).map(|p| i(p.len));
-            let image = rec.part(PartRole::Image).map(|p| p.blake3.to_vec());
-            // Schema 3 keeps manifests in their own table; schema 1-2 in
-            // `recordings` (the store engineer is moving it): follow the
-            // index at hand.
-            let split: bool = tx
-                .prepare_cached(
-                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'manifests'",
-                )
-                .and_then(|mut s| s.exists([]))
+            crate::import::insert_recording(&tx, &id, rec, &manifest, source, label)
                 .map_err(&ierr)?;
-            let params = rusqlite::params![
-                &id.0[..],
-                id.to_hex(),
-                rec.kernel,
-                rec.generation.as_str(),
-                rec.image_target.short_name(),
-                rec.arena.base.map(i),
-                i(rec.arena.size),
-                input,
-                output,
-                rec.args.len() as i64,
-                rec.globals.len() as i64,
-                i(rec.logical_size()),
-                image,
-                crate::now_unix(),
-                source,
-                label,
-                manifest
-            ];
-            if split {
-                tx.execute(
-                    "INSERT INTO recordings (id, id_hex, kernel, generation, target, arena_base, \
-                     arena_size, input_size, output_size, num_args, num_globals, logical_size, \
-                     image_hash, imported_at, source, label) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
-                    &params[..16],
-                )
-                .map_err(&ierr)?;
-                tx.execute(
-                    "INSERT INTO manifests (id, manifest) VALUES (?1, ?2)",
-                    rusqlite::params![&id.0[..], manifest],
-                )
-                .map_err(&ierr)?;
-            } else {
-                tx.execute(
-                    "INSERT INTO recordings (id, id_hex, kernel, generation, target, arena_base, \
-                     arena_size, input_size, output_size, num_args, num_globals, logical_size, \
-                     image_hash, imported_at, source, label, manifest) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
-                    params,
-                )
-                .map_err(&ierr)?;
-            }
-            let mut rp_ins = tx
-                .prepare_cached(
-                    "INSERT INTO recording_parts (recording, role, part) VALUES (?1, ?2, ?3)",
-                )
-                .map_err(&ierr)?;
-            for p in &rec.parts {
-                rp_ins
-                    .execute(rusqlite::params![&id.0[..], p.role.as_str(), &p.blake3[..]])
-                    .map_err(&ierr)?;
-            }
             let mut tag_ins = tx
                 .prepare_cached(
                     "INSERT OR REPLACE INTO tags (recording, key, value) VALUES (?1, ?2, ?3)",
