@@ -31,6 +31,10 @@ pub struct HistoryEntry {
     pub detail: String,
 }
 
+/// Write-ahead log size above which appending a history row checkpoints and
+/// truncates the log (32 pages of 4 KiB plus their frame headers).
+const WAL_TRUNCATE_AT: u64 = 32 * 4120;
+
 impl Store {
     /// Append a history row; returns its row ID.
     pub fn append_history(&self, e: &HistoryEntry) -> Result<i64> {
@@ -47,20 +51,35 @@ impl Store {
             rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
             true,
         );
-        // Without the checkpoint on close the write-ahead log would only be
-        // folded back by SQLite's default autocheckpoint at 1000 pages, and
-        // every later process re-reads the whole log when it opens the store
-        // (measured: +45% on a small replay with an 8 MB log). Checkpointing
-        // every 32 pages keeps it small at the cost of one fsync per ~10
-        // replays; the size limit truncates the file after large imports.
-        conn.pragma_update(None, "wal_autocheckpoint", 32)
-            .map_err(self.ierr("setting wal_autocheckpoint for a history row"))?;
-        conn.pragma_update(None, "journal_size_limit", 1 << 20)
-            .map_err(self.ierr("setting journal_size_limit for a history row"))?;
+        // The write-ahead log must still be folded back and emptied now and
+        // then: every process that opens the store is the first connection,
+        // rebuilds the WAL index by reading the whole log, and then cannot
+        // restart the log (its rebuilt index says nothing is checkpointed),
+        // so a log left behind only grows and SQLite's auto-checkpoint then
+        // runs (three fsyncs) on every later replay. So auto-checkpoints are
+        // off for this connection and the log is checkpointed and truncated
+        // to zero bytes explicitly once it exceeds WAL_TRUNCATE_AT: one
+        // checkpoint per ~8 replays, none in between.
+        conn.pragma_update(None, "wal_autocheckpoint", 0)
+            .map_err(self.ierr("turning auto-checkpoints off for a history row"))?;
         let r = self.insert_history(e, &kernel_ns);
+        if r.is_ok() && self.wal_len() > WAL_TRUNCATE_AT {
+            // Best effort: a reader in another process can keep part of the
+            // log alive (SQLITE_BUSY); the next replay tries again.
+            let _ = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+        }
         conn.pragma_update(None, "synchronous", "full")
             .map_err(self.ierr("restoring synchronous=full after a history row"))?;
+        conn.pragma_update(None, "wal_autocheckpoint", 1000)
+            .map_err(self.ierr("restoring auto-checkpoints after a history row"))?;
         r
+    }
+
+    /// Bytes in the index's write-ahead log (0 when there is none).
+    fn wal_len(&self) -> u64 {
+        let mut wal = self.index_path().into_os_string();
+        wal.push("-wal");
+        std::fs::metadata(wal).map(|m| m.len()).unwrap_or(0)
     }
 
     fn insert_history(&self, e: &HistoryEntry, kernel_ns: &str) -> Result<i64> {
