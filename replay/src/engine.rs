@@ -16,7 +16,7 @@ use rrstore_format::image::ImageTarget;
 use rrstore_format::{PartRole, Recording};
 use serde::Serialize;
 
-use crate::backend::host::{HostBackend, HostConfig, Runner};
+use crate::backend::host::{ArenaIo, HostBackend, HostConfig, Runner};
 use crate::backend::{Backend, BackendError, LaunchParams};
 use crate::error::ReplayError;
 use crate::source::ReplaySource;
@@ -100,6 +100,8 @@ pub struct ReplayOptions {
     pub host_runner: Option<Runner>,
     /// Extra environment for the host runner.
     pub host_env: Vec<(OsString, OsString)>,
+    /// How the host backend moves bytes into its runner's arena.
+    pub host_arena_io: ArenaIo,
     /// Run this image instead of the recorded one (`replay --image`, the
     /// regression commands); checked against the recording first.
     pub image: Option<crate::regress::image::ImageOverride>,
@@ -119,6 +121,7 @@ impl Default for ReplayOptions {
             save_output: None,
             host_runner: None,
             host_env: Vec::new(),
+            host_arena_io: ArenaIo::Auto,
             image: None,
         }
     }
@@ -389,7 +392,11 @@ fn host_config(opts: &ReplayOptions) -> Result<HostConfig, ReplayError> {
         env.push(("OMP_NUM_THREADS".into(), t.to_string().into()));
         env.push(("OMP_TEAMS_THREAD_LIMIT".into(), t.to_string().into()));
     }
-    Ok(HostConfig { runner, env })
+    Ok(HostConfig {
+        runner,
+        env,
+        arena_io: opts.host_arena_io,
+    })
 }
 
 /// Call before opening the recording (the store): when `opts` may pick the
@@ -453,10 +460,10 @@ fn part_error(rec: &Recording, role: PartRole) -> impl Fn(std::io::Error) -> Rep
     }
 }
 
-/// Write the input snapshot into the arena: decoded straight into the host
-/// view (host backend), else window by window straight into the backend's
-/// staging windows (GPU backends), else piece by piece through `upload`.
-/// Random-access sources (the store) decode each window on all cores.
+/// Write the input snapshot into the arena: window by window straight into
+/// the backend's staging windows when it has them, else piece by piece
+/// through `upload`. Random-access sources (the store) decode each window on
+/// all cores.
 fn rehydrate(src: &mut ReplaySource, backend: &mut dyn Backend) -> Result<(), ReplayError> {
     let rec = &src.recording;
     let size = rec.arena.size;
@@ -468,12 +475,6 @@ fn rehydrate(src: &mut ReplaySource, backend: &mut dyn Backend) -> Result<(), Re
             expected: size,
             actual: len,
         });
-    }
-    if let Some(view) = backend.host_view() {
-        return src
-            .parts
-            .read_part_into(PartRole::Input, view)
-            .map_err(part_error(rec, PartRole::Input));
     }
     if src.parts.random_access() {
         let parts = &mut src.parts;
@@ -641,14 +642,14 @@ fn check_output(
             });
         }
     }
-    // With a host view, hash the arena in place first: the history needs its
-    // blake3 anyway, and when it equals the recorded output's blake3 (from
-    // the manifest) the arena is byte-identical to the output, so the output
-    // part need not be read at all. Otherwise the streamed comparison below
-    // locates the differences.
-    let view_hash = backend.host_view().map(|v| parallel_blake3(v));
+    // Where the backend can hash the arena in place (the host runner), do so
+    // first: the history needs its blake3 anyway, and when it equals the
+    // recorded output's blake3 (from the manifest) the arena is
+    // byte-identical to the output, so the output part need not be read at
+    // all. Otherwise the streamed comparison below locates the differences.
+    let arena_hash = backend.arena_hash()?;
     let identical_by_hash =
-        verify && view_hash.is_some() && output_info.as_ref().map(|o| o.blake3) == view_hash;
+        verify && arena_hash.is_some() && output_info.as_ref().map(|o| o.blake3) == arena_hash;
     if verify && !identical_by_hash {
         expected_reader = Some(
             src.parts
@@ -669,26 +670,21 @@ fn check_output(
         )),
         None => None,
     };
-    let has_view = backend.host_view().is_some();
-    // Without a host view the arena comes in pieces: hash while streaming.
-    let mut hasher = (!has_view).then(blake3::Hasher::new);
-    let mut actual_buf = if has_view {
-        Vec::new()
-    } else {
-        vec![0u8; PIECE]
-    };
+    // Without the backend's hash the arena is hashed as it streams by.
+    let mut hasher = arena_hash.is_none().then(blake3::Hasher::new);
     let mut expected_buf = if verify { vec![0u8; PIECE] } else { Vec::new() };
     let streaming = expected_reader.is_some() || save.is_some() || hasher.is_some();
+    let mut actual_buf = if streaming {
+        vec![0u8; PIECE]
+    } else {
+        Vec::new()
+    };
     let mut off = if streaming { 0u64 } else { size };
     while off < size {
         let n = PIECE.min((size - off) as usize);
-        let actual: &[u8] = match backend.host_view() {
-            Some(v) => &v[off as usize..off as usize + n],
-            None => {
-                backend.download(off, &mut actual_buf[..n])?;
-                &actual_buf[..n]
-            }
-        };
+        let actual = &mut actual_buf[..n];
+        backend.download(off, actual)?;
+        let actual = &*actual;
         if let Some(h) = hasher.as_mut() {
             h.update(actual);
         }
@@ -749,7 +745,7 @@ fn check_output(
             v
         }
     };
-    report.output_hash = Some(match (view_hash, identical, output_info, hasher) {
+    report.output_hash = Some(match (arena_hash, identical, output_info, hasher) {
         (Some(h), ..) => h,
         // Byte-identical to the recorded output: its hash is in the manifest.
         (None, true, Some(info), _) => info.blake3,
@@ -759,96 +755,9 @@ fn check_output(
     Ok(())
 }
 
-/// Inputs at least this long are hashed on several threads.
-const PARALLEL_HASH_MIN: usize = 4 << 20;
-
-/// `blake3::hash(data)` computed on all cores: the BLAKE3 tree is split into
-/// its left and right subtrees (recursively, one leaf per thread), whose
-/// chaining values are merged into the root hash. Equal to `blake3::hash`
-/// for every input.
-fn parallel_blake3(data: &[u8]) -> [u8; 32] {
-    use blake3::hazmat::{left_subtree_len, merge_subtrees_root, Mode};
-    let threads = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1);
-    if threads < 2 || data.len() < PARALLEL_HASH_MIN {
-        return *blake3::hash(data).as_bytes();
-    }
-    let split = left_subtree_len(data.len() as u64) as usize;
-    let (left, right) = data.split_at(split);
-    let depth = threads.next_power_of_two().trailing_zeros() - 1;
-    let (l, r) = std::thread::scope(|s| {
-        let r = s.spawn(|| subtree_cv(right, split as u64, depth));
-        let l = subtree_cv(left, 0, depth);
-        (l, r.join())
-    });
-    match r {
-        Ok(r) => *merge_subtrees_root(&l, &r, Mode::Hash).as_bytes(),
-        Err(_) => *blake3::hash(data).as_bytes(),
-    }
-}
-
-/// Chaining value of the BLAKE3 subtree `data` starting at byte `offset` of
-/// the input (a subtree boundary), split `depth` more times across threads.
-fn subtree_cv(data: &[u8], offset: u64, depth: u32) -> blake3::hazmat::ChainingValue {
-    use blake3::hazmat::{left_subtree_len, merge_subtrees_non_root, HasherExt, Mode};
-    if depth == 0 || data.len() <= 2 * blake3::CHUNK_LEN || data.len() < PARALLEL_HASH_MIN / 2 {
-        return blake3::Hasher::new()
-            .set_input_offset(offset)
-            .update(data)
-            .finalize_non_root();
-    }
-    let split = left_subtree_len(data.len() as u64) as usize;
-    let (left, right) = data.split_at(split);
-    let (l, r) = std::thread::scope(|s| {
-        let r = s.spawn(|| subtree_cv(right, offset + split as u64, depth - 1));
-        let l = subtree_cv(left, offset, depth - 1);
-        (l, r.join())
-    });
-    match r {
-        Ok(r) => merge_subtrees_non_root(&l, &r, Mode::Hash),
-        // A panicking hasher thread: hash this subtree here instead.
-        Err(_) => blake3::Hasher::new()
-            .set_input_offset(offset)
-            .update(data)
-            .finalize_non_root(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn parallel_blake3_equals_blake3() {
-        let data: Vec<u8> = (0..(9u32 << 20) + 777)
-            .map(|i| (i ^ (i >> 11)) as u8)
-            .collect();
-        for len in [
-            0,
-            1,
-            1024,
-            PARALLEL_HASH_MIN - 1,
-            PARALLEL_HASH_MIN,
-            PARALLEL_HASH_MIN + 1,
-            8 << 20,
-            data.len(),
-        ] {
-            assert_eq!(
-                parallel_blake3(&data[..len]),
-                *blake3::hash(&data[..len]).as_bytes(),
-                "{len}"
-            );
-        }
-        for depth in 0..4 {
-            let d = &data[..(6 << 20) + 5];
-            let split = blake3::hazmat::left_subtree_len(d.len() as u64) as usize;
-            let l = subtree_cv(&d[..split], 0, depth);
-            let r = subtree_cv(&d[split..], split as u64, depth);
-            let root = blake3::hazmat::merge_subtrees_root(&l, &r, blake3::hazmat::Mode::Hash);
-            assert_eq!(root, blake3::hash(d), "depth {depth}");
-        }
-    }
 
     /// A device that records what reaches its arena, with or without
     /// staging windows.

@@ -20,6 +20,7 @@
 pub mod backend;
 pub mod engine;
 pub mod error;
+pub mod hash;
 pub mod history;
 pub mod regress;
 pub mod source;

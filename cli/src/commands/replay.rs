@@ -124,9 +124,7 @@ fn options(args: &Args) -> anyhow::Result<ReplayOptions> {
         repetitions: args.repetitions,
         timeout,
         save_output: args.save_output.clone(),
-        host_runner: None,
-        host_env: Vec::new(),
-        image: None,
+        ..ReplayOptions::default()
     })
 }
 

@@ -5,8 +5,8 @@
 //! reservation, so nothing the image maps can take the range; a backend may
 //! finish loading asynchronously and report load errors from the next call),
 //! `upload` the input snapshot (streamed, in pieces, at increasing offsets,
-//! decoded straight into [`Backend::staging_window`]s, or straight into
-//! [`Backend::host_view`]), `write_global` for each recorded
+//! decoded straight into [`Backend::staging_window`]s when the backend has
+//! them), `write_global` for each recorded
 //! global, `launch` (possibly several times, re-uploading the input and the
 //! globals in between), `download` the arena, and finally drop the backend,
 //! which releases everything in reverse order.
@@ -85,15 +85,16 @@ pub trait Backend {
     /// Copy `dst.len()` bytes from the arena at `offset` into `dst`.
     fn download(&mut self, offset: u64, dst: &mut [u8]) -> Result<(), BackendError>;
 
-    /// The arena as host memory the engine may read and write directly (the
-    /// host backend's shared memfd mapping), after `reserve`. When `Some`,
-    /// the engine decodes the input straight into it and compares the output
-    /// in place instead of calling `upload`/`download`. Default: `None`.
-    fn host_view(&mut self) -> Option<&mut [u8]> {
-        None
+    /// The blake3 of the whole arena, computed where the arena lives (the
+    /// host runner hashes its memory in place, on all cores), after the
+    /// launches. `None` when the backend cannot: the engine then hashes the
+    /// bytes it downloads. Default: `None`.
+    fn arena_hash(&mut self) -> Result<Option<[u8; 32]>, BackendError> {
+        Ok(None)
     }
 
-    /// Host memory (a pinned DMA staging buffer) the engine may decode the
+    /// Host memory (a pinned DMA staging buffer, the host backend's buffer
+    /// copied into the runner) the engine may decode the
     /// next piece of the input straight into, instead of handing bytes to
     /// `upload`: at most `max_len` bytes, possibly fewer. The engine fills a
     /// prefix and hands it over with [`commit_staging`](Self::commit_staging)

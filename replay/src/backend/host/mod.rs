@@ -11,15 +11,21 @@
 //!   Re-executing ourselves (rather than `fork` without `exec`) gives the
 //!   runner a clean single-threaded process whose address space holds only
 //!   rrstore and libc, and no copy of the parent's heap.
-//! * **Arena.** One memfd holds the page-rounded arena. The parent maps it
-//!   anywhere and the engine decodes the input snapshot straight into that
-//!   mapping ([`Backend::host_view`]) and compares the output in place: no
-//!   file, no pipe copy, no second buffer. The runner maps the same memfd at
-//!   the recorded address with `MAP_FIXED_NOREPLACE` as its very first step,
-//!   before the image or the OpenMP runtime is loaded, so nothing they map
-//!   can take the range. If the runner's own start-up mappings happen to
+//! * **Arena.** The runner maps the page-rounded arena at the recorded
+//!   address with `MAP_FIXED_NOREPLACE` as its very first step, before the
+//!   image or the OpenMP runtime is loaded, so nothing they map can take the
+//!   range. It is anonymous memory advised to use transparent huge pages
+//!   (why: [`arena`]). If the runner's own start-up mappings happen to
 //!   collide (ASLR), a fresh runner is tried (different random layout) up to
 //!   [`RESERVE_ATTEMPTS`] times before the occupant is reported.
+//! * **Rehydration and read-back.** The engine decodes the input into this
+//!   backend's staging window (a huge-page buffer of [`STAGING_WINDOW`]
+//!   bytes), which is copied into the runner with `process_vm_writev` on all
+//!   cores ([`transfer`]); downloads use `process_vm_readv`. Where a sandbox
+//!   forbids those calls, the bytes travel over the control socket instead
+//!   ([`ArenaIo`]). The output's blake3 is computed by the runner in place
+//!   ([`Backend::arena_hash`]), so a verified replay never copies the output
+//!   back at all.
 //! * **Image.** Written to a memfd in the runner and `dlopen`ed through
 //!   `/proc/self/fd/N` (nothing written to disk). Its `.dynsym` is parsed in
 //!   the parent first ([`elf`]) to check the kernel symbol and each global's
@@ -37,10 +43,10 @@ pub mod call;
 pub mod elf;
 pub mod protocol;
 pub mod runner;
+pub mod transfer;
 
 use std::ffi::OsString;
-use std::fs::File;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
@@ -48,14 +54,22 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use super::{Backend, BackendError, LaunchParams};
-use arena::SharedMap;
 use protocol::{ErrKind, Fields, Msg, Op};
+use transfer::StagingBuf;
 
 pub use runner::runner_main;
 
 /// Attempts at reserving the arena in fresh runners when the range collides
 /// with a runner's own start-up mappings.
 pub const RESERVE_ATTEMPTS: usize = 3;
+
+/// Size of the staging window the engine decodes the input into: large
+/// enough to decode on every core at once, small enough to stay mostly in
+/// cache until it is copied into the runner.
+pub const STAGING_WINDOW: usize = 8 << 20;
+
+/// Largest piece sent in one `Write`/`Read` request of the socket fallback.
+const SOCKET_PIECE: usize = 16 << 20;
 
 /// Name of the hidden subcommand that starts a runner.
 pub const RUNNER_SUBCOMMAND: &str = "__host-runner";
@@ -64,7 +78,7 @@ pub const RUNNER_SUBCOMMAND: &str = "__host-runner";
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Runner {
     pub program: PathBuf,
-    /// Arguments before `--control FD --arena FD`.
+    /// Arguments before `--control FD`.
     pub args: Vec<OsString>,
 }
 
@@ -84,12 +98,24 @@ impl Runner {
     }
 }
 
+/// How the parent moves bytes into and out of the runner's arena.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ArenaIo {
+    /// `process_vm_writev`/`readv`, or the control socket where a sandbox
+    /// forbids them (probed once per runner).
+    #[default]
+    Auto,
+    /// Always the control socket (one more copy per byte).
+    Socket,
+}
+
 /// Host backend settings.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HostConfig {
     pub runner: Runner,
     /// Extra environment for the runner (launch-configuration overrides).
     pub env: Vec<(OsString, OsString)>,
+    pub arena_io: ArenaIo,
 }
 
 struct Live {
@@ -97,19 +123,21 @@ struct Live {
     sock: UnixStream,
 }
 
-struct ArenaMem {
-    _fd: OwnedFd,
-    map: SharedMap,
-    /// Offset of the arena base inside the memfd.
-    skew: usize,
-    size: usize,
+/// The reserved arena in the runner.
+struct Arena {
+    base: u64,
+    size: u64,
+    /// The runner's pid, for `process_vm_writev`/`readv`; `None`: use the
+    /// control socket.
+    vm_pid: Option<libc::pid_t>,
 }
 
 /// The host backend (see the module documentation).
 pub struct HostBackend {
     config: HostConfig,
     live: Option<Live>,
-    arena: Option<ArenaMem>,
+    arena: Option<Arena>,
+    staging: Option<StagingBuf>,
     elf: Option<elf::ElfInfo>,
     libraries: Vec<String>,
     /// A `load_image` whose replies are not collected yet: (kernel, DT_NEEDED).
@@ -124,6 +152,7 @@ impl HostBackend {
             config,
             live: None,
             arena: None,
+            staging: None,
             elf: None,
             libraries: Vec::new(),
             pending_load: None,
@@ -131,8 +160,8 @@ impl HostBackend {
         }
     }
 
-    fn spawn(&self, arena_fd: &OwnedFd) -> Result<Live, BackendError> {
-        spawn_runner(&self.config, arena_fd)
+    fn spawn(&self) -> Result<Live, BackendError> {
+        spawn_runner(&self.config)
     }
 
     /// Send a request and wait for its reply (`timeout` for launches).
@@ -256,21 +285,35 @@ impl HostBackend {
         err
     }
 
+    /// Whether this process may copy into runner `pid` with
+    /// `process_vm_*`: probed by reading the arena's first byte at `lo`.
+    fn vm_io_allowed(&self, pid: libc::pid_t, lo: u64) -> bool {
+        if self.config.arena_io == ArenaIo::Socket {
+            return false;
+        }
+        let mut byte = [0u8];
+        match transfer::read_remote(pid, lo, &mut byte) {
+            Ok(()) => true,
+            Err(e) => !transfer::is_forbidden(&e),
+        }
+    }
+
     fn elf(&self) -> Result<&elf::ElfInfo, BackendError> {
         self.elf
             .as_ref()
             .ok_or_else(|| BackendError::Image("no image loaded yet".into()))
     }
 
-    fn view(&mut self, offset: u64, len: usize) -> Result<&mut [u8], BackendError> {
-        let a = self.arena.as_mut().ok_or_else(|| BackendError::Driver {
+    /// The arena, with `offset..offset + len` checked to lie inside it.
+    fn arena_at(&self, offset: u64, len: usize) -> Result<&Arena, BackendError> {
+        let a = self.arena.as_ref().ok_or_else(|| BackendError::Driver {
             op: "arena access".into(),
             reason: "the arena was not reserved yet".into(),
         })?;
-        let start = usize::try_from(offset)
-            .ok()
-            .filter(|o| o.checked_add(len).is_some_and(|e| e <= a.size));
-        let Some(start) = start else {
+        if offset
+            .checked_add(len as u64)
+            .is_none_or(|end| end > a.size)
+        {
             return Err(BackendError::Driver {
                 op: "arena access".into(),
                 reason: format!(
@@ -278,23 +321,86 @@ impl HostBackend {
                     a.size
                 ),
             });
-        };
-        let skew = a.skew;
-        Ok(&mut a.map.as_mut_slice()[skew + start..skew + start + len])
+        }
+        Ok(a)
+    }
+
+    /// Copy `data` into the arena at `offset`.
+    fn write_arena(&mut self, offset: u64, data: &[u8]) -> Result<(), BackendError> {
+        let a = self.arena_at(offset, data.len())?;
+        let (addr, vm_pid) = (a.base + offset, a.vm_pid);
+        if let Some(pid) = vm_pid {
+            match transfer::write_remote(pid, addr, data) {
+                Ok(()) => return Ok(()),
+                Err(e) if transfer::is_forbidden(&e) => self.use_socket(),
+                Err(e) => return Err(self.arena_io_error("process_vm_writev", e)),
+            }
+        }
+        for (i, piece) in data.chunks(SOCKET_PIECE).enumerate() {
+            let mut m = Msg::op(Op::Write);
+            m.u64(addr + (i * SOCKET_PIECE) as u64).bytes(piece);
+            if let Err((_, why)) = self.request(&m, None)? {
+                return Err(driver("writing the arena", why));
+            }
+        }
+        Ok(())
+    }
+
+    /// Copy the arena bytes at `offset` into `dst`.
+    fn read_arena(&mut self, offset: u64, dst: &mut [u8]) -> Result<(), BackendError> {
+        let a = self.arena_at(offset, dst.len())?;
+        let (addr, vm_pid) = (a.base + offset, a.vm_pid);
+        if let Some(pid) = vm_pid {
+            match transfer::read_remote(pid, addr, dst) {
+                Ok(()) => return Ok(()),
+                Err(e) if transfer::is_forbidden(&e) => self.use_socket(),
+                Err(e) => return Err(self.arena_io_error("process_vm_readv", e)),
+            }
+        }
+        for (i, piece) in dst.chunks_mut(SOCKET_PIECE).enumerate() {
+            let mut m = Msg::op(Op::Read);
+            m.u64(addr + (i * SOCKET_PIECE) as u64)
+                .u64(piece.len() as u64);
+            match self.request(&m, None)? {
+                Ok(reply) => {
+                    let bytes = Fields::new(&reply)
+                        .bytes()
+                        .map_err(|e| driver("reading the arena", e))?;
+                    if bytes.len() != piece.len() {
+                        return Err(driver("reading the arena", "short reply from the runner"));
+                    }
+                    piece.copy_from_slice(bytes);
+                }
+                Err((_, why)) => return Err(driver("reading the arena", why)),
+            }
+        }
+        Ok(())
+    }
+
+    fn use_socket(&mut self) {
+        if let Some(a) = self.arena.as_mut() {
+            a.vm_pid = None;
+        }
+    }
+
+    /// A failed copy: the runner died (report how) or the copy itself
+    /// failed.
+    fn arena_io_error(&mut self, op: &str, e: std::io::Error) -> BackendError {
+        if e.raw_os_error() == Some(libc::ESRCH) {
+            return self.collect_death();
+        }
+        driver(op, e)
     }
 }
 
-/// Start a runner process that is handed `arena_fd` (not mapped yet).
-fn spawn_runner(config: &HostConfig, arena_fd: &OwnedFd) -> Result<Live, BackendError> {
+/// Start a runner process (its arena is not mapped yet).
+fn spawn_runner(config: &HostConfig) -> Result<Live, BackendError> {
     let (parent, child_end) = UnixStream::pair().map_err(|e| driver("socketpair", e))?;
     let control = child_end.as_raw_fd();
-    let afd = arena_fd.as_raw_fd();
     let mut cmd = Command::new(&config.runner.program);
     cmd.args(&config.runner.args)
         .arg("--control")
         .arg(control.to_string())
-        .arg("--arena")
-        .arg(afd.to_string())
         .envs(config.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(Stdio::inherit())
@@ -304,12 +410,10 @@ fn spawn_runner(config: &HostConfig, arena_fd: &OwnedFd) -> Result<Live, Backend
     // was handed.
     unsafe {
         cmd.pre_exec(move || {
-            // Keep exactly these two descriptors across exec (they are
-            // close-on-exec in the parent, so no other child inherits them).
-            for fd in [control, afd] {
-                if libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
+            // Keep exactly this descriptor across exec (it is close-on-exec
+            // in the parent, so no other child inherits it).
+            if libc::fcntl(control, libc::F_SETFD, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
             }
             // Kernel output goes to stderr: stdout belongs to rrstore.
             libc::dup2(2, 1);
@@ -331,12 +435,10 @@ fn spawn_runner(config: &HostConfig, arena_fd: &OwnedFd) -> Result<Live, Backend
     })
 }
 
-/// A runner started by [`prestart`] before the recording was known, with
-/// the (still empty) arena memfd it was handed.
+/// A runner started by [`prestart`] before the recording was known.
 struct Spare {
     config: HostConfig,
     live: Live,
-    fd: OwnedFd,
 }
 
 static SPARE: std::sync::Mutex<Option<Spare>> = std::sync::Mutex::new(None);
@@ -349,23 +451,16 @@ static SPARE: std::sync::Mutex<Option<Spare>> = std::sync::Mutex::new(None);
 /// Failures are silent: `reserve` then starts a runner as usual. An unused
 /// spare dies with this process (or is replaced by the next `prestart`).
 pub fn prestart(config: &HostConfig) {
-    let Ok(fd) = arena::create_memfd("rrstore-arena", 0) else {
+    let Ok(live) = spawn_runner(config) else {
         return;
     };
-    let Ok(live) = spawn_runner(config, &fd) else {
-        return;
+    let spare = Spare {
+        config: config.clone(),
+        live,
     };
     let old = match SPARE.lock() {
-        Ok(mut g) => g.replace(Spare {
-            config: config.clone(),
-            live,
-            fd,
-        }),
-        Err(_) => Some(Spare {
-            config: config.clone(),
-            live,
-            fd,
-        }),
+        Ok(mut g) => g.replace(spare),
+        Err(_) => Some(spare),
     };
     if let Some(old) = old {
         end_runner(old.live);
@@ -485,26 +580,7 @@ impl Backend for HostBackend {
                 "the range wraps around the address space".into(),
             ));
         };
-        let spare = take_spare(&self.config).and_then(|s| {
-            let sized = File::from(s.fd.try_clone().ok()?).set_len(hi - lo);
-            match sized {
-                Ok(()) => Some(s),
-                Err(_) => {
-                    end_runner(s.live);
-                    None
-                }
-            }
-        });
-        let (fd, mut spare) = match spare {
-            Some(s) => (s.fd, Some(s.live)),
-            None => (
-                arena::create_memfd("rrstore-arena", hi - lo).map_err(|e| {
-                    reserve_err(format!("cannot create a {}-byte memfd: {e}", hi - lo))
-                })?,
-                None,
-            ),
-        };
-        let mut map: Option<SharedMap> = None;
+        let mut spare = take_spare(&self.config).map(|s| s.live);
         let mut last = String::new();
         let mut attempts = 0;
         while attempts < RESERVE_ATTEMPTS {
@@ -512,22 +588,11 @@ impl Backend for HostBackend {
             let from_spare = spare.is_some();
             self.live = Some(match spare.take() {
                 Some(live) => live,
-                None => self.spawn(&fd)?,
+                None => self.spawn()?,
             });
             let mut m = Msg::op(Op::Reserve);
             m.u64(lo).u64(hi - lo);
-            let sent = self.send(&m);
-            if map.is_none() {
-                // Not populated: the store decodes on all cores straight into
-                // the fresh mapping, so its page faults are taken in
-                // parallel (MAP_POPULATE faulted all pages on one core first:
-                // ~60 ms for 64 MiB here, before decoding could start).
-                map = Some(
-                    SharedMap::map(fd.as_raw_fd(), hi - lo, false)
-                        .map_err(|e| reserve_err(format!("cannot map the arena memfd: {e}")))?,
-                );
-            }
-            let reply = match sent.and_then(|()| self.receive(None)) {
+            let reply = match self.request(&m, None) {
                 // The prestarted runner is gone (killed with the thread that
                 // started it, say): start a fresh one.
                 Err(_) if from_spare => continue,
@@ -536,12 +601,11 @@ impl Backend for HostBackend {
             attempts += 1;
             match reply {
                 Ok(_) => {
-                    let Some(map) = map.take() else { break };
-                    self.arena = Some(ArenaMem {
-                        _fd: fd,
-                        map,
-                        skew: (base - lo) as usize,
-                        size: size as usize,
+                    let pid = self.live.as_ref().map(|l| l.child.id() as libc::pid_t);
+                    self.arena = Some(Arena {
+                        base,
+                        size,
+                        vm_pid: pid.filter(|&pid| self.vm_io_allowed(pid, lo)),
                     });
                     return Ok(());
                 }
@@ -561,8 +625,37 @@ impl Backend for HostBackend {
     }
 
     fn upload(&mut self, offset: u64, data: &[u8]) -> Result<(), BackendError> {
-        self.view(offset, data.len())?.copy_from_slice(data);
-        Ok(())
+        self.write_arena(offset, data)
+    }
+
+    fn staging_window(&mut self, max_len: usize) -> Result<Option<&mut [u8]>, BackendError> {
+        if self.staging.is_none() {
+            let size = self.arena.as_ref().map_or(0, |a| a.size);
+            let len = STAGING_WINDOW.min(usize::try_from(size).unwrap_or(STAGING_WINDOW));
+            self.staging = Some(
+                StagingBuf::new(len.max(1))
+                    .map_err(|e| driver("allocating the staging window", e))?,
+            );
+        }
+        Ok(self.staging.as_mut().map(|b| {
+            let n = b.len().min(max_len);
+            &mut b.as_mut_slice()[..n]
+        }))
+    }
+
+    fn commit_staging(&mut self, offset: u64, len: usize) -> Result<(), BackendError> {
+        let Some(buf) = self.staging.take() else {
+            return Err(driver("commit_staging", "no staging window was handed out"));
+        };
+        let r = match buf.as_slice().get(..len) {
+            Some(data) => self.write_arena(offset, data),
+            None => Err(driver(
+                "commit_staging",
+                format!("{len} bytes exceed the {}-byte window", buf.len()),
+            )),
+        };
+        self.staging = Some(buf);
+        r
     }
 
     fn load_image(&mut self, image: &[u8], kernel: &str) -> Result<(), BackendError> {
@@ -625,14 +718,20 @@ impl Backend for HostBackend {
     }
 
     fn download(&mut self, offset: u64, dst: &mut [u8]) -> Result<(), BackendError> {
-        dst.copy_from_slice(self.view(offset, dst.len())?);
-        Ok(())
+        self.read_arena(offset, dst)
     }
 
-    fn host_view(&mut self) -> Option<&mut [u8]> {
-        let a = self.arena.as_mut()?;
-        let (skew, size) = (a.skew, a.size);
-        Some(&mut a.map.as_mut_slice()[skew..skew + size])
+    fn arena_hash(&mut self) -> Result<Option<[u8; 32]>, BackendError> {
+        let a = self.arena_at(0, 0)?;
+        let mut m = Msg::op(Op::Hash);
+        m.u64(a.base).u64(a.size);
+        match self.request(&m, None)? {
+            Ok(reply) => match <[u8; 32]>::try_from(reply.as_slice()) {
+                Ok(h) => Ok(Some(h)),
+                Err(_) => Err(driver("hashing the arena", "short reply from the runner")),
+            },
+            Err((_, why)) => Err(driver("hashing the arena", why)),
+        }
     }
 
     fn runtime_libraries(&self) -> Vec<String> {

@@ -14,7 +14,7 @@ const MAX_MESSAGE: u32 = 1 << 30;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
 pub enum Op {
-    /// lo, len: map the arena memfd (fd [`ARENA_FD`]) at `lo`.
+    /// lo, len: map the arena at `lo` (anonymous memory, see `arena`).
     Reserve = 1,
     /// kernel name, image bytes: dlopen the image, dlsym the kernel.
     LoadImage = 2,
@@ -24,6 +24,14 @@ pub enum Op {
     Launch = 4,
     /// reply: runtime libraries mapped in the runner.
     Libraries = 5,
+    /// addr, len: reply carries the blake3 of those arena bytes.
+    Hash = 6,
+    /// addr, bytes: copy into the arena (when `process_vm_writev` is
+    /// forbidden).
+    Write = 7,
+    /// addr, len: reply carries those arena bytes (when `process_vm_readv`
+    /// is forbidden).
+    Read = 8,
 }
 
 impl Op {
@@ -34,6 +42,9 @@ impl Op {
             3 => Op::WriteGlobal,
             4 => Op::Launch,
             5 => Op::Libraries,
+            6 => Op::Hash,
+            7 => Op::Write,
+            8 => Op::Read,
             _ => return None,
         })
     }
@@ -64,11 +75,6 @@ impl ErrKind {
         }
     }
 }
-
-/// The control socket's fd number in the runner.
-pub const CONTROL_FD: i32 = 3;
-/// The arena memfd's fd number in the runner.
-pub const ARENA_FD: i32 = 4;
 
 /// Builds one message.
 #[derive(Default)]

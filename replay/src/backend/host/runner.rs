@@ -1,12 +1,14 @@
 //! The runner: the child-process half of the host backend.
 //!
-//! `rrstore __host-runner --control FD --arena FD` (see [`runner_main`]) is
-//! started by [`super::HostBackend`] and serves its requests in order:
-//! map the arena memfd at the recorded address (first, before any library is
-//! loaded, so nothing the image pulls in can land there), load the image from
-//! a memfd, write globals, call the kernel (timed here, around the call
-//! only), and list the runtime libraries it mapped. A kernel that crashes
-//! takes only this process down.
+//! `rrstore __host-runner --control FD` (see [`runner_main`]) is started by
+//! [`super::HostBackend`] and serves its requests in order: map the arena at
+//! the recorded address (first, before any library is loaded, so nothing the
+//! image pulls in can land there), load the image from a memfd, write
+//! globals, call the kernel (timed here, around the call only), list the
+//! runtime libraries it mapped, and hash the arena in place. The parent
+//! fills and reads the arena directly (`process_vm_writev`/`readv`), or
+//! through `Write`/`Read` requests where those calls are forbidden. A kernel
+//! that crashes takes only this process down.
 
 use std::ffi::{CStr, CString};
 use std::io::Write;
@@ -21,15 +23,15 @@ use super::protocol::{recv, ErrKind, Fields, Msg, Op};
 /// Entry point of the hidden `__host-runner` subcommand; `args` are the
 /// arguments after it. Returns the process exit code.
 pub fn runner_main(args: &[String]) -> i32 {
-    let (Some(control), Some(arena_fd)) = (flag(args, "--control"), flag(args, "--arena")) else {
-        eprintln!("rrstore __host-runner is internal to `rrstore replay` (usage: --control FD --arena FD)");
+    let Some(control) = flag(args, "--control") else {
+        eprintln!("rrstore __host-runner is internal to `rrstore replay` (usage: --control FD)");
         return 2;
     };
     // SAFETY: the parent passed us this socket's descriptor and nothing else
     // in this process owns it.
     let mut sock = unsafe { UnixStream::from_raw_fd(control) };
     let mut state = State {
-        arena_fd,
+        arena: None,
         handle: std::ptr::null_mut(),
         kernel: std::ptr::null(),
     };
@@ -57,7 +59,8 @@ fn flag(args: &[String], name: &str) -> Option<i32> {
 }
 
 struct State {
-    arena_fd: i32,
+    /// The mapped arena `(lo, len)`.
+    arena: Option<(u64, u64)>,
     handle: *mut libc::c_void,
     kernel: *const u8,
 }
@@ -80,8 +83,14 @@ impl State {
         Ok(match Op::from_u8(op) {
             Some(Op::Reserve) => {
                 let (lo, len) = (f.u64()?, f.u64()?);
-                match arena::map_fixed(self.arena_fd, lo, len) {
-                    Ok(()) => Msg::ok(),
+                if self.arena.is_some() {
+                    return Ok(Msg::err(ErrKind::Reserve, "the arena is already mapped"));
+                }
+                match arena::map_fixed(lo, len) {
+                    Ok(()) => {
+                        self.arena = Some((lo, len));
+                        Msg::ok()
+                    }
                     Err(reason) if reason.contains("occupied") => {
                         Msg::err(ErrKind::Occupied, &reason)
                     }
@@ -131,8 +140,63 @@ impl State {
                 }
                 m
             }
+            Some(Op::Hash) => {
+                let (addr, len) = (f.u64()?, f.u64()?);
+                match self.arena_slice(addr, len) {
+                    Ok(bytes) => {
+                        let mut m = Msg::ok();
+                        m.0.extend_from_slice(&crate::hash::parallel_blake3(bytes));
+                        m
+                    }
+                    Err(e) => e,
+                }
+            }
+            Some(Op::Write) => {
+                let addr = f.u64()?;
+                let data = f.bytes()?;
+                match self.arena_slice(addr, data.len() as u64) {
+                    Ok(bytes) => {
+                        let dst = bytes.as_ptr() as *mut u8;
+                        // SAFETY: `arena_slice` checked that these bytes lie
+                        // in the arena mapping, which is writable and which
+                        // nothing else in this process accesses between
+                        // launches.
+                        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), dst, data.len()) };
+                        Msg::ok()
+                    }
+                    Err(e) => e,
+                }
+            }
+            Some(Op::Read) => {
+                let (addr, len) = (f.u64()?, f.u64()?);
+                match self.arena_slice(addr, len) {
+                    Ok(bytes) => {
+                        let mut m = Msg::ok();
+                        m.bytes(bytes);
+                        m
+                    }
+                    Err(e) => e,
+                }
+            }
             None => Msg::err(ErrKind::Other, &format!("unknown request {op}")),
         })
+    }
+
+    /// The arena bytes `addr..addr + len`, or the error reply saying they
+    /// are not all inside it.
+    fn arena_slice(&self, addr: u64, len: u64) -> Result<&[u8], Msg> {
+        let inside = self.arena.filter(|&(lo, alen)| {
+            addr >= lo && addr.checked_add(len).is_some_and(|e| e <= lo + alen)
+        });
+        match (inside, usize::try_from(len)) {
+            // SAFETY: the range lies inside the arena mapping made by
+            // `Reserve`, which stays mapped for the life of this process.
+            (Some(_), Ok(n)) => Ok(unsafe { std::slice::from_raw_parts(addr as *const u8, n) }),
+            _ => Err(Msg::err(
+                ErrKind::Other,
+                &format!("{len} bytes at {addr:#x} are outside the arena"),
+            )),
+        }
     }
 
     fn load(&mut self, kernel: &str, image: &[u8]) -> Msg {

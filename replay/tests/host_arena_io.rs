@@ -1,0 +1,70 @@
+//! The host runner's arena is filled and read back either with
+//! `process_vm_writev`/`readv` (the default) or, where a sandbox forbids
+//! those calls, over the control socket: both give byte-identical results
+//! on real recordings, in the fast path (verified by the runner's in-place
+//! hash) and in the paths that copy the arena back (a located mismatch,
+//! `--save-output`, repetitions).
+
+mod common;
+
+use rrstore_format::PartRole;
+use rrstore_replay::backend::host::ArenaIo;
+use rrstore_replay::{replay, ReplayOptions, ReplaySource, Verdict};
+
+const SAXPY: &str = "__omp_offloading_fe00_9ae056_main_l13";
+
+fn options(io: ArenaIo) -> ReplayOptions {
+    ReplayOptions {
+        host_arena_io: io,
+        ..common::options()
+    }
+}
+
+#[test]
+fn both_transports_verify_every_recording_and_save_the_same_output() {
+    let tmp = tempfile::tempdir().unwrap();
+    for d in common::descriptors("llvm22-host") {
+        let mut saved = Vec::new();
+        for io in [ArenaIo::Auto, ArenaIo::Socket] {
+            let save = tmp.path().join(format!("{io:?}.out"));
+            let opts = ReplayOptions {
+                repetitions: 2,
+                save_output: Some(save.clone()),
+                ..options(io)
+            };
+            let mut src = ReplaySource::llvm(&d).unwrap();
+            let r = replay(&mut src, &opts);
+            assert_eq!(r.verdict, Verdict::Verified, "{d:?} {io:?}: {:?}", r.error);
+            let out = src.recording.part(PartRole::Output).unwrap();
+            assert_eq!(r.output_hash, Some(out.blake3), "{d:?} {io:?}");
+            saved.push(std::fs::read(&save).unwrap());
+        }
+        assert!(saved[0] == saved[1], "{d:?}");
+        assert_eq!(*blake3::hash(&saved[0]).as_bytes(), {
+            let src = ReplaySource::llvm(&d).unwrap();
+            src.recording.part(PartRole::Output).unwrap().blake3
+        });
+    }
+}
+
+#[test]
+fn both_transports_locate_the_same_mismatch() {
+    let tmp = tempfile::tempdir().unwrap();
+    let json = common::copy_recording(&common::saxpy_fixture(), tmp.path(), SAXPY);
+    let out = tmp.path().join(format!("{SAXPY}.original.output"));
+    let mut b = std::fs::read(&out).unwrap();
+    for v in &mut b[3000..3016] {
+        *v ^= 0x5a;
+    }
+    std::fs::write(&out, &b).unwrap();
+    let mut reports = Vec::new();
+    for io in [ArenaIo::Auto, ArenaIo::Socket] {
+        let mut src = ReplaySource::llvm(&json).unwrap();
+        let r = replay(&mut src, &options(io));
+        assert_eq!(r.verdict, Verdict::Mismatch, "{io:?}: {:?}", r.error);
+        let m = r.mismatch.unwrap();
+        assert_eq!((m.differing_bytes, m.first_offset), (16, 3000), "{io:?}");
+        reports.push(r.output_hash);
+    }
+    assert_eq!(reports[0], reports[1]);
+}
