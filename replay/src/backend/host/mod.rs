@@ -41,22 +41,21 @@
 pub mod arena;
 pub mod call;
 pub mod elf;
+pub mod process;
 pub mod protocol;
 pub mod runner;
 pub mod transfer;
 
 use std::ffi::OsString;
-use std::os::fd::AsRawFd;
-use std::os::unix::net::UnixStream;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::os::unix::process::ExitStatusExt;
 use std::time::Duration;
 
 use super::{Backend, BackendError, LaunchParams};
+use process::RunnerProcess;
 use protocol::{ErrKind, Fields, Msg, Op};
 use transfer::StagingBuf;
 
+pub use process::Runner;
 pub use runner::runner_main;
 
 /// Attempts at reserving the arena in fresh runners when the range collides
@@ -73,14 +72,6 @@ const SOCKET_PIECE: usize = 16 << 20;
 
 /// Name of the hidden subcommand that starts a runner.
 pub const RUNNER_SUBCOMMAND: &str = "__host-runner";
-
-/// How to start a runner process.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Runner {
-    pub program: PathBuf,
-    /// Arguments before `--control FD`.
-    pub args: Vec<OsString>,
-}
 
 impl Runner {
     /// This executable with the hidden `__host-runner` subcommand: what the
@@ -118,11 +109,6 @@ pub struct HostConfig {
     pub arena_io: ArenaIo,
 }
 
-struct Live {
-    child: Child,
-    sock: UnixStream,
-}
-
 /// The reserved arena in the runner.
 struct Arena {
     base: u64,
@@ -135,7 +121,7 @@ struct Arena {
 /// The host backend (see the module documentation).
 pub struct HostBackend {
     config: HostConfig,
-    live: Option<Live>,
+    live: Option<RunnerProcess>,
     arena: Option<Arena>,
     staging: Option<StagingBuf>,
     elf: Option<elf::ElfInfo>,
@@ -160,7 +146,7 @@ impl HostBackend {
         }
     }
 
-    fn spawn(&self) -> Result<Live, BackendError> {
+    fn spawn(&self) -> Result<RunnerProcess, BackendError> {
         spawn_runner(&self.config)
     }
 
@@ -174,7 +160,7 @@ impl HostBackend {
         self.receive(timeout)
     }
 
-    fn live(&mut self) -> Result<&mut Live, BackendError> {
+    fn live(&mut self) -> Result<&mut RunnerProcess, BackendError> {
         if let Some(why) = &self.dead {
             return Err(BackendError::Driver {
                 op: "host runner".into(),
@@ -256,16 +242,16 @@ impl HostBackend {
     }
 
     fn kill(&mut self, why: &str) {
-        if let Some(mut live) = self.live.take() {
-            let _ = live.child.kill();
-            let _ = live.child.wait();
+        if let Some(live) = self.live.take() {
+            live.kill();
+            let _ = live.wait();
         }
         self.dead = Some(format!("the host runner was killed ({why})"));
     }
 
     /// The runner closed the socket: reap it and say how it ended.
     fn collect_death(&mut self) -> BackendError {
-        let status = self.live.take().and_then(|mut l| l.child.wait().ok());
+        let status = self.live.take().and_then(|l| l.wait().ok());
         let err = match status {
             Some(s) if s.signal().is_some() => BackendError::Crashed {
                 signal: s.signal().unwrap_or(0),
@@ -394,51 +380,19 @@ impl HostBackend {
 }
 
 /// Start a runner process (its arena is not mapped yet).
-fn spawn_runner(config: &HostConfig) -> Result<Live, BackendError> {
-    let (parent, child_end) = UnixStream::pair().map_err(|e| driver("socketpair", e))?;
-    let control = child_end.as_raw_fd();
-    let mut cmd = Command::new(&config.runner.program);
-    cmd.args(&config.runner.args)
-        .arg("--control")
-        .arg(control.to_string())
-        .envs(config.env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
-        .stdout(Stdio::inherit())
-        .stderr(Stdio::inherit());
-    // SAFETY: the closure runs between fork and exec and only makes
-    // async-signal-safe calls (fcntl, dup2, prctl) on descriptors it
-    // was handed.
-    unsafe {
-        cmd.pre_exec(move || {
-            // Keep exactly this descriptor across exec (it is close-on-exec
-            // in the parent, so no other child inherits it).
-            if libc::fcntl(control, libc::F_SETFD, 0) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            // Kernel output goes to stderr: stdout belongs to rrstore.
-            libc::dup2(2, 1);
-            // Die with the parent.
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            Ok(())
-        });
-    }
-    let child = cmd.spawn().map_err(|e| {
+fn spawn_runner(config: &HostConfig) -> Result<RunnerProcess, BackendError> {
+    RunnerProcess::start(&config.runner, &config.env).map_err(|e| {
         BackendError::Unavailable(format!(
             "cannot start the host runner {}: {e}",
             config.runner.program.display()
         ))
-    })?;
-    drop(child_end);
-    Ok(Live {
-        child,
-        sock: parent,
     })
 }
 
 /// A runner started by [`prestart`] before the recording was known.
 struct Spare {
     config: HostConfig,
-    live: Live,
+    live: RunnerProcess,
 }
 
 static SPARE: std::sync::Mutex<Option<Spare>> = std::sync::Mutex::new(None);
@@ -463,7 +417,7 @@ pub fn prestart(config: &HostConfig) {
         Err(_) => Some(spare),
     };
     if let Some(old) = old {
-        end_runner(old.live);
+        old.live.end();
     }
 }
 
@@ -487,30 +441,8 @@ fn driver(op: &str, e: impl std::fmt::Display) -> BackendError {
 impl Drop for HostBackend {
     fn drop(&mut self) {
         if let Some(live) = self.live.take() {
-            end_runner(live);
+            live.end();
         }
-    }
-}
-
-/// Kill a runner that has nothing more to do and reap it on a background
-/// thread: its exit (unmapping libLLVM, the OpenMP runtime and the arena)
-/// then overlaps writing the history row and this process' exit instead of
-/// being waited for. If the thread cannot be started, reap
-/// it here.
-fn end_runner(mut live: Live) {
-    let _ = live.child.kill();
-    drop(live.sock);
-    let pid = live.child.id() as libc::pid_t;
-    let reaper = std::thread::Builder::new()
-        .name("rrstore-reap-runner".into())
-        .spawn(move || {
-            let mut status = 0;
-            // SAFETY: waits for our own child `pid`, which nothing else
-            // reaps (its `Child` handle is dropped without waiting).
-            unsafe { libc::waitpid(pid, &mut status, 0) };
-        });
-    if reaper.is_err() {
-        let _ = live.child.wait();
     }
 }
 
@@ -601,7 +533,7 @@ impl Backend for HostBackend {
             attempts += 1;
             match reply {
                 Ok(_) => {
-                    let pid = self.live.as_ref().map(|l| l.child.id() as libc::pid_t);
+                    let pid = self.live.as_ref().map(|l| l.pid);
                     self.arena = Some(Arena {
                         base,
                         size,

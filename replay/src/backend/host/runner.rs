@@ -29,7 +29,12 @@ pub fn runner_main(args: &[String]) -> i32 {
     };
     // SAFETY: the parent passed us this socket's descriptor and nothing else
     // in this process owns it.
-    let mut sock = unsafe { UnixStream::from_raw_fd(control) };
+    serve(unsafe { UnixStream::from_raw_fd(control) })
+}
+
+/// Serve the parent's requests on `sock` until it closes; returns the
+/// process exit code.
+fn serve(mut sock: UnixStream) -> i32 {
     let mut state = State {
         arena: None,
         handle: std::ptr::null_mut(),
