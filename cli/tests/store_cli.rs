@@ -92,6 +92,8 @@ fn import_ls_show_export_tag_rm_gc_stats() {
     assert!(!show["store"]["shared_with"].as_array().unwrap().is_empty());
     let text = ok(&s, &["show", &id[..8]]);
     assert!(text.contains("shares chunks with"), "{text}");
+    // The import time is a UTC date, just now.
+    assert!(text.contains(" UTC (0s ago)") || text.contains(" UTC (1s ago)"), "{text}");
 
     // export: LLVM files byte-identical, and a .rra that re-imports as present.
     let out_dir = tmp.path().join("exp");

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use rrstore_store::Store;
 
-use super::history::utc;
+use super::storeutil::utc;
 
 pub fn run(store: &Store, json: bool) -> anyhow::Result<ExitCode> {
     let changes = store

@@ -10,6 +10,7 @@ use rrstore_format::id::hex;
 use rrstore_replay::ReplaySource;
 use rrstore_store::{HistoryEntry, Store};
 
+use super::storeutil::utc;
 use crate::Globals;
 
 #[derive(clap::Args)]
@@ -23,31 +24,6 @@ pub struct Args {
     /// output, with the images, backends and devices involved.
     #[arg(long, conflicts_with = "recording")]
     pub changes: bool,
-}
-
-/// Days since 1970-01-01 to (year, month, day) (proleptic Gregorian).
-fn civil(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
-}
-
-/// Unix seconds as `YYYY-MM-DD HH:MM:SS` UTC.
-pub fn utc(secs: i64) -> String {
-    let (y, m, d) = civil(secs.div_euclid(86_400));
-    let s = secs.rem_euclid(86_400);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}",
-        s / 3600,
-        s / 60 % 60,
-        s % 60
-    )
 }
 
 fn filter_prefix(spec: &str) -> anyhow::Result<String> {
@@ -135,15 +111,4 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn formats_utc() {
-        assert_eq!(utc(0), "1970-01-01 00:00:00");
-        assert_eq!(utc(1_709_210_096), "2024-02-29 12:34:56");
-    }
 }

@@ -47,7 +47,11 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
     println!("store:");
     println!("  label           {}", summary.label);
     println!("  source          {}", summary.source);
-    println!("  imported at     {} (unix)", summary.imported_at);
+    println!(
+        "  imported at     {} UTC ({} ago)",
+        super::storeutil::utc(summary.imported_at),
+        super::storeutil::age(summary.imported_at, rrstore_store::now_unix())
+    );
     for (k, v) in &summary.tags {
         println!("  tag             {k}={v}");
     }
