@@ -132,4 +132,5 @@ pub mod cuda;
 pub mod devices;
 pub mod hip;
 pub mod placeholder;
+pub mod staging;
 pub mod target;

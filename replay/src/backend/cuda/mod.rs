@@ -3,7 +3,8 @@
 //!
 //! * [`driver`]: probing for the library, errors, device queries.
 //! * [`vmm`]: the arena at the recorded address (VMM API).
-//! * [`staging`]: pinned, multi-buffered asynchronous uploads.
+//! * [`staging`]: the CUDA queue under the shared pinned, multi-buffered
+//!   asynchronous uploads ([`crate::backend::staging`]).
 
 pub mod driver;
 pub mod staging;
@@ -17,10 +18,11 @@ use cudarc::driver::sys::{
 };
 
 use self::driver::{ck, describe, CudaDeviceInfo};
-use self::staging::{Staging, UploadStats};
+use self::staging::CudaQueue;
 use self::vmm::DeviceArena;
 use super::args::{KernelParams, LaunchDims, DEFAULT_SHARED_LIMIT};
 use super::placeholder::Placeholder;
+use super::staging::{ArenaUploads, UploadStats};
 use super::{target, Backend, BackendError, LaunchParams};
 
 /// Staging buffers: count x size of pinned host memory.
@@ -40,9 +42,7 @@ pub struct CudaBackend {
     placeholder: Option<Placeholder>,
     // Fields below are released in Drop in reverse order of creation.
     arena: Option<DeviceArena>,
-    base: u64,
-    size: u64,
-    staging: Option<Staging>,
+    uploads: Option<ArenaUploads<CudaQueue>>,
     module: Option<CUmodule>,
     function: Option<CUfunction>,
     shared_attr: u32,
@@ -85,9 +85,7 @@ impl CudaBackend {
             stop_ev: std::ptr::null_mut(),
             placeholder,
             arena: None,
-            base: 0,
-            size: 0,
-            staging: None,
+            uploads: None,
             module: None,
             function: None,
             shared_attr: DEFAULT_SHARED_LIMIT,
@@ -127,9 +125,9 @@ impl CudaBackend {
 
     /// Bytes and time of the last upload round (first piece to all copies done).
     pub fn upload_stats(&self) -> UploadStats {
-        self.staging
+        self.uploads
             .as_ref()
-            .map(|s| s.last_stats())
+            .map(|u| u.staging.last_stats())
             .unwrap_or_default()
     }
 
@@ -138,29 +136,17 @@ impl CudaBackend {
         ck(unsafe { sys::cuCtxSetCurrent(self.ctx) }, "cuCtxSetCurrent")
     }
 
-    fn arena_range(&self, offset: u64, len: usize, what: &str) -> Result<u64, BackendError> {
-        if self.arena.is_none() {
-            return Err(BackendError::Driver {
-                op: what.into(),
-                reason: "no arena reserved yet (reserve must come first)".into(),
-            });
-        }
-        match offset.checked_add(len as u64) {
-            Some(end) if end <= self.size => Ok(self.base + offset),
-            _ => Err(BackendError::Driver {
-                op: what.into(),
-                reason: format!(
-                    "{len} bytes at arena offset {offset:#x} run past the arena's {} bytes",
-                    self.size
-                ),
-            }),
-        }
+    fn uploads(&mut self, what: &str) -> Result<&mut ArenaUploads<CudaQueue>, BackendError> {
+        self.uploads.as_mut().ok_or_else(|| BackendError::Driver {
+            op: what.into(),
+            reason: "no arena reserved yet (reserve must come first)".into(),
+        })
     }
 
     /// Complete pending uploads.
     fn settle(&mut self) -> Result<(), BackendError> {
-        match self.staging.as_mut() {
-            Some(s) => s.finish(),
+        match self.uploads.as_mut() {
+            Some(u) => u.staging.finish(),
             None => Ok(()),
         }
     }
@@ -188,48 +174,32 @@ impl Backend for CudaBackend {
             p.release();
         }
         self.arena = Some(DeviceArena::create(self.dev, base, size)?);
-        self.base = base;
-        self.size = size;
-        // Buffers no larger than the arena needs (small snapshots do not pin
-        // hundreds of MiB).
-        let cap = usize::try_from(size.next_power_of_two())
-            .unwrap_or(STAGING_BYTES)
-            .clamp(1 << 20, STAGING_BYTES);
-        self.staging = Some(Staging::new(self.stream, STAGING_BUFFERS, cap)?);
+        let queue = CudaQueue {
+            stream: self.stream,
+        };
+        self.uploads = Some(ArenaUploads::new(
+            queue,
+            base,
+            size,
+            STAGING_BUFFERS,
+            STAGING_BYTES,
+        )?);
         Ok(())
     }
 
     fn upload(&mut self, offset: u64, data: &[u8]) -> Result<(), BackendError> {
-        let dst = self.arena_range(offset, data.len(), "upload")?;
-        let Some(s) = self.staging.as_mut() else {
-            return Ok(());
-        };
-        s.push(dst, data)?;
-        // The piece that reaches the end of the arena completes the input:
-        // wait for the copies so the engine's rehydration time is the truth.
-        if offset + data.len() as u64 == self.size {
-            s.finish()?;
-        }
-        Ok(())
+        self.uploads("upload")?.upload(offset, data)
     }
 
     fn staging_window(&mut self, max_len: usize) -> Result<Option<&mut [u8]>, BackendError> {
-        match self.staging.as_mut() {
-            Some(s) => s.window(max_len).map(Some),
+        match self.uploads.as_mut() {
+            Some(u) => u.window(max_len).map(Some),
             None => Ok(None),
         }
     }
 
     fn commit_staging(&mut self, offset: u64, len: usize) -> Result<(), BackendError> {
-        let dst = self.arena_range(offset, len, "upload")?;
-        let Some(s) = self.staging.as_mut() else {
-            return Ok(());
-        };
-        s.commit(dst, len)?;
-        if offset + len as u64 == self.size {
-            s.finish()?;
-        }
-        Ok(())
+        self.uploads("upload")?.commit(offset, len)
     }
 
     fn load_image(&mut self, image: &[u8], kernel: &str) -> Result<(), BackendError> {
@@ -410,7 +380,9 @@ impl Backend for CudaBackend {
 
     fn download(&mut self, offset: u64, dst: &mut [u8]) -> Result<(), BackendError> {
         self.current()?;
-        let src = self.arena_range(offset, dst.len(), "download")?;
+        let src = self
+            .uploads("download")?
+            .address(offset, dst.len(), "download")?;
         self.settle()?;
         if dst.is_empty() {
             return Ok(());
@@ -431,7 +403,7 @@ impl Drop for CudaBackend {
         if self.wedged {
             // Freeing memory a running kernel uses would wait for it (or
             // fault it); the driver reclaims everything at process exit.
-            std::mem::forget(self.staging.take());
+            std::mem::forget(self.uploads.take());
             std::mem::forget(self.arena.take());
             return;
         }
@@ -440,7 +412,7 @@ impl Drop for CudaBackend {
         unsafe {
             sys::cuCtxSetCurrent(self.ctx);
             sys::cuStreamSynchronize(self.stream);
-            self.staging = None;
+            self.uploads = None;
             self.function = None;
             if let Some(m) = self.module.take() {
                 sys::cuModuleUnload(m);

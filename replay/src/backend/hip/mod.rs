@@ -5,25 +5,27 @@
 //! `hipMemAddressReserve` at exactly the recorded address (the range is held
 //! in this process with a PROT_NONE placeholder from before the runtime
 //! initializes until right before the reservation), backed by `hipMemCreate`,
-//! `hipMemMap` and `hipMemSetAccess`; uploads go through pinned,
-//! multi-buffered staging with asynchronous copies; kernels are launched with
-//! `hipModuleLaunchKernel` and timed with events.
+//! `hipMemMap` and `hipMemSetAccess`; the engine decodes the input straight
+//! into pinned staging windows sent with asynchronous copies (the staging
+//! shared with CUDA, [`crate::backend::staging`], over [`staging::HipQueue`]);
+//! kernels are launched with `hipModuleLaunchKernel` and timed with events.
 //!
 //! No AMD GPU was available while writing this: the struct layouts and
 //! values are taken from the HIP headers and unit-tested; the device paths
 //! are untested on hardware.
 
 pub mod ffi;
-mod staging;
+pub mod staging;
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::sync::Arc;
 use std::time::Duration;
 
 use self::ffi::*;
-use self::staging::HipStaging;
+use self::staging::HipQueue;
 use super::args::{KernelParams, LaunchDims};
 use super::placeholder::{occupants, round_range, Placeholder};
+use super::staging::ArenaUploads;
 use super::target::{self, DeviceTarget};
 use super::{Backend, BackendError, LaunchParams};
 
@@ -154,9 +156,7 @@ pub struct HipBackend {
     stop_ev: HipEvent,
     placeholder: Option<Placeholder>,
     arena: Option<HipArena>,
-    base: u64,
-    size: u64,
-    staging: Option<HipStaging>,
+    uploads: Option<ArenaUploads<HipQueue>>,
     module: Option<HipModule>,
     function: Option<HipFunction>,
 }
@@ -197,9 +197,7 @@ impl HipBackend {
             stop_ev: std::ptr::null_mut(),
             placeholder,
             arena: None,
-            base: 0,
-            size: 0,
-            staging: None,
+            uploads: None,
             module: None,
             function: None,
         };
@@ -229,28 +227,17 @@ impl HipBackend {
         DeviceTarget::from_gcn_arch_name(&self.info.gcn_arch_name)
     }
 
-    fn arena_range(&self, offset: u64, len: usize, what: &str) -> Result<u64, BackendError> {
-        if self.arena.is_none() {
-            return Err(BackendError::Driver {
-                op: what.into(),
-                reason: "no arena reserved yet (reserve must come first)".into(),
-            });
-        }
-        match offset.checked_add(len as u64) {
-            Some(end) if end <= self.size => Ok(self.base + offset),
-            _ => Err(BackendError::Driver {
-                op: what.into(),
-                reason: format!(
-                    "{len} bytes at arena offset {offset:#x} run past the arena's {} bytes",
-                    self.size
-                ),
-            }),
-        }
+    fn uploads(&mut self, what: &str) -> Result<&mut ArenaUploads<HipQueue>, BackendError> {
+        self.uploads.as_mut().ok_or_else(|| BackendError::Driver {
+            op: what.into(),
+            reason: "no arena reserved yet (reserve must come first)".into(),
+        })
     }
 
+    /// Complete pending uploads.
     fn settle(&mut self) -> Result<(), BackendError> {
-        match self.staging.as_mut() {
-            Some(s) => s.finish(),
+        match self.uploads.as_mut() {
+            Some(u) => u.staging.finish(),
             None => Ok(()),
         }
     }
@@ -349,11 +336,14 @@ impl Backend for HipBackend {
             "hipMemSetAccess",
         )?;
         self.arena = Some(arena);
-        self.base = base;
-        self.size = size;
-        self.staging = Some(HipStaging::new(
+        let queue = HipQueue {
             api,
-            self.stream,
+            stream: self.stream,
+        };
+        self.uploads = Some(ArenaUploads::new(
+            queue,
+            base,
+            size,
             STAGING_BUFFERS,
             STAGING_BYTES,
         )?);
@@ -361,17 +351,18 @@ impl Backend for HipBackend {
     }
 
     fn upload(&mut self, offset: u64, data: &[u8]) -> Result<(), BackendError> {
-        let dst = self.arena_range(offset, data.len(), "upload")?;
-        let Some(s) = self.staging.as_mut() else {
-            return Ok(());
-        };
-        s.push(dst, data)?;
-        // The piece that reaches the end of the arena completes the input:
-        // wait for the copies so the engine's rehydration time is the truth.
-        if offset + data.len() as u64 == self.size {
-            s.finish()?;
+        self.uploads("upload")?.upload(offset, data)
+    }
+
+    fn staging_window(&mut self, max_len: usize) -> Result<Option<&mut [u8]>, BackendError> {
+        match self.uploads.as_mut() {
+            Some(u) => u.window(max_len).map(Some),
+            None => Ok(None),
         }
-        Ok(())
+    }
+
+    fn commit_staging(&mut self, offset: u64, len: usize) -> Result<(), BackendError> {
+        self.uploads("upload")?.commit(offset, len)
     }
 
     fn load_image(&mut self, image: &[u8], kernel: &str) -> Result<(), BackendError> {
@@ -506,7 +497,9 @@ impl Backend for HipBackend {
     }
 
     fn download(&mut self, offset: u64, dst: &mut [u8]) -> Result<(), BackendError> {
-        let src = self.arena_range(offset, dst.len(), "download")?;
+        let src = self
+            .uploads("download")?
+            .address(offset, dst.len(), "download")?;
         self.settle()?;
         if dst.is_empty() {
             return Ok(());
@@ -533,7 +526,7 @@ impl Drop for HipBackend {
             if !self.stream.is_null() {
                 (api.hipStreamSynchronize)(self.stream);
             }
-            self.staging = None;
+            self.uploads = None;
             self.function = None;
             if let Some(m) = self.module.take() {
                 (api.hipModuleUnload)(m);

@@ -1,6 +1,6 @@
-//! Pinned, multi-buffered asynchronous uploads for the HIP backend (the same
-//! scheme as the CUDA backend's staging: fill one pinned buffer while the
-//! previous ones are copied by the DMA engine).
+//! The HIP side of the shared pinned staging ([`crate::backend::staging`]):
+//! `hipHostMalloc` buffers, events without timing, and `hipMemcpyHtoDAsync`
+//! on the replay stream.
 
 use std::ffi::c_void;
 use std::sync::Arc;
@@ -8,148 +8,91 @@ use std::sync::Arc;
 use super::ffi::{
     HipApi, HipDevicePtr, HipEvent, HipStream, HIP_EVENT_DISABLE_TIMING, HIP_HOST_MALLOC_DEFAULT,
 };
+use crate::backend::staging::DmaQueue;
 use crate::backend::BackendError;
 
-struct Slot {
-    ptr: *mut u8,
-    event: HipEvent,
-    in_flight: bool,
+/// Uploads on one HIP stream.
+pub struct HipQueue {
+    pub api: Arc<HipApi>,
+    pub stream: HipStream,
 }
 
-pub struct HipStaging {
-    api: Arc<HipApi>,
-    slots: Vec<Slot>,
-    cap: usize,
-    cur: usize,
-    fill: usize,
-    dst: u64,
-    stream: HipStream,
-}
+impl DmaQueue for HipQueue {
+    type Event = HipEvent;
 
-impl HipStaging {
-    pub fn new(
-        api: Arc<HipApi>,
-        stream: HipStream,
-        count: usize,
-        cap: usize,
-    ) -> Result<Self, BackendError> {
-        let mut st = HipStaging {
-            api: api.clone(),
-            slots: Vec::with_capacity(count),
-            cap,
-            cur: 0,
-            fill: 0,
-            dst: 0,
-            stream,
-        };
-        for _ in 0..count {
-            let mut p: *mut c_void = std::ptr::null_mut();
-            // SAFETY: writes one pointer to `cap` pinned bytes.
-            api.ck(
-                unsafe { (api.hipHostMalloc)(&mut p, cap, HIP_HOST_MALLOC_DEFAULT) },
-                "hipHostMalloc",
-            )?;
-            let mut ev: HipEvent = std::ptr::null_mut();
-            // SAFETY: writes one event handle.
-            let e = unsafe { (api.hipEventCreateWithFlags)(&mut ev, HIP_EVENT_DISABLE_TIMING) };
-            st.slots.push(Slot {
-                ptr: p as *mut u8,
-                event: ev,
-                in_flight: false,
-            });
-            api.ck(e, "hipEventCreateWithFlags")?;
-        }
-        Ok(st)
+    fn alloc_pinned(&self, len: usize) -> Result<*mut u8, BackendError> {
+        let api = &self.api;
+        let mut p: *mut c_void = std::ptr::null_mut();
+        // SAFETY: writes one pointer to `len` pinned bytes.
+        api.ck(
+            unsafe { (api.hipHostMalloc)(&mut p, len, HIP_HOST_MALLOC_DEFAULT) },
+            "hipHostMalloc",
+        )?;
+        Ok(p as *mut u8)
     }
 
-    pub fn push(&mut self, mut dst: u64, mut data: &[u8]) -> Result<(), BackendError> {
-        while !data.is_empty() {
-            if self.fill > 0 && self.dst + self.fill as u64 != dst {
-                self.flush()?;
-            }
-            if self.fill == 0 {
-                self.dst = dst;
-            }
-            let n = data.len().min(self.cap - self.fill);
-            let slot = &self.slots[self.cur];
-            // SAFETY: the current slot is not in flight and holds `cap` bytes.
-            let buf = unsafe { std::slice::from_raw_parts_mut(slot.ptr.add(self.fill), n) };
-            buf.copy_from_slice(&data[..n]);
-            self.fill += n;
-            dst += n as u64;
-            data = &data[n..];
-            if self.fill == self.cap {
-                self.flush()?;
-            }
+    unsafe fn free_pinned(&self, ptr: *mut u8) {
+        if !ptr.is_null() {
+            // SAFETY: per the trait contract, a buffer of ours no copy reads.
+            unsafe { (self.api.hipHostFree)(ptr as *mut c_void) };
         }
-        Ok(())
     }
 
-    fn flush(&mut self) -> Result<(), BackendError> {
-        if self.fill == 0 {
-            return Ok(());
+    fn create_event(&self) -> Result<HipEvent, BackendError> {
+        let api = &self.api;
+        let mut ev: HipEvent = std::ptr::null_mut();
+        // SAFETY: writes one event handle.
+        api.ck(
+            unsafe { (api.hipEventCreateWithFlags)(&mut ev, HIP_EVENT_DISABLE_TIMING) },
+            "hipEventCreateWithFlags",
+        )?;
+        Ok(ev)
+    }
+
+    unsafe fn destroy_event(&self, ev: HipEvent) {
+        if !ev.is_null() {
+            // SAFETY: per the trait contract, an event of ours not used again.
+            unsafe { (self.api.hipEventDestroy)(ev) };
         }
-        let api = self.api.clone();
-        let slot = &mut self.slots[self.cur];
-        // SAFETY: pinned source untouched until the slot's event completes;
-        // destination inside the arena.
-        unsafe {
-            api.ck(
-                (api.hipMemcpyHtoDAsync)(
-                    self.dst as HipDevicePtr,
-                    slot.ptr as *const c_void,
-                    self.fill,
+    }
+
+    unsafe fn copy_async(&self, dst: u64, src: *const u8, len: usize) -> Result<(), BackendError> {
+        // SAFETY: per the trait contract, `src` is pinned and stays unchanged
+        // until a later event completes, and `dst` is mapped arena memory.
+        self.api.ck(
+            unsafe {
+                (self.api.hipMemcpyHtoDAsync)(
+                    dst as HipDevicePtr,
+                    src as *const c_void,
+                    len,
                     self.stream,
-                ),
-                "hipMemcpyHtoDAsync",
-            )?;
-            api.ck(
-                (api.hipEventRecord)(slot.event, self.stream),
-                "hipEventRecord",
-            )?;
-        }
-        slot.in_flight = true;
-        self.fill = 0;
-        self.cur = (self.cur + 1) % self.slots.len();
-        let next = &mut self.slots[self.cur];
-        if next.in_flight {
-            // SAFETY: valid event.
-            api.ck(
-                unsafe { (api.hipEventSynchronize)(next.event) },
-                "hipEventSynchronize",
-            )?;
-            next.in_flight = false;
-        }
-        Ok(())
+                )
+            },
+            "hipMemcpyHtoDAsync",
+        )
     }
 
-    pub fn finish(&mut self) -> Result<(), BackendError> {
-        self.flush()?;
+    unsafe fn record(&self, ev: HipEvent) -> Result<(), BackendError> {
+        // SAFETY: per the trait contract, a live event of ours; our stream.
+        self.api.ck(
+            unsafe { (self.api.hipEventRecord)(ev, self.stream) },
+            "hipEventRecord",
+        )
+    }
+
+    unsafe fn wait_event(&self, ev: HipEvent) -> Result<(), BackendError> {
+        // SAFETY: per the trait contract, a live event of ours.
+        self.api.ck(
+            unsafe { (self.api.hipEventSynchronize)(ev) },
+            "hipEventSynchronize",
+        )
+    }
+
+    fn wait_all(&self) -> Result<(), BackendError> {
         // SAFETY: valid stream.
         self.api.ck(
             unsafe { (self.api.hipStreamSynchronize)(self.stream) },
             "hipStreamSynchronize",
-        )?;
-        for s in &mut self.slots {
-            s.in_flight = false;
-        }
-        Ok(())
-    }
-}
-
-impl Drop for HipStaging {
-    fn drop(&mut self) {
-        // SAFETY: wait for pending copies, then free what `new` allocated.
-        unsafe {
-            (self.api.hipStreamSynchronize)(self.stream);
-            for s in &self.slots {
-                if !s.event.is_null() {
-                    (self.api.hipEventDestroy)(s.event);
-                }
-                if !s.ptr.is_null() {
-                    (self.api.hipHostFree)(s.ptr as *mut c_void);
-                }
-            }
-        }
+        )
     }
 }
