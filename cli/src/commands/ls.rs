@@ -36,7 +36,7 @@ pub struct Args {
     /// Shell glob on the label.
     #[arg(long, value_name = "GLOB")]
     pub label: Option<String>,
-    /// Imported since: YYYY-MM-DD[THH:MM[:SS]] (UTC) or an age (12h, 7d).
+    /// Imported since: YYYY-MM-DD, YYYY-MM-DDTHH:MM or YYYY-MM-DDTHH:MM:SS (UTC), or an age (12h, 7d).
     #[arg(long, value_name = "DATE")]
     pub since: Option<String>,
     #[arg(long, value_enum, default_value = "time")]

@@ -9,7 +9,7 @@
 //! any one part without touching the others.
 //!
 //! * [`layout`]: the byte layout (constants, header, trailer, manifest, index).
-//! * [`writer`]: [`write`] / [`write_path`], a pipelined streaming writer.
+//! * [`writer`]: [`write()`] / [`write_path`], a pipelined streaming writer.
 //! * [`reader`]: [`Reader`], validated on open, a [`crate::PartSource`].
 //! * [`decode`]: verified chunk decoding and the decode-ahead part stream.
 //! * [`scan`]: parallel FastCDC + chunk and stream blake3 in one read, on a

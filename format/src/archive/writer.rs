@@ -17,7 +17,7 @@
 //! deterministic, the same input and settings always give the same bytes,
 //! whatever the thread timing.
 //!
-//! The part hashes either are checked ([`write`]) or, for a recording loaded
+//! The part hashes either are checked ([`write()`]) or, for a recording loaded
 //! without hashing its parts ([`crate::llvm::load_unhashed`]), are filled
 //! in from that pass ([`write_unhashed`]); the manifest and the recording
 //! ID are written last, so either way each part is read exactly once.
@@ -60,7 +60,7 @@ impl Default for WriteOptions {
     }
 }
 
-/// What [`write`] did.
+/// What [`write()`] did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WriteStats {
     pub id: RecordingId,
@@ -95,7 +95,7 @@ pub fn write(
     write_labeled(&mut rec, Parts::Verify, parts, out, opts, label)
 }
 
-/// [`write`] for a recording whose parts' blake3 are not known yet (only
+/// [`write()`] for a recording whose parts' blake3 are not known yet (only
 /// their lengths, as [`crate::llvm::load_unhashed`] gives): each part's
 /// blake3 is taken from the one pass that chunks it, stored into `rec`, and
 /// the ID (in the returned stats) is computed at the end. Fails if a part's
@@ -110,7 +110,7 @@ pub fn write_unhashed(
     write_labeled(rec, Parts::Fill, parts, out, opts, label)
 }
 
-/// [`write`] to `path` through a temporary file next to it, renamed over
+/// [`write()`] to `path` through a temporary file next to it, renamed over
 /// `path` only once the archive is complete.
 pub fn write_path(
     rec: &Recording,

@@ -473,7 +473,7 @@ pub fn missing_library(dlerror: &str) -> Option<String> {
     (!lib.is_empty()).then(|| lib.to_string())
 }
 
-/// "host x86_64: <CPU model> (<n> CPUs), Linux <release>".
+/// `"host x86_64: <CPU model> (<n> CPUs), Linux <release>"`.
 pub fn host_description() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
