@@ -356,6 +356,79 @@ impl<Q: DmaQueue> ArenaUploads<Q> {
     }
 }
 
+/// A GPU backend's uploads: unbound until `reserve` binds them to the
+/// arena, after which every `Backend` upload method is one call here.
+pub struct Uploads<Q: DmaQueue>(Option<ArenaUploads<Q>>);
+
+impl<Q: DmaQueue> Default for Uploads<Q> {
+    fn default() -> Self {
+        Uploads(None)
+    }
+}
+
+impl<Q: DmaQueue> Uploads<Q> {
+    pub fn bind(&mut self, uploads: ArenaUploads<Q>) {
+        self.0 = Some(uploads);
+    }
+
+    /// Unbind (the staging buffers are freed when the result is dropped).
+    pub fn take(&mut self) -> Option<ArenaUploads<Q>> {
+        self.0.take()
+    }
+
+    fn bound(&self, what: &str) -> Result<&ArenaUploads<Q>, BackendError> {
+        self.0.as_ref().ok_or_else(|| not_reserved(what))
+    }
+
+    fn bound_mut(&mut self, what: &str) -> Result<&mut ArenaUploads<Q>, BackendError> {
+        self.0.as_mut().ok_or_else(|| not_reserved(what))
+    }
+
+    /// The device address of `len` bytes at arena `offset`, checked.
+    pub fn address(&self, offset: u64, len: usize, what: &str) -> Result<u64, BackendError> {
+        self.bound(what)?.address(offset, len, what)
+    }
+
+    pub fn upload(&mut self, offset: u64, data: &[u8]) -> Result<(), BackendError> {
+        self.bound_mut("upload")?.upload(offset, data)
+    }
+
+    /// A staging window once bound, `None` before.
+    pub fn window(&mut self, max_len: usize) -> Result<Option<&mut [u8]>, BackendError> {
+        match self.0.as_mut() {
+            Some(u) => u.window(max_len).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    pub fn commit(&mut self, offset: u64, len: usize) -> Result<(), BackendError> {
+        self.bound_mut("upload")?.commit(offset, len)
+    }
+
+    /// Complete pending uploads (before a launch, a global write or a
+    /// download).
+    pub fn settle(&mut self) -> Result<(), BackendError> {
+        match self.0.as_mut() {
+            Some(u) => u.staging.finish(),
+            None => Ok(()),
+        }
+    }
+
+    pub fn last_stats(&self) -> UploadStats {
+        self.0
+            .as_ref()
+            .map(|u| u.staging.last_stats())
+            .unwrap_or_default()
+    }
+}
+
+fn not_reserved(what: &str) -> BackendError {
+    BackendError::Driver {
+        op: what.into(),
+        reason: "no arena reserved yet (reserve must come first)".into(),
+    }
+}
+
 /// `base + offset` when `offset..offset + len` lies inside an arena of
 /// `size` bytes.
 pub fn arena_address(
@@ -526,6 +599,22 @@ mod tests {
         let frees = log.iter().filter(|l| *l == "free").count();
         assert_eq!(frees, 3);
         assert_eq!(&q.device.borrow()[..], &[1; 100][..]);
+    }
+
+    #[test]
+    fn unbound_uploads_say_reserve_comes_first() {
+        let q = queue(64);
+        let mut u: Uploads<&HostQueue> = Uploads::default();
+        assert!(u.window(64).unwrap().is_none());
+        let e = u.upload(0, &[1; 8]).unwrap_err().to_string();
+        assert!(e.contains("reserve must come first"), "{e}");
+        assert!(u.address(0, 8, "download").is_err());
+        u.settle().unwrap();
+        u.bind(ArenaUploads::new(&q, q.base, 64, 2, 1 << 20).unwrap());
+        u.upload(0, &[1; 64]).unwrap();
+        assert_eq!(&q.device.borrow()[..], &[1; 64][..]);
+        assert_eq!(u.last_stats().bytes, 64);
+        assert_eq!(u.address(8, 8, "download").unwrap(), q.base + 8);
     }
 
     #[test]

@@ -22,7 +22,7 @@ use self::staging::CudaQueue;
 use self::vmm::DeviceArena;
 use super::args::{KernelParams, LaunchDims, DEFAULT_SHARED_LIMIT};
 use super::placeholder::Placeholder;
-use super::staging::{ArenaUploads, UploadStats};
+use super::staging::{ArenaUploads, UploadStats, Uploads};
 use super::{target, Backend, BackendError, LaunchParams};
 
 /// Staging buffers: count x size of pinned host memory.
@@ -42,7 +42,7 @@ pub struct CudaBackend {
     placeholder: Option<Placeholder>,
     // Fields below are released in Drop in reverse order of creation.
     arena: Option<DeviceArena>,
-    uploads: Option<ArenaUploads<CudaQueue>>,
+    uploads: Uploads<CudaQueue>,
     module: Option<CUmodule>,
     function: Option<CUfunction>,
     shared_attr: u32,
@@ -85,7 +85,7 @@ impl CudaBackend {
             stop_ev: std::ptr::null_mut(),
             placeholder,
             arena: None,
-            uploads: None,
+            uploads: Uploads::default(),
             module: None,
             function: None,
             shared_attr: DEFAULT_SHARED_LIMIT,
@@ -125,30 +125,12 @@ impl CudaBackend {
 
     /// Bytes and time of the last upload round (first piece to all copies done).
     pub fn upload_stats(&self) -> UploadStats {
-        self.uploads
-            .as_ref()
-            .map(|u| u.staging.last_stats())
-            .unwrap_or_default()
+        self.uploads.last_stats()
     }
 
     fn current(&self) -> Result<(), BackendError> {
         // SAFETY: ctx is the retained primary context.
         ck(unsafe { sys::cuCtxSetCurrent(self.ctx) }, "cuCtxSetCurrent")
-    }
-
-    fn uploads(&mut self, what: &str) -> Result<&mut ArenaUploads<CudaQueue>, BackendError> {
-        self.uploads.as_mut().ok_or_else(|| BackendError::Driver {
-            op: what.into(),
-            reason: "no arena reserved yet (reserve must come first)".into(),
-        })
-    }
-
-    /// Complete pending uploads.
-    fn settle(&mut self) -> Result<(), BackendError> {
-        match self.uploads.as_mut() {
-            Some(u) => u.staging.finish(),
-            None => Ok(()),
-        }
     }
 }
 
@@ -177,7 +159,7 @@ impl Backend for CudaBackend {
         let queue = CudaQueue {
             stream: self.stream,
         };
-        self.uploads = Some(ArenaUploads::new(
+        self.uploads.bind(ArenaUploads::new(
             queue,
             base,
             size,
@@ -188,18 +170,15 @@ impl Backend for CudaBackend {
     }
 
     fn upload(&mut self, offset: u64, data: &[u8]) -> Result<(), BackendError> {
-        self.uploads("upload")?.upload(offset, data)
+        self.uploads.upload(offset, data)
     }
 
     fn staging_window(&mut self, max_len: usize) -> Result<Option<&mut [u8]>, BackendError> {
-        match self.uploads.as_mut() {
-            Some(u) => u.window(max_len).map(Some),
-            None => Ok(None),
-        }
+        self.uploads.window(max_len)
     }
 
     fn commit_staging(&mut self, offset: u64, len: usize) -> Result<(), BackendError> {
-        self.uploads("upload")?.commit(offset, len)
+        self.uploads.commit(offset, len)
     }
 
     fn load_image(&mut self, image: &[u8], kernel: &str) -> Result<(), BackendError> {
@@ -282,7 +261,7 @@ impl Backend for CudaBackend {
                 actual: bytes as u64,
             });
         }
-        self.settle()?;
+        self.uploads.settle()?;
         if data.is_empty() {
             return Ok(());
         }
@@ -300,7 +279,7 @@ impl Backend for CudaBackend {
             reason: "no kernel loaded yet (load_image must come first)".into(),
         })?;
         let dims = LaunchDims::from_params(params)?;
-        self.settle()?;
+        self.uploads.settle()?;
         if dims.shared_memory > self.shared_attr {
             // SAFETY: valid function; the driver checks the value against the device.
             ck(
@@ -380,10 +359,8 @@ impl Backend for CudaBackend {
 
     fn download(&mut self, offset: u64, dst: &mut [u8]) -> Result<(), BackendError> {
         self.current()?;
-        let src = self
-            .uploads("download")?
-            .address(offset, dst.len(), "download")?;
-        self.settle()?;
+        let src = self.uploads.address(offset, dst.len(), "download")?;
+        self.uploads.settle()?;
         if dst.is_empty() {
             return Ok(());
         }
@@ -412,7 +389,7 @@ impl Drop for CudaBackend {
         unsafe {
             sys::cuCtxSetCurrent(self.ctx);
             sys::cuStreamSynchronize(self.stream);
-            self.uploads = None;
+            drop(self.uploads.take());
             self.function = None;
             if let Some(m) = self.module.take() {
                 sys::cuModuleUnload(m);

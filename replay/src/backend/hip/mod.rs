@@ -25,7 +25,7 @@ use self::ffi::*;
 use self::staging::HipQueue;
 use super::args::{KernelParams, LaunchDims};
 use super::placeholder::{occupants, round_range, Placeholder};
-use super::staging::ArenaUploads;
+use super::staging::{ArenaUploads, Uploads};
 use super::target::{self, DeviceTarget};
 use super::{Backend, BackendError, LaunchParams};
 
@@ -156,7 +156,7 @@ pub struct HipBackend {
     stop_ev: HipEvent,
     placeholder: Option<Placeholder>,
     arena: Option<HipArena>,
-    uploads: Option<ArenaUploads<HipQueue>>,
+    uploads: Uploads<HipQueue>,
     module: Option<HipModule>,
     function: Option<HipFunction>,
 }
@@ -197,7 +197,7 @@ impl HipBackend {
             stop_ev: std::ptr::null_mut(),
             placeholder,
             arena: None,
-            uploads: None,
+            uploads: Uploads::default(),
             module: None,
             function: None,
         };
@@ -225,21 +225,6 @@ impl HipBackend {
 
     fn device_target(&self) -> DeviceTarget {
         DeviceTarget::from_gcn_arch_name(&self.info.gcn_arch_name)
-    }
-
-    fn uploads(&mut self, what: &str) -> Result<&mut ArenaUploads<HipQueue>, BackendError> {
-        self.uploads.as_mut().ok_or_else(|| BackendError::Driver {
-            op: what.into(),
-            reason: "no arena reserved yet (reserve must come first)".into(),
-        })
-    }
-
-    /// Complete pending uploads.
-    fn settle(&mut self) -> Result<(), BackendError> {
-        match self.uploads.as_mut() {
-            Some(u) => u.staging.finish(),
-            None => Ok(()),
-        }
     }
 }
 
@@ -340,7 +325,7 @@ impl Backend for HipBackend {
             api,
             stream: self.stream,
         };
-        self.uploads = Some(ArenaUploads::new(
+        self.uploads.bind(ArenaUploads::new(
             queue,
             base,
             size,
@@ -351,18 +336,15 @@ impl Backend for HipBackend {
     }
 
     fn upload(&mut self, offset: u64, data: &[u8]) -> Result<(), BackendError> {
-        self.uploads("upload")?.upload(offset, data)
+        self.uploads.upload(offset, data)
     }
 
     fn staging_window(&mut self, max_len: usize) -> Result<Option<&mut [u8]>, BackendError> {
-        match self.uploads.as_mut() {
-            Some(u) => u.window(max_len).map(Some),
-            None => Ok(None),
-        }
+        self.uploads.window(max_len)
     }
 
     fn commit_staging(&mut self, offset: u64, len: usize) -> Result<(), BackendError> {
-        self.uploads("upload")?.commit(offset, len)
+        self.uploads.commit(offset, len)
     }
 
     fn load_image(&mut self, image: &[u8], kernel: &str) -> Result<(), BackendError> {
@@ -434,7 +416,7 @@ impl Backend for HipBackend {
                 actual: bytes as u64,
             });
         }
-        self.settle()?;
+        self.uploads.settle()?;
         if data.is_empty() {
             return Ok(());
         }
@@ -452,7 +434,7 @@ impl Backend for HipBackend {
             reason: "no kernel loaded yet (load_image must come first)".into(),
         })?;
         let dims = LaunchDims::from_params(params)?;
-        self.settle()?;
+        self.uploads.settle()?;
         let mut kp = KernelParams::new(args);
         // SAFETY: valid handles; kernelParams points at one live u64 per
         // argument during the call.
@@ -497,10 +479,8 @@ impl Backend for HipBackend {
     }
 
     fn download(&mut self, offset: u64, dst: &mut [u8]) -> Result<(), BackendError> {
-        let src = self
-            .uploads("download")?
-            .address(offset, dst.len(), "download")?;
-        self.settle()?;
+        let src = self.uploads.address(offset, dst.len(), "download")?;
+        self.uploads.settle()?;
         if dst.is_empty() {
             return Ok(());
         }
@@ -526,7 +506,7 @@ impl Drop for HipBackend {
             if !self.stream.is_null() {
                 (api.hipStreamSynchronize)(self.stream);
             }
-            self.uploads = None;
+            drop(self.uploads.take());
             self.function = None;
             if let Some(m) = self.module.take() {
                 (api.hipModuleUnload)(m);
