@@ -91,6 +91,30 @@ pub(crate) enum Attempt {
     Retry,
 }
 
+impl ImportReport {
+    /// The recording turned out to be in the store already (another
+    /// importer committed it first): nothing of this attempt was added.
+    fn already_present(mut self) -> ImportReport {
+        self.present = true;
+        self.new_bytes = 0;
+        self.stored_bytes = 0;
+        self.new_chunks = 0;
+        self
+    }
+}
+
+impl Attempt {
+    /// The outcome of `sync_and_commit` for `report`: committed, found
+    /// already present, or to be retried after gc.
+    pub(crate) fn after_commit(committed: Option<bool>, report: ImportReport) -> Attempt {
+        match committed {
+            Some(true) => Attempt::Done(report),
+            Some(false) => Attempt::Done(report.already_present()),
+            None => Attempt::Retry,
+        }
+    }
+}
+
 /// Pack writers shared with the pool's workers during one import attempt.
 pub(crate) type Writers = Arc<Mutex<Vec<PackWriter>>>;
 
@@ -295,24 +319,10 @@ impl Store {
         report.id = id.to_hex();
         progress(rec.descriptor.len() as u64);
         if hashes == Hashes::Fill && self.contains(&id)? {
-            report.present = true;
-            report.new_bytes = 0;
-            report.stored_bytes = 0;
-            report.new_chunks = 0;
-            return Ok(Attempt::Done(report));
+            return Ok(Attempt::Done(report.already_present()));
         }
         let committed = self.sync_and_commit(rec, &id, opts, &plan, epoch0, writers)?;
-        match committed {
-            Some(true) => Ok(Attempt::Done(report)),
-            Some(false) => {
-                report.present = true;
-                report.new_bytes = 0;
-                report.stored_bytes = 0;
-                report.new_chunks = 0;
-                Ok(Attempt::Done(report))
-            }
-            None => Ok(Attempt::Retry),
-        }
+        Ok(Attempt::after_commit(committed, report))
     }
 
     /// Stream one part through the pool; returns its chunk list. Checks the

@@ -138,16 +138,6 @@ impl Store {
         }
         progress(rec.descriptor.len() as u64);
         let committed = self.sync_and_commit(&rec, &id, opts, &plan, epoch0, writers)?;
-        match committed {
-            Some(true) => Ok(Attempt::Done(report)),
-            Some(false) => {
-                report.present = true;
-                report.new_bytes = 0;
-                report.stored_bytes = 0;
-                report.new_chunks = 0;
-                Ok(Attempt::Done(report))
-            }
-            None => Ok(Attempt::Retry),
-        }
+        Ok(Attempt::after_commit(committed, report))
     }
 }

@@ -99,6 +99,41 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
 }
 
 /// Open remote `name` of `store` (`create`: make a file:// directory).
+/// What `push` and `pull` transfer: recordings chosen by ID, glob or
+/// `--all` (on the sending side: the store for push, the remote for pull),
+/// and/or the image library.
+#[derive(clap::Args)]
+#[command(group(clap::ArgGroup::new("which").required(true).multiple(true).args(["ids", "all", "kernel", "label", "images"])))]
+pub struct TransferArgs {
+    /// Remote name (see `rrstore remote ls`).
+    pub remote: String,
+    /// Recording IDs or unique prefixes (4+ hex digits) on the sending side.
+    pub ids: Vec<String>,
+    /// Every recording on the sending side.
+    #[arg(long)]
+    pub all: bool,
+    /// Recordings whose kernel name matches this shell glob.
+    #[arg(long, value_name = "GLOB")]
+    pub kernel: Option<String>,
+    /// Recordings whose label matches this shell glob.
+    #[arg(long, value_name = "GLOB")]
+    pub label: Option<String>,
+    /// Also every image of the image library (`rrstore image add`) on the
+    /// sending side that the other side lacks; alone, only the images.
+    #[arg(long)]
+    pub images: bool,
+    /// Print the summary as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl TransferArgs {
+    /// Whether any recording is selected (else only images move).
+    pub fn recordings(&self) -> bool {
+        self.all || !self.ids.is_empty() || self.kernel.is_some() || self.label.is_some()
+    }
+}
+
 pub fn open(store: &Store, name: &str, create: bool) -> anyhow::Result<Backend> {
     let cfg = remote::config::get(store.dir(), name).map_err(lift)?;
     Backend::open(name, &cfg, create).map_err(lift)
