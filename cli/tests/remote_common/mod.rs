@@ -11,6 +11,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+#[path = "../store_common/mod.rs"]
+mod store_common;
+
 pub const INSTALL: &str = "python3 -m pip install 'moto[server]'";
 
 /// A moto S3 server on 127.0.0.1; killed on drop.
@@ -193,28 +196,12 @@ pub fn run(store: &Path, args: &[&str]) -> Output {
 }
 
 pub fn ok(store: &Path, args: &[&str]) -> String {
-    let o = run(store, args);
-    assert!(
-        o.status.success(),
-        "{args:?} failed ({:?}): {}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8(o.stdout).unwrap()
+    store_common::expect_ok(run(store, args), args)
 }
 
 /// Exit code and stderr of a command expected to fail.
 pub fn fails(store: &Path, args: &[&str]) -> (i32, String) {
-    let o = run(store, args);
-    assert!(
-        !o.status.success(),
-        "{args:?} unexpectedly succeeded: {}",
-        String::from_utf8_lossy(&o.stdout)
-    );
-    (
-        o.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
+    store_common::expect_failure(run(store, args), args)
 }
 
 pub fn json(store: &Path, args: &[&str]) -> serde_json::Value {

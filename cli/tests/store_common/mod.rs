@@ -24,7 +24,16 @@ pub fn run(store: &Path, args: &[&str]) -> Output {
 }
 
 pub fn ok(store: &Path, args: &[&str]) -> String {
-    let o = run(store, args);
+    expect_ok(run(store, args), args)
+}
+
+/// Exit code and stderr of a command expected to fail.
+pub fn fails(store: &Path, args: &[&str]) -> (i32, String) {
+    expect_failure(run(store, args), args)
+}
+
+/// The stdout of `rrstore args...`, which must have succeeded.
+pub fn expect_ok(o: Output, args: &[&str]) -> String {
     assert!(
         o.status.success(),
         "{args:?} failed ({:?}): {}",
@@ -34,10 +43,13 @@ pub fn ok(store: &Path, args: &[&str]) -> String {
     String::from_utf8(o.stdout).unwrap()
 }
 
-/// Exit code and stderr of a command expected to fail.
-pub fn fails(store: &Path, args: &[&str]) -> (i32, String) {
-    let o = run(store, args);
-    assert!(!o.status.success(), "{args:?} unexpectedly succeeded");
+/// Exit code and stderr of `rrstore args...`, which must have failed.
+pub fn expect_failure(o: Output, args: &[&str]) -> (i32, String) {
+    assert!(
+        !o.status.success(),
+        "{args:?} unexpectedly succeeded: {}",
+        String::from_utf8_lossy(&o.stdout)
+    );
     (
         o.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&o.stderr).into_owned(),
