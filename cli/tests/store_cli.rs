@@ -308,17 +308,8 @@ fn bad_input_is_a_clear_error_and_leaves_the_store_unchanged() {
     // A recording missing its snapshot.
     let broken = tmp.path().join("broken");
     copy_tree(&fixtures().join("llvm22-host/saxpy"), &broken);
-    for e in std::fs::read_dir(&broken).unwrap() {
-        let p = e.unwrap().path();
-        if p.extension().is_some_and(|x| x == "memory") {
-            std::fs::remove_file(p).unwrap();
-        }
-    }
-    let json = std::fs::read_dir(&broken)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.extension().is_some_and(|x| x == "json"))
-        .unwrap();
+    std::fs::remove_file(with_extension(&broken, "memory")).unwrap();
+    let json = with_extension(&broken, "json");
     let (code, err) = fails(&s, &["import", json.to_str().unwrap()]);
     assert_eq!(code, 4, "{err}");
     assert!(err.contains("memory"), "{err}");
@@ -327,20 +318,26 @@ fn bad_input_is_a_clear_error_and_leaves_the_store_unchanged() {
     // Truncated snapshot (size no longer matches the descriptor).
     let trunc = tmp.path().join("trunc");
     copy_tree(&fixtures().join("llvm22-host/saxpy"), &trunc);
-    for e in std::fs::read_dir(&trunc).unwrap() {
-        let p = e.unwrap().path();
-        if p.extension().is_some_and(|x| x == "memory") {
-            std::fs::OpenOptions::new()
-                .write(true)
-                .open(&p)
-                .unwrap()
-                .set_len(100)
-                .unwrap();
-        }
-    }
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(with_extension(&trunc, "memory"))
+        .unwrap()
+        .set_len(100)
+        .unwrap();
     let (code, err) = fails(&s, &["import", trunc.to_str().unwrap()]);
     assert_eq!(code, 4, "{err}");
     assert_unchanged(&s, &before, &ids);
+}
+
+/// The one file in `dir` with extension `ext`.
+fn with_extension(dir: &Path, ext: &str) -> std::path::PathBuf {
+    let mut found = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == ext));
+    let one = found.next().unwrap();
+    assert!(found.next().is_none(), "several .{ext} files in {dir:?}");
+    one
 }
 
 /// Run the binary as user `nobody` (permissions do not apply to root).
