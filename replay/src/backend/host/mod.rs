@@ -115,9 +115,8 @@ pub struct HostConfig {
 struct Arena {
     base: u64,
     size: u64,
-    /// The runner's pid, for `process_vm_writev`/`readv`; `None`: use the
-    /// control socket.
-    vm_pid: Option<libc::pid_t>,
+    /// Copy with `process_vm_writev`/`readv` (else over the control socket).
+    vm_io: bool,
 }
 
 /// The host backend (see the module documentation).
@@ -316,8 +315,8 @@ impl HostBackend {
     /// Copy `data` into the arena at `offset`.
     fn write_arena(&mut self, offset: u64, data: &[u8]) -> Result<(), BackendError> {
         let a = self.arena_at(offset, data.len())?;
-        let (addr, vm_pid) = (a.base + offset, a.vm_pid);
-        if let Some(pid) = vm_pid {
+        let (addr, vm_io) = (a.base + offset, a.vm_io);
+        if let Some(pid) = self.live.as_ref().map(|l| l.pid).filter(|_| vm_io) {
             match transfer::write_remote(pid, addr, data) {
                 Ok(()) => return Ok(()),
                 Err(e) if transfer::is_forbidden(&e) => self.use_socket(),
@@ -337,8 +336,8 @@ impl HostBackend {
     /// Copy the arena bytes at `offset` into `dst`.
     fn read_arena(&mut self, offset: u64, dst: &mut [u8]) -> Result<(), BackendError> {
         let a = self.arena_at(offset, dst.len())?;
-        let (addr, vm_pid) = (a.base + offset, a.vm_pid);
-        if let Some(pid) = vm_pid {
+        let (addr, vm_io) = (a.base + offset, a.vm_io);
+        if let Some(pid) = self.live.as_ref().map(|l| l.pid).filter(|_| vm_io) {
             match transfer::read_remote(pid, addr, dst) {
                 Ok(()) => return Ok(()),
                 Err(e) if transfer::is_forbidden(&e) => self.use_socket(),
@@ -367,7 +366,7 @@ impl HostBackend {
 
     fn use_socket(&mut self) {
         if let Some(a) = self.arena.as_mut() {
-            a.vm_pid = None;
+            a.vm_io = false;
         }
     }
 
@@ -508,12 +507,11 @@ impl Backend for HostBackend {
             attempts += 1;
             match reply {
                 Ok(_) => {
-                    let pid = self.live.as_ref().map(|l| l.pid);
-                    self.arena = Some(Arena {
-                        base,
-                        size,
-                        vm_pid: pid.filter(|&pid| self.vm_io_allowed(pid, lo)),
-                    });
+                    let vm_io = self
+                        .live
+                        .as_ref()
+                        .is_some_and(|l| self.vm_io_allowed(l.pid, lo));
+                    self.arena = Some(Arena { base, size, vm_io });
                     return Ok(());
                 }
                 Err((ErrKind::Occupied, why)) => {
