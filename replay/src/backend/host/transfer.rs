@@ -81,6 +81,10 @@ fn transferred(n: isize) -> io::Result<usize> {
 /// Run `copy(offset, len)` over `0..total`, in one piece per core when
 /// `total` is large.
 fn split(total: usize, copy: impl Fn(usize, usize) -> io::Result<()> + Sync) -> io::Result<()> {
+    // Small copies first: asking for the CPU count reads cgroup files.
+    if total < PARALLEL_MIN {
+        return copy(0, total);
+    }
     let threads = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1)
