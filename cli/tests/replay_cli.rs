@@ -295,3 +295,29 @@ fn a_crash_is_exit_12_and_the_binary_survives_it() {
     let rows = json(&rrstore(&store, &["history", "--json"]));
     assert_eq!(rows[0]["verdict"], "crashed");
 }
+
+#[test]
+fn a_hanging_kernel_is_killed_after_the_timeout_with_exit_13() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    let j = copy_recording(GLOBALS, tmp.path());
+    let name = j.file_stem().unwrap().to_str().unwrap().to_string();
+    let c = tmp.path().join("k.c");
+    std::fs::write(
+        &c,
+        format!("void {name}(long kle, long out) {{ volatile long n = 0; for (;;) n++; }}\n"),
+    )
+    .unwrap();
+    let st = Command::new("cc")
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(j.with_extension("image"))
+        .arg(&c)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    std::fs::write(j.with_extension("globals"), b"").unwrap();
+    let o = rrstore(&store, &["replay", j.to_str().unwrap(), "--timeout", "0.3"]);
+    assert_eq!(code(&o), 13, "{}", text(&o));
+    let rows = json(&rrstore(&store, &["history", "--json"]));
+    assert_eq!(rows[0]["verdict"], "timed-out");
+}
