@@ -399,13 +399,14 @@ fn host_config(opts: &ReplayOptions) -> Result<HostConfig, ReplayError> {
     })
 }
 
-/// Call before opening the recording (the store): when `opts` may pick the
-/// host backend, start its runner process now so that its start-up overlaps
-/// opening the store and reading the manifest (see
-/// [`crate::backend::host::prestart`]; the arena is still reserved in it
-/// before anything is loaded). Harmless when the replay ends up not using
-/// it. Call it from the thread that runs [`replay`]: the runner dies with
-/// the thread that started it.
+/// Call before opening the recording (the store) in a process with several
+/// threads: when `opts` may pick the host backend, start its runner process
+/// now so that its start-up overlaps opening the store and reading the
+/// manifest (see [`crate::backend::host::prestart`]; the arena is still
+/// reserved in it before anything is loaded). A single-threaded process
+/// gains nothing from it: its runner is forked, with no start-up to hide.
+/// Harmless when the replay ends up not using it. Call it from the thread
+/// that runs [`replay`]: the runner dies with the thread that started it.
 pub fn prestart(opts: &ReplayOptions) {
     if matches!(opts.backend, BackendKind::Auto | BackendKind::Host) {
         if let Ok(config) = host_config(opts) {
@@ -544,9 +545,30 @@ fn run(
         Some(o) => o.checked_bytes(&src.recording)?,
         None => read_small(src, PartRole::Image)?,
     };
-    report.image_hash = *blake3::hash(&image).as_bytes();
-    let globals_part = read_small(src, PartRole::Globals)?;
     let rec = src.recording.clone();
+    let mut backend = open_backend(kind, opts, Some((base, rec.arena.size)))?;
+    let params = LaunchParams {
+        num_teams: report.num_teams,
+        num_threads: report.num_threads,
+        shared_memory: rec.launch.shared_memory,
+        loop_trip_count: rec.launch.loop_trip_count,
+        timeout: opts.timeout,
+    };
+
+    let t = Instant::now();
+    backend.reserve(base, rec.arena.size)?;
+    report.timing.reserve_ns = t.elapsed().as_nanos() as u64;
+    report.timing.rehydrate_bytes = rec.arena.size;
+    // The image is loaded right after the arena is reserved (nothing it maps
+    // can land there any more) and before anything else, so a backend may
+    // load it while the engine goes on (the host backend does: its runner
+    // runs dlopen, the longest step of a small replay, meanwhile).
+    let t = Instant::now();
+    backend.load_image(&image, &rec.kernel)?;
+    report.timing.load_image_ns = t.elapsed().as_nanos() as u64;
+    report.image_hash = *blake3::hash(&image).as_bytes();
+    report.device = backend.device_description();
+    let globals_part = read_small(src, PartRole::Globals)?;
     let mut globals = Vec::new();
     for g in &rec.globals {
         let end = g.data_offset.checked_add(g.size);
@@ -562,26 +584,6 @@ fn run(
         };
         globals.push((g.name.as_str(), data));
     }
-    let mut backend = open_backend(kind, opts, Some((base, rec.arena.size)))?;
-    report.device = backend.device_description();
-    let params = LaunchParams {
-        num_teams: report.num_teams,
-        num_threads: report.num_threads,
-        shared_memory: rec.launch.shared_memory,
-        loop_trip_count: rec.launch.loop_trip_count,
-        timeout: opts.timeout,
-    };
-
-    let t = Instant::now();
-    backend.reserve(base, rec.arena.size)?;
-    report.timing.reserve_ns = t.elapsed().as_nanos() as u64;
-    report.timing.rehydrate_bytes = rec.arena.size;
-    // The image is loaded right after the arena is reserved (nothing it maps
-    // can land there any more) and before the input is written, so a backend
-    // may load it while the engine rehydrates (the host backend does).
-    let t = Instant::now();
-    backend.load_image(&image, &rec.kernel)?;
-    report.timing.load_image_ns = t.elapsed().as_nanos() as u64;
     for rep in 0..report.repetitions {
         let t = Instant::now();
         rehydrate(src, backend.as_mut())?;

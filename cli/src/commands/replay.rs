@@ -235,9 +235,6 @@ fn print_text(r: &ReplayReport, history_row: Option<i64>) {
 
 pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
     let mut opts = options(&args)?;
-    // The host runner starts while the store opens (its start-up is off the
-    // critical path); unused when the recording needs another backend.
-    rrstore_replay::prestart(&opts);
     let mut store = Store::open_default(globals.store.as_deref())
         .context("opening the store (replays record their history there)")?;
     if let Some(spec) = &args.image {

@@ -111,6 +111,16 @@ pub fn map_fixed(lo: u64, len: u64) -> Result<(), String> {
     Ok(())
 }
 
+/// Unmap `[lo, lo + len)` mapped by [`map_fixed`] in this process: the
+/// parent's copy of an arena that a forked runner inherited.
+pub fn unmap(lo: u64, len: u64) {
+    if let Ok(ulen) = usize::try_from(len) {
+        // SAFETY: the caller mapped exactly this range with `map_fixed` and
+        // nothing in this process refers to it.
+        unsafe { libc::munmap(lo as *mut libc::c_void, ulen) };
+    }
+}
+
 /// Lines of `/proc/self/maps` that overlap `[lo, hi)`, as
 /// `start-end perms path` (path `[anon]` when the mapping has none).
 pub fn occupants(lo: u64, hi: u64) -> Vec<String> {

@@ -2,22 +2,24 @@
 //! on this CPU, in a child process.
 //!
 //! # Design
-//! * **Isolation.** The kernel runs in a runner child (`rrstore __host-runner`,
-//!   the same binary re-executed through [`Runner::current_exe`], see
-//!   [`runner`]). A kernel that segfaults, aborts or spins only takes the
-//!   runner down: the parent sees the control socket close (then reports
+//! * **Isolation.** The kernel runs in a runner child (see [`runner`]). A
+//!   kernel that segfaults, aborts or spins only takes the runner down: the
+//!   parent sees the control socket close (then reports
 //!   [`BackendError::Crashed`] with the signal from `waitpid`) or no reply
 //!   within `--timeout` (then kills it and reports [`BackendError::TimedOut`]).
-//!   Re-executing ourselves (rather than `fork` without `exec`) gives the
-//!   runner a clean single-threaded process whose address space holds only
-//!   rrstore and libc, and no copy of the parent's heap.
-//! * **Arena.** The runner maps the page-rounded arena at the recorded
-//!   address with `MAP_FIXED_NOREPLACE` as its very first step, before the
-//!   image or the OpenMP runtime is loaded, so nothing they map can take the
-//!   range. It is anonymous memory advised to use transparent huge pages
-//!   (why: [`arena`]). If the runner's own start-up mappings happen to
-//!   collide (ASLR), a fresh runner is tried (different random layout) up to
-//!   [`RESERVE_ATTEMPTS`] times before the occupant is reported.
+//! * **Arena.** The page-rounded arena is mapped at the recorded address
+//!   with `MAP_FIXED_NOREPLACE` before the image or the OpenMP runtime is
+//!   loaded, so nothing they map can take the range. It is anonymous memory
+//!   advised to use transparent huge pages (why: [`arena`]). A
+//!   single-threaded parent (the `rrstore` binary) maps it itself and forks
+//!   the runner, which inherits it and can start loading the image at once
+//!   (a small replay's wall time is mostly that load). Otherwise, or when
+//!   the range is taken in the parent, the runner is executed (`rrstore
+//!   __host-runner`, [`Runner::current_exe`]) and maps the range as its
+//!   first step; if its own start-up mappings happen to collide (ASLR), a
+//!   fresh runner is tried (different random layout) up to
+//!   [`RESERVE_ATTEMPTS`] times before the occupant is reported. Both ways:
+//!   [`process`].
 //! * **Rehydration and read-back.** The engine decodes the input into this
 //!   backend's staging window (a huge-page buffer of [`STAGING_WINDOW`]
 //!   bytes), which is copied into the runner with `process_vm_writev` on all
@@ -127,10 +129,13 @@ pub struct HostBackend {
     staging: Option<StagingBuf>,
     elf: Option<elf::ElfInfo>,
     libraries: Vec<String>,
-    /// A `load_image` whose replies are not collected yet: (kernel, DT_NEEDED).
-    pending_load: Option<(String, Vec<String>)>,
+    /// Requests sent without waiting, whose replies come before the reply
+    /// of the next request (see [`HostBackend::settle`]).
+    pending: Vec<Pending>,
     /// Set once the runner died; every later call reports it.
     dead: Option<String>,
+    /// The runner was forked with the arena (else executed).
+    forked: bool,
 }
 
 impl HostBackend {
@@ -142,21 +147,31 @@ impl HostBackend {
             staging: None,
             elf: None,
             libraries: Vec::new(),
-            pending_load: None,
+            pending: Vec::new(),
             dead: None,
+            forked: false,
         }
+    }
+
+    /// Whether the runner was forked from this process with the arena
+    /// already mapped (see [`process`]), rather than executed; meaningful
+    /// once [`Backend::reserve`] succeeded.
+    pub fn runner_forked(&self) -> bool {
+        self.forked
     }
 
     fn spawn(&self) -> Result<RunnerProcess, BackendError> {
         spawn_runner(&self.config)
     }
 
-    /// Send a request and wait for its reply (`timeout` for launches).
+    /// Send a request and wait for its reply (`timeout` for launches),
+    /// after collecting the replies of pipelined requests.
     fn request(
         &mut self,
         msg: &Msg,
         timeout: Option<Duration>,
     ) -> Result<Result<Vec<u8>, (ErrKind, String)>, BackendError> {
+        self.settle()?;
         self.send(msg)?;
         self.receive(timeout)
     }
@@ -213,33 +228,47 @@ impl HostBackend {
         }
     }
 
-    /// Collect the replies of a pipelined `load_image` (dlopen runs in the
-    /// runner while the engine rehydrates the arena).
-    fn finish_load(&mut self) -> Result<(), BackendError> {
-        let Some((kernel, needed)) = self.pending_load.take() else {
-            return Ok(());
-        };
-        match self.receive(None)? {
-            Ok(_) => {}
-            Err((ErrKind::MissingKernel, _)) => return Err(BackendError::MissingKernel(kernel)),
-            Err((_, why)) => {
-                let lib = missing_library(&why)
-                    .or_else(|| needed.iter().find(|n| why.contains(n.as_str())).cloned());
-                return Err(match lib {
-                    Some(library) => BackendError::MissingLibrary {
-                        hint: package_hint(&library),
-                        library,
-                    },
-                    None => BackendError::Image(why),
-                });
+    /// Collect the replies of the pipelined requests, in order: the image
+    /// load (dlopen runs in the runner while the engine rehydrates the
+    /// arena), its library list and the globals written since. Every reply
+    /// is read; the first failure is returned.
+    fn settle(&mut self) -> Result<(), BackendError> {
+        let mut first = Ok(());
+        for p in std::mem::take(&mut self.pending) {
+            let reply = self.receive(None)?;
+            let r = match (p, reply) {
+                (Pending::Libraries, Ok(reply)) => {
+                    let mut f = Fields::new(&reply);
+                    let n = f.u64().unwrap_or(0);
+                    self.libraries = (0..n).filter_map(|_| f.string().ok()).collect();
+                    Ok(())
+                }
+                (Pending::Libraries, Err(_)) => Ok(()),
+                (_, Ok(_)) => Ok(()),
+                (Pending::Load { kernel, .. }, Err((ErrKind::MissingKernel, _))) => {
+                    Err(BackendError::MissingKernel(kernel))
+                }
+                (Pending::Load { needed, .. }, Err((_, why))) => {
+                    let lib = missing_library(&why)
+                        .or_else(|| needed.iter().find(|n| why.contains(n.as_str())).cloned());
+                    Err(match lib {
+                        Some(library) => BackendError::MissingLibrary {
+                            hint: package_hint(&library),
+                            library,
+                        },
+                        None => BackendError::Image(why),
+                    })
+                }
+                (Pending::Global { name }, Err((ErrKind::MissingGlobal, _))) => {
+                    Err(BackendError::MissingGlobal { name })
+                }
+                (Pending::Global { .. }, Err((_, why))) => Err(driver("writing a global", why)),
+            };
+            if first.is_ok() {
+                first = r;
             }
         }
-        if let Ok(reply) = self.receive(None)? {
-            let mut f = Fields::new(&reply);
-            let n = f.u64().unwrap_or(0);
-            self.libraries = (0..n).filter_map(|_| f.string().ok()).collect();
-        }
-        Ok(())
+        first
     }
 
     fn kill(&mut self, why: &str) {
@@ -270,6 +299,23 @@ impl HostBackend {
         };
         self.dead = Some(err.to_string());
         err
+    }
+
+    /// Map the arena range here and fork a runner that inherits it (see
+    /// [`process`]); `None` when this process has other threads or the
+    /// range is not free here, and a runner is then executed instead (it
+    /// maps the range in its own, different address-space layout, or
+    /// reports what occupies it there).
+    fn fork_reserved(&self, lo: u64, len: u64) -> Option<RunnerProcess> {
+        if !process::single_threaded() || arena::map_fixed(lo, len).is_err() {
+            return None;
+        }
+        let forked = RunnerProcess::fork(&self.config.env, |sock| {
+            runner::serve_reserved(sock, lo, len)
+        });
+        // The child has its own copy of the mapping; this one is not used.
+        arena::unmap(lo, len);
+        forked.ok()
     }
 
     /// Whether this process may copy into runner `pid` with
@@ -380,6 +426,19 @@ impl HostBackend {
     }
 }
 
+/// A request sent without waiting for its reply.
+enum Pending {
+    /// `LoadImage`: the kernel and the image's DT_NEEDED (for errors).
+    Load {
+        kernel: String,
+        needed: Vec<String>,
+    },
+    Libraries,
+    Global {
+        name: String,
+    },
+}
+
 /// Start a runner process (its arena is not mapped yet).
 fn spawn_runner(config: &HostConfig) -> Result<RunnerProcess, BackendError> {
     RunnerProcess::start(&config.runner, &config.env).map_err(|e| {
@@ -403,8 +462,11 @@ static SPARE: std::sync::Mutex<Option<Spare>> = std::sync::Mutex::new(None);
 /// manifest; the next [`HostBackend`] with an equal config reserves its
 /// arena in it. The runner maps nothing until it is told the arena's
 /// address, so the reservation still comes before anything is loaded.
-/// Failures are silent: `reserve` then starts a runner as usual. An unused
-/// spare dies with this process (or is replaced by the next `prestart`).
+/// Only worth it in a process with several threads: a single-threaded one
+/// forks its runner when it reserves, which is faster still (so `rrstore`
+/// does not call this). Failures are silent: `reserve` then starts a
+/// runner as usual. An unused spare dies with this process (or is replaced
+/// by the next `prestart`).
 pub fn prestart(config: &HostConfig) {
     let Ok(live) = spawn_runner(config) else {
         return;
@@ -487,6 +549,16 @@ impl Backend for HostBackend {
             ));
         };
         let mut spare = take_spare(&self.config).map(|s| s.live);
+        if spare.is_none() {
+            if let Some(live) = self.fork_reserved(lo, hi - lo) {
+                let vm_io = self.vm_io_allowed(live.pid, lo);
+                self.live = Some(live);
+                self.arena = Some(Arena { base, size, vm_io });
+                self.forked = true;
+                return Ok(());
+            }
+        }
+        self.forked = false;
         let mut last = String::new();
         let mut attempts = 0;
         while attempts < RESERVE_ATTEMPTS {
@@ -577,12 +649,15 @@ impl Backend for HostBackend {
         m.bytes(kernel.as_bytes()).bytes(image);
         self.send(&m)?;
         self.send(&Msg::op(Op::Libraries))?;
-        self.pending_load = Some((kernel.to_string(), needed));
+        self.pending.push(Pending::Load {
+            kernel: kernel.to_string(),
+            needed,
+        });
+        self.pending.push(Pending::Libraries);
         Ok(())
     }
 
     fn write_global(&mut self, name: &str, data: &[u8]) -> Result<(), BackendError> {
-        self.finish_load()?;
         let sym = self
             .elf()?
             .symbol(name)
@@ -595,19 +670,17 @@ impl Backend for HostBackend {
                 actual: sym.size,
             });
         }
+        // Pipelined like the load: the runner writes it after the dlopen,
+        // and a failure is reported by the next request (the launch) before
+        // the kernel runs.
         let mut m = Msg::op(Op::WriteGlobal);
         m.bytes(name.as_bytes()).bytes(data);
-        match self.request(&m, None)? {
-            Ok(_) => Ok(()),
-            Err((ErrKind::MissingGlobal, _)) => {
-                Err(BackendError::MissingGlobal { name: name.into() })
-            }
-            Err((_, why)) => Err(driver("writing a global", why)),
-        }
+        self.send(&m)?;
+        self.pending.push(Pending::Global { name: name.into() });
+        Ok(())
     }
 
     fn launch(&mut self, args: &[u64], params: &LaunchParams) -> Result<Duration, BackendError> {
-        self.finish_load()?;
         let mut m = Msg::op(Op::Launch);
         m.u64(args.len() as u64);
         for a in args {

@@ -1,15 +1,25 @@
 //! Starting, killing and reaping runner processes.
 //!
-//! A runner is this binary re-executed (`rrstore __host-runner`) or a
-//! separate runner binary. The child keeps only the control socket, sends
-//! its stdout to stderr (stdout belongs to rrstore), and dies with the
-//! parent thread (`PR_SET_PDEATHSIG`).
+//! A runner starts in one of two ways:
+//! * **Forked** ([`RunnerProcess::fork`]) from a single-threaded parent
+//!   right after the parent has mapped the arena at the recorded address:
+//!   the child inherits that mapping and serves requests at once, so a
+//!   replay never waits for a runner to start. Only a single-threaded
+//!   process may do this: a child forked from a multi-threaded one may only
+//!   call async-signal-safe functions (a lock held by another thread at the
+//!   fork stays locked forever in the child), and the runner goes on to
+//!   `dlopen` and `malloc`. The `rrstore` binary is single-threaded when it
+//!   reserves an arena; library callers with threads get the next way.
+//! * **Executed** ([`RunnerProcess::start`]): this binary re-executed
+//!   (`rrstore __host-runner`) or a separate runner binary, which then maps
+//!   the arena itself. Its start-up (about 1.5 ms: `exec`, the dynamic
+//!   loader, relocations) can overlap opening the store when it is started
+//!   early (`prestart`), and its fresh address-space layout is what the
+//!   reservation retries rely on when the range collides with a mapping.
 //!
-//! Forking without `exec` (the code already mapped and relocated) was
-//! measured as an alternative: no difference in a small replay's wall time
-//! (the runner's start overlaps opening the store, see `prestart`), so the
-//! runner keeps a fresh process image and its own random address-space
-//! layout, which the reservation retries rely on.
+//! Either way the child keeps only the control socket and the standard
+//! streams, sends its stdout to stderr (stdout belongs to rrstore), and dies
+//! with the parent thread (`PR_SET_PDEATHSIG`).
 
 use std::ffi::OsString;
 use std::os::fd::AsRawFd;
@@ -35,6 +45,7 @@ pub struct RunnerProcess {
 impl RunnerProcess {
     /// Start a runner with `env` added to its environment.
     pub fn start(runner: &Runner, env: &[(OsString, OsString)]) -> std::io::Result<RunnerProcess> {
+        reap_ended();
         let (parent, child_end) = UnixStream::pair()?;
         let control = child_end.as_raw_fd();
         let mut cmd = Command::new(&runner.program);
@@ -70,6 +81,65 @@ impl RunnerProcess {
         })
     }
 
+    /// Fork a runner from this process, which must be single-threaded
+    /// (see [`single_threaded`]), and run `serve` on the child's end of the
+    /// control socket in the child, which exits with its return value and
+    /// never returns here. `env` is added to the child's environment before
+    /// `serve` runs (before anything reads it: nothing is loaded yet).
+    pub fn fork(
+        env: &[(OsString, OsString)],
+        serve: impl FnOnce(UnixStream) -> i32,
+    ) -> std::io::Result<RunnerProcess> {
+        reap_ended();
+        let (parent_end, child_end) = UnixStream::pair()?;
+        // SAFETY: getpid has no preconditions.
+        let parent = unsafe { libc::getpid() };
+        // SAFETY: the caller checked that this process runs one thread, so
+        // the child is a complete copy that may run any code (no lock can
+        // be held by a thread that does not exist in it).
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        if pid == 0 {
+            drop(parent_end);
+            let control = child_end.as_raw_fd();
+            // SAFETY: plain system calls on descriptors of this process;
+            // the descriptors closed here belong to objects of the parent's
+            // that the child never uses again (it leaves through `_exit`,
+            // which runs no destructor).
+            unsafe {
+                // Die with the parent, and at once if it is already gone.
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                if libc::getppid() != parent {
+                    libc::_exit(0);
+                }
+                // Kernel output goes to stderr: stdout belongs to rrstore.
+                libc::dup2(2, 1);
+                // Keep only the standard streams and the control socket
+                // (the store's files stay with the parent).
+                let max = libc::c_uint::MAX;
+                let fd = control as libc::c_uint;
+                if fd > 3 {
+                    libc::syscall(libc::SYS_close_range, 3 as libc::c_uint, fd - 1, 0);
+                }
+                libc::syscall(libc::SYS_close_range, fd + 1, max, 0);
+            }
+            for (k, v) in env {
+                std::env::set_var(k, v);
+            }
+            let code = serve(child_end);
+            // SAFETY: ends the child without running the parent's exit
+            // handlers or flushing buffers copied from the parent.
+            unsafe { libc::_exit(code) }
+        }
+        drop(child_end);
+        Ok(RunnerProcess {
+            pid,
+            sock: parent_end,
+        })
+    }
+
     pub fn kill(&self) {
         // SAFETY: signalling our own, not yet reaped child.
         unsafe { libc::kill(self.pid, libc::SIGKILL) };
@@ -93,25 +163,53 @@ impl RunnerProcess {
         }
     }
 
-    /// Kill a runner that has nothing more to do and reap it on a background
-    /// thread: its exit (unmapping libLLVM, the OpenMP runtime and the
-    /// arena) then overlaps writing the history row and this process' exit
-    /// instead of being waited for. Reaped here if no thread can be started.
+    /// Kill a runner that has nothing more to do without waiting for it:
+    /// its exit (unmapping libLLVM, the OpenMP runtime and the arena)
+    /// overlaps writing the history row and this process' exit. It is
+    /// reaped when the next runner starts ([`reap_ended`]), or by init once
+    /// this process exits; no thread is started for it, so the process
+    /// stays single-threaded and its next runner can be forked.
     pub fn end(self) {
         self.kill();
-        let pid = self.pid;
-        let reaper = std::thread::Builder::new()
-            .name("rrstore-reap-runner".into())
-            .spawn(move || {
-                let mut status = 0;
-                // SAFETY: waits for our own child, which nothing else reaps
-                // (`self` was consumed).
-                unsafe { libc::waitpid(pid, &mut status, 0) };
-            });
-        if reaper.is_err() {
-            let _ = self.wait();
+        match ENDED.lock() {
+            Ok(mut ended) => ended.push(self.pid),
+            Err(_) => {
+                let _ = self.wait();
+            }
         }
     }
+}
+
+/// Runners killed by [`RunnerProcess::end`] and not reaped yet.
+static ENDED: std::sync::Mutex<Vec<libc::pid_t>> = std::sync::Mutex::new(Vec::new());
+
+/// Reap the runners [`RunnerProcess::end`] killed, so that a process
+/// replaying many recordings does not collect zombies. They were killed
+/// with SIGKILL, so this waits at most for their teardown.
+pub fn reap_ended() {
+    let pids = match ENDED.lock() {
+        Ok(mut ended) => std::mem::take(&mut *ended),
+        Err(_) => return,
+    };
+    for pid in pids {
+        let mut status = 0;
+        // SAFETY: waits for our own child, which nothing else reaps (its
+        // `RunnerProcess` was consumed by `end`).
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+    }
+}
+
+/// Whether this process runs exactly one thread (`/proc/self/stat`), so
+/// that a child forked from it may run any code. False when unknown.
+pub fn single_threaded() -> bool {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return false;
+    };
+    // The fields after the command name, which may itself hold spaces and
+    // parentheses; `num_threads` is the 20th field, the 18th after it.
+    stat.rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().nth(17))
+        == Some("1")
 }
 
 #[cfg(test)]

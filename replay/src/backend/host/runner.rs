@@ -3,7 +3,9 @@
 //! `rrstore __host-runner --control FD` (see [`runner_main`]) is started by
 //! [`super::HostBackend`] and serves its requests in order: map the arena at
 //! the recorded address (first, before any library is loaded, so nothing the
-//! image pulls in can land there), load the image from a memfd, write
+//! image pulls in can land there; a runner forked by a parent that already
+//! mapped it starts with it, see [`serve_reserved`]), load the image from a
+//! memfd, write
 //! globals, call the kernel (timed here, around the call only), list the
 //! runtime libraries it mapped, and hash the arena in place. The parent
 //! fills and reads the arena directly (`process_vm_writev`/`readv`), or
@@ -29,14 +31,20 @@ pub fn runner_main(args: &[String]) -> i32 {
     };
     // SAFETY: the parent passed us this socket's descriptor and nothing else
     // in this process owns it.
-    serve(unsafe { UnixStream::from_raw_fd(control) })
+    serve(unsafe { UnixStream::from_raw_fd(control) }, None)
+}
+
+/// Serve as a runner forked after its parent mapped the arena `[lo, lo +
+/// len)` (inherited by the fork): the same requests, minus `Reserve`.
+pub fn serve_reserved(sock: UnixStream, lo: u64, len: u64) -> i32 {
+    serve(sock, Some((lo, len)))
 }
 
 /// Serve the parent's requests on `sock` until it closes; returns the
 /// process exit code.
-fn serve(mut sock: UnixStream) -> i32 {
+fn serve(mut sock: UnixStream, arena: Option<(u64, u64)>) -> i32 {
     let mut state = State {
-        arena: None,
+        arena,
         handle: std::ptr::null_mut(),
         kernel: std::ptr::null(),
     };
@@ -259,21 +267,46 @@ impl State {
     }
 }
 
-/// The OpenMP runtime libraries (and LLVM) mapped in this process, as their
-/// resolved paths from `/proc/self/maps`.
+/// The OpenMP runtime libraries (and LLVM) loaded in this process, in load
+/// order, as resolved paths (the links followed: `libomp.so.5` says which
+/// LLVM's runtime it is only through where it points). From the dynamic
+/// loader's list (`dl_iterate_phdr`), which costs microseconds where reading
+/// `/proc/self/maps` of a process with libLLVM mapped costs ~0.1 ms.
 fn runtime_libraries() -> Vec<String> {
-    let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
+    unsafe extern "C" fn each(
+        info: *mut libc::dl_phdr_info,
+        _size: libc::size_t,
+        names: *mut libc::c_void,
+    ) -> libc::c_int {
+        // SAFETY: `names` is the `Vec` passed below, alive for the whole
+        // iteration; `info` is the loader's entry for one object, whose
+        // `dlpi_name` is NULL or a NUL-terminated path.
+        unsafe {
+            let names = &mut *names.cast::<Vec<String>>();
+            let name = (*info).dlpi_name;
+            if !name.is_null() {
+                names.push(CStr::from_ptr(name).to_string_lossy().into_owned());
+            }
+        }
+        0
+    }
+    let mut names: Vec<String> = Vec::new();
+    // SAFETY: `each` matches the callback type and only uses `names`.
+    unsafe { libc::dl_iterate_phdr(Some(each), (&mut names as *mut Vec<String>).cast()) };
     let mut out: Vec<String> = Vec::new();
-    for line in maps.lines() {
-        let Some(path) = line.split_whitespace().nth(5) else {
-            continue;
-        };
-        let file = path.rsplit('/').next().unwrap_or(path);
+    for name in names {
+        let file = name.rsplit('/').next().unwrap_or(&name);
         let wanted = ["libomp.", "libomptarget.", "libLLVM"]
             .iter()
             .any(|p| file.starts_with(p));
-        if wanted && !out.iter().any(|o| o == path) {
-            out.push(path.to_string());
+        if !wanted {
+            continue;
+        }
+        let path = std::fs::canonicalize(&name)
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or(name);
+        if !out.contains(&path) {
+            out.push(path);
         }
     }
     out

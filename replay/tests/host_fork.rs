@@ -1,0 +1,159 @@
+//! In a single-threaded process the host backend forks its runner with the
+//! arena already mapped, so a replay never waits for a runner to start;
+//! with another thread alive, or when the range is taken in this process,
+//! it executes a runner instead (see `backend::host::process`).
+//!
+//! libtest runs every test on a thread of its own, so this file runs
+//! without it (`harness = false` in Cargo.toml): `main` runs the checks in
+//! order on the process' only thread and panics on the first failure.
+
+mod common;
+
+use rrstore_format::PartRole;
+use rrstore_replay::backend::host::{process, ArenaIo, HostBackend, HostConfig};
+use rrstore_replay::backend::{Backend, LaunchParams};
+use rrstore_replay::{replay, ReplaySource, Verdict};
+
+fn main() {
+    assert!(
+        process::single_threaded(),
+        "the test must start with one thread"
+    );
+    every_recording_verifies_in_a_forked_runner();
+    globals_and_arguments_reach_a_forked_runner();
+    a_range_taken_here_gets_an_executed_runner();
+    another_thread_means_an_executed_runner();
+    assert!(
+        process::single_threaded(),
+        "ending runners must not leave threads behind"
+    );
+    println!("host_fork: all checks passed");
+}
+
+fn config() -> HostConfig {
+    let opts = common::options();
+    HostConfig {
+        runner: opts.host_runner.clone().unwrap(),
+        env: opts.host_env.clone(),
+        arena_io: ArenaIo::Auto,
+    }
+}
+
+/// The engine's replays, one after the other in this process: each must
+/// verify (they fork, as nothing here starts a thread; the next check
+/// proves the backend forks).
+fn every_recording_verifies_in_a_forked_runner() {
+    let mut n = 0;
+    for set in ["llvm22-host", "upstream-native"] {
+        for d in common::descriptors(set) {
+            let mut src = ReplaySource::llvm(&d).unwrap();
+            let r = replay(&mut src, &common::options());
+            assert_eq!(r.verdict, Verdict::Verified, "{d:?}: {:?}", r.error);
+            assert!(process::single_threaded(), "{d:?} left a thread behind");
+            n += 1;
+        }
+    }
+    assert!(n >= 10, "only {n} fixtures found");
+}
+
+fn read(src: &mut ReplaySource, role: PartRole) -> Vec<u8> {
+    let len = src.recording.part(role).map_or(0, |p| p.len);
+    let mut buf = vec![0u8; len as usize];
+    src.parts.read_part_into(role, &mut buf).unwrap();
+    buf
+}
+
+/// The backend steps by hand on the recording with globals: the runner is
+/// forked, and the arena it hashes after the launch is the recorded output.
+fn globals_and_arguments_reach_a_forked_runner() {
+    let d = common::descriptors("llvm22-host")
+        .into_iter()
+        .find(|d| d.to_str().unwrap().contains("/globals/"))
+        .unwrap();
+    let mut src = ReplaySource::llvm(&d).unwrap();
+    let rec = src.recording.clone();
+    let (image, input, globals) = (
+        read(&mut src, PartRole::Image),
+        read(&mut src, PartRole::Input),
+        read(&mut src, PartRole::Globals),
+    );
+    assert!(!rec.globals.is_empty());
+    let mut b = HostBackend::new(config());
+    b.reserve(rec.arena.base.unwrap(), rec.arena.size).unwrap();
+    assert!(
+        b.runner_forked(),
+        "a single-threaded process forks its runner"
+    );
+    b.load_image(&image, &rec.kernel).unwrap();
+    b.upload(0, &input).unwrap();
+    for g in &rec.globals {
+        let at = g.data_offset as usize;
+        b.write_global(&g.name, &globals[at..at + g.size as usize])
+            .unwrap();
+    }
+    let params = LaunchParams {
+        num_teams: rec.launch.num_teams,
+        num_threads: rec.launch.num_threads,
+        shared_memory: rec.launch.shared_memory,
+        loop_trip_count: rec.launch.loop_trip_count,
+        timeout: None,
+    };
+    b.launch(&rec.args, &params).unwrap();
+    let out = rec.part(PartRole::Output).unwrap().blake3;
+    assert_eq!(b.arena_hash().unwrap(), Some(out));
+    assert!(!b.runtime_libraries().is_empty());
+}
+
+/// A range this process already uses cannot be mapped here: the runner is
+/// executed and maps it in its own address space.
+fn a_range_taken_here_gets_an_executed_runner() {
+    // Any mapping of this process will do: a fresh anonymous one.
+    let len = 1 << 20;
+    // SAFETY: a new private anonymous mapping, unmapped below.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    assert_ne!(p, libc::MAP_FAILED);
+    let base = p as u64 + 4096;
+    let mut b = HostBackend::new(config());
+    b.reserve(base, 8192).unwrap();
+    assert!(
+        !b.runner_forked(),
+        "the range is taken here: executed runner"
+    );
+    let data: Vec<u8> = (0..8192u32).map(|i| (i % 251) as u8).collect();
+    b.upload(0, &data).unwrap();
+    assert_eq!(
+        b.arena_hash().unwrap(),
+        Some(*blake3::hash(&data).as_bytes())
+    );
+    drop(b);
+    // SAFETY: the mapping made above, not used any more.
+    unsafe { libc::munmap(p, len) };
+}
+
+/// With a second thread alive a fork could inherit a lock held by it: the
+/// runner is executed.
+fn another_thread_means_an_executed_runner() {
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let t = std::thread::spawn(move || rx.recv().ok());
+    let mut b = HostBackend::new(config());
+    let base = 0x5f00_0000_0000u64;
+    b.reserve(base, 4096).unwrap();
+    assert!(!b.runner_forked(), "two threads: executed runner");
+    b.upload(0, &[7u8; 4096]).unwrap();
+    assert_eq!(
+        b.arena_hash().unwrap(),
+        Some(*blake3::hash(&[7u8; 4096]).as_bytes())
+    );
+    drop(b);
+    tx.send(()).unwrap();
+    t.join().unwrap();
+}
