@@ -511,13 +511,15 @@ impl Drop for HostBackend {
 
 /// `"host x86_64: <CPU model> (<n> CPUs), Linux <release>"`.
 pub fn host_description() -> String {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+    // The first CPU's entry only: the kernel generates /proc/cpuinfo as it
+    // is read, and the whole file of a many-core node is hundreds of KiB.
+    let cpu = std::fs::File::open("/proc/cpuinfo")
         .ok()
-        .and_then(|s| {
-            s.lines()
+        .and_then(|f| {
+            std::io::BufRead::lines(std::io::BufReader::new(f))
+                .map_while(Result::ok)
                 .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, v)| v.trim().to_string())
+                .and_then(|l| l.split_once(':').map(|(_, v)| v.trim().to_string()))
         })
         .unwrap_or_else(|| "unknown CPU".into());
     let n = std::thread::available_parallelism()
