@@ -399,14 +399,13 @@ fn host_config(opts: &ReplayOptions) -> Result<HostConfig, ReplayError> {
     })
 }
 
-/// Call before opening the recording (the store) in a process with several
-/// threads: when `opts` may pick the host backend, start its runner process
-/// now so that its start-up overlaps opening the store and reading the
-/// manifest (see [`crate::backend::host::prestart`]; the arena is still
-/// reserved in it before anything is loaded). A single-threaded process
-/// gains nothing from it: its runner is forked, with no start-up to hide.
-/// Harmless when the replay ends up not using it. Call it from the thread
-/// that runs [`replay`]: the runner dies with the thread that started it.
+/// Call before opening the recording (the store): when `opts` may pick the
+/// host backend, start its runner process now, forked while this process is
+/// still small, or executed so that its start-up overlaps opening the store
+/// (see [`crate::backend::host::prestart`]; the arena is still reserved in
+/// it before anything is loaded). Harmless when the replay ends up not
+/// using it. Call it from the thread that runs [`replay`]: the runner dies
+/// with the thread that started it.
 pub fn prestart(opts: &ReplayOptions) {
     if matches!(opts.backend, BackendKind::Auto | BackendKind::Host) {
         if let Ok(config) = host_config(opts) {

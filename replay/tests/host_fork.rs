@@ -1,7 +1,9 @@
-//! In a single-threaded process the host backend forks its runner with the
-//! arena already mapped, so a replay never waits for a runner to start;
-//! with another thread alive, or when the range is taken in this process,
-//! it executes a runner instead (see `backend::host::process`).
+//! In a single-threaded process the host backend forks its runner: early,
+//! as a spare waiting for the arena address (`prestart`), or when the arena
+//! is reserved, with the arena already mapped; so a replay never waits for
+//! a runner to start. With another thread alive, or when the range is taken
+//! in this process, it executes a runner instead (see
+//! `backend::host::process`).
 //!
 //! libtest runs every test on a thread of its own, so this file runs
 //! without it (`harness = false` in Cargo.toml): `main` runs the checks in
@@ -10,7 +12,7 @@
 mod common;
 
 use rrstore_format::PartRole;
-use rrstore_replay::backend::host::{process, ArenaIo, HostBackend, HostConfig};
+use rrstore_replay::backend::host::{prestart, process, ArenaIo, HostBackend, HostConfig};
 use rrstore_replay::backend::{Backend, LaunchParams};
 use rrstore_replay::{replay, ReplaySource, Verdict};
 
@@ -20,7 +22,8 @@ fn main() {
         "the test must start with one thread"
     );
     every_recording_verifies_in_a_forked_runner();
-    globals_and_arguments_reach_a_forked_runner();
+    globals_and_arguments_reach_a_forked_runner(false);
+    globals_and_arguments_reach_a_forked_runner(true);
     a_range_taken_here_gets_an_executed_runner();
     another_thread_means_an_executed_runner();
     assert!(
@@ -64,8 +67,9 @@ fn read(src: &mut ReplaySource, role: PartRole) -> Vec<u8> {
 }
 
 /// The backend steps by hand on the recording with globals: the runner is
-/// forked, and the arena it hashes after the launch is the recorded output.
-fn globals_and_arguments_reach_a_forked_runner() {
+/// forked (early by `prestart`, or when reserving), and the arena it hashes
+/// after the launch is the recorded output.
+fn globals_and_arguments_reach_a_forked_runner(prestarted: bool) {
     let d = common::descriptors("llvm22-host")
         .into_iter()
         .find(|d| d.to_str().unwrap().contains("/globals/"))
@@ -78,6 +82,9 @@ fn globals_and_arguments_reach_a_forked_runner() {
         read(&mut src, PartRole::Globals),
     );
     assert!(!rec.globals.is_empty());
+    if prestarted {
+        prestart(&config());
+    }
     let mut b = HostBackend::new(config());
     b.reserve(rec.arena.base.unwrap(), rec.arena.size).unwrap();
     assert!(
@@ -144,8 +151,14 @@ fn a_range_taken_here_gets_an_executed_runner() {
 fn another_thread_means_an_executed_runner() {
     let (tx, rx) = std::sync::mpsc::channel::<()>();
     let t = std::thread::spawn(move || rx.recv().ok());
-    let mut b = HostBackend::new(config());
     let base = 0x5f00_0000_0000u64;
+    // Both ways of starting a runner execute it now.
+    prestart(&config());
+    let mut b = HostBackend::new(config());
+    b.reserve(base, 4096).unwrap();
+    assert!(!b.runner_forked(), "two threads: executed spare");
+    drop(b);
+    let mut b = HostBackend::new(config());
     b.reserve(base, 4096).unwrap();
     assert!(!b.runner_forked(), "two threads: executed runner");
     b.upload(0, &[7u8; 4096]).unwrap();

@@ -235,6 +235,10 @@ fn print_text(r: &ReplayReport, history_row: Option<i64>) {
 
 pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
     let mut opts = options(&args)?;
+    // The host runner is forked now, while this process is small (few pages
+    // for either side to copy on write later), and waits for the arena
+    // address; unused when the recording needs another backend.
+    rrstore_replay::prestart(&opts);
     let mut store = Store::open_default(globals.store.as_deref())
         .context("opening the store (replays record their history there)")?;
     if let Some(spec) = &args.image {

@@ -11,12 +11,14 @@
 //!   with `MAP_FIXED_NOREPLACE` before the image or the OpenMP runtime is
 //!   loaded, so nothing they map can take the range. It is anonymous memory
 //!   advised to use transparent huge pages (why: [`arena`]). A
-//!   single-threaded parent (the `rrstore` binary) maps it itself and forks
-//!   the runner, which inherits it and can start loading the image at once
-//!   (a small replay's wall time is mostly that load). Otherwise, or when
-//!   the range is taken in the parent, the runner is executed (`rrstore
-//!   __host-runner`, [`Runner::current_exe`]) and maps the range as its
-//!   first step; if its own start-up mappings happen to collide (ASLR), a
+//!   single-threaded parent (the `rrstore` binary) forks its runner, so the
+//!   runner can start loading the image as soon as the arena is mapped (a
+//!   small replay's wall time is mostly that load): a spare forked early
+//!   ([`prestart`]) maps it when told the address, else the parent maps it
+//!   and forks a runner that inherits it. Otherwise, or when the range is
+//!   taken in the parent, the runner is executed (`rrstore __host-runner`,
+//!   [`Runner::current_exe`]) and maps the range as its first step; if its
+//!   own start-up mappings happen to collide (ASLR), a
 //!   fresh runner is tried (different random layout) up to
 //!   [`RESERVE_ATTEMPTS`] times before the occupant is reported. Both ways:
 //!   [`process`].
@@ -453,27 +455,35 @@ fn spawn_runner(config: &HostConfig) -> Result<RunnerProcess, BackendError> {
 struct Spare {
     config: HostConfig,
     live: RunnerProcess,
+    /// Forked from this process (else executed).
+    forked: bool,
 }
 
 static SPARE: std::sync::Mutex<Option<Spare>> = std::sync::Mutex::new(None);
 
-/// Start a runner for `config` now, before the recording is opened, so
-/// that its `exec` and start-up overlap opening the store and reading the
-/// manifest; the next [`HostBackend`] with an equal config reserves its
-/// arena in it. The runner maps nothing until it is told the arena's
-/// address, so the reservation still comes before anything is loaded.
-/// Only worth it in a process with several threads: a single-threaded one
-/// forks its runner when it reserves, which is faster still (so `rrstore`
-/// does not call this). Failures are silent: `reserve` then starts a
-/// runner as usual. An unused spare dies with this process (or is replaced
-/// by the next `prestart`).
+/// Start a runner for `config` now, before the recording is opened; the
+/// next [`HostBackend`] with an equal config reserves its arena in it. The
+/// runner maps nothing until it is told the arena's address, so the
+/// reservation still comes before anything is loaded. In a single-threaded
+/// process it is forked (see [`process`]: cheap, and the process is still
+/// small); otherwise it is executed, and its start-up overlaps opening the
+/// store and reading the manifest. Failures are silent: `reserve` then
+/// starts a runner as usual. An unused spare dies with this process (or is
+/// replaced by the next `prestart`).
 pub fn prestart(config: &HostConfig) {
-    let Ok(live) = spawn_runner(config) else {
+    let forked = process::single_threaded();
+    let live = if forked {
+        RunnerProcess::fork(&config.env, runner::serve_unreserved)
+    } else {
+        RunnerProcess::start(&config.runner, &config.env)
+    };
+    let Ok(live) = live else {
         return;
     };
     let spare = Spare {
         config: config.clone(),
         live,
+        forked,
     };
     let old = match SPARE.lock() {
         Ok(mut g) => g.replace(spare),
@@ -550,7 +560,9 @@ impl Backend for HostBackend {
                 "the range wraps around the address space".into(),
             ));
         };
-        let mut spare = take_spare(&self.config).map(|s| s.live);
+        let spare = take_spare(&self.config);
+        let spare_forked = spare.as_ref().is_some_and(|s| s.forked);
+        let mut spare = spare.map(|s| s.live);
         if spare.is_none() {
             if let Some(live) = self.fork_reserved(lo, hi - lo) {
                 let vm_io = self.vm_io_allowed(live.pid, lo);
@@ -566,6 +578,7 @@ impl Backend for HostBackend {
         while attempts < RESERVE_ATTEMPTS {
             self.dead = None;
             let from_spare = spare.is_some();
+            self.forked = from_spare && spare_forked;
             self.live = Some(match spare.take() {
                 Some(live) => live,
                 None => self.spawn()?,

@@ -1,15 +1,18 @@
 //! Starting, killing and reaping runner processes.
 //!
 //! A runner starts in one of two ways:
-//! * **Forked** ([`RunnerProcess::fork`]) from a single-threaded parent
-//!   right after the parent has mapped the arena at the recorded address:
-//!   the child inherits that mapping and serves requests at once, so a
-//!   replay never waits for a runner to start. Only a single-threaded
-//!   process may do this: a child forked from a multi-threaded one may only
-//!   call async-signal-safe functions (a lock held by another thread at the
+//! * **Forked** ([`RunnerProcess::fork`]) from a single-threaded parent, so
+//!   a replay never waits for a runner to start (`exec`, the dynamic loader
+//!   and relocations take ~1.5 ms): either early, as a spare that maps the
+//!   arena when told its address (`prestart`, what `rrstore replay` does
+//!   before it opens the store: the process is still small then, so
+//!   neither side has many pages to copy on write afterwards), or when the
+//!   arena is reserved, after the parent mapped it at the recorded address
+//!   (the child inherits the mapping). Only a single-threaded process may
+//!   fork a runner: a child forked from a multi-threaded one may only call
+//!   async-signal-safe functions (a lock held by another thread at the
 //!   fork stays locked forever in the child), and the runner goes on to
-//!   `dlopen` and `malloc`. The `rrstore` binary is single-threaded when it
-//!   reserves an arena; library callers with threads get the next way.
+//!   `dlopen` and `malloc`. Library callers with threads get the next way.
 //! * **Executed** ([`RunnerProcess::start`]): this binary re-executed
 //!   (`rrstore __host-runner`) or a separate runner binary, which then maps
 //!   the arena itself. Its start-up (about 1.5 ms: `exec`, the dynamic

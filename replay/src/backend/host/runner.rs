@@ -34,6 +34,12 @@ pub fn runner_main(args: &[String]) -> i32 {
     serve(unsafe { UnixStream::from_raw_fd(control) }, None)
 }
 
+/// Serve as a runner forked before the arena is known (a spare started by
+/// `prestart`): the same requests as an executed runner, `Reserve` first.
+pub fn serve_unreserved(sock: UnixStream) -> i32 {
+    serve(sock, None)
+}
+
 /// Serve as a runner forked after its parent mapped the arena `[lo, lo +
 /// len)` (inherited by the fork): the same requests, minus `Reserve`.
 pub fn serve_reserved(sock: UnixStream, lo: u64, len: u64) -> i32 {
