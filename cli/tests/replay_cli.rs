@@ -269,16 +269,15 @@ fn failures_have_their_own_exit_codes() {
     );
 }
 
-#[test]
-fn a_crash_is_exit_12_and_the_binary_survives_it() {
-    let tmp = tempfile::tempdir().unwrap();
-    let store = tmp.path().join("store");
-    let j = copy_recording(GLOBALS, tmp.path());
+/// A copy of the globals recording in `dir` whose image is replaced by a
+/// kernel with C body `body` (no globals): returns its descriptor.
+fn recording_with_kernel_body(dir: &std::path::Path, body: &str) -> std::path::PathBuf {
+    let j = copy_recording(GLOBALS, dir);
     let name = j.file_stem().unwrap().to_str().unwrap().to_string();
-    let c = tmp.path().join("k.c");
+    let c = dir.join("k.c");
     std::fs::write(
         &c,
-        format!("void {name}(long kle, long out) {{ __builtin_trap(); }}\n"),
+        format!("void {name}(long kle, long out) {{ {body} }}\n"),
     )
     .unwrap();
     let st = Command::new("cc")
@@ -289,6 +288,14 @@ fn a_crash_is_exit_12_and_the_binary_survives_it() {
         .unwrap();
     assert!(st.success());
     std::fs::write(j.with_extension("globals"), b"").unwrap();
+    j
+}
+
+#[test]
+fn a_crash_is_exit_12_and_the_binary_survives_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    let j = recording_with_kernel_body(tmp.path(), "__builtin_trap();");
     let o = rrstore(&store, &["replay", j.to_str().unwrap()]);
     assert_eq!(code(&o), 12, "{}", text(&o));
     assert!(text(&o).contains("CRASHED (signal 4)"), "{}", text(&o));
@@ -300,22 +307,7 @@ fn a_crash_is_exit_12_and_the_binary_survives_it() {
 fn a_hanging_kernel_is_killed_after_the_timeout_with_exit_13() {
     let tmp = tempfile::tempdir().unwrap();
     let store = tmp.path().join("store");
-    let j = copy_recording(GLOBALS, tmp.path());
-    let name = j.file_stem().unwrap().to_str().unwrap().to_string();
-    let c = tmp.path().join("k.c");
-    std::fs::write(
-        &c,
-        format!("void {name}(long kle, long out) {{ volatile long n = 0; for (;;) n++; }}\n"),
-    )
-    .unwrap();
-    let st = Command::new("cc")
-        .args(["-shared", "-fPIC", "-o"])
-        .arg(j.with_extension("image"))
-        .arg(&c)
-        .status()
-        .unwrap();
-    assert!(st.success());
-    std::fs::write(j.with_extension("globals"), b"").unwrap();
+    let j = recording_with_kernel_body(tmp.path(), "volatile long n = 0; for (;;) n++;");
     let o = rrstore(&store, &["replay", j.to_str().unwrap(), "--timeout", "0.3"]);
     assert_eq!(code(&o), 13, "{}", text(&o));
     let rows = json(&rrstore(&store, &["history", "--json"]));

@@ -18,10 +18,9 @@
 //!   and forks a runner that inherits it. Otherwise, or when the range is
 //!   taken in the parent, the runner is executed (`rrstore __host-runner`,
 //!   [`Runner::current_exe`]) and maps the range as its first step; if its
-//!   own start-up mappings happen to collide (ASLR), a
-//!   fresh runner is tried (different random layout) up to
-//!   [`RESERVE_ATTEMPTS`] times before the occupant is reported. Both ways:
-//!   [`process`].
+//!   own start-up mappings happen to collide (ASLR), a fresh runner is tried
+//!   (different random layout) up to [`RESERVE_ATTEMPTS`] times before the
+//!   occupant is reported. Both ways: [`process`].
 //! * **Rehydration and read-back.** The engine decodes the input into this
 //!   backend's staging window (a huge-page buffer of [`STAGING_WINDOW`]
 //!   bytes), which is copied into the runner with `process_vm_writev` on all
@@ -136,7 +135,7 @@ pub struct HostBackend {
     pending: Vec<Pending>,
     /// Set once the runner died; every later call reports it.
     dead: Option<String>,
-    /// The runner was forked with the arena (else executed).
+    /// The runner was forked from this process (else executed).
     forked: bool,
 }
 
@@ -155,9 +154,10 @@ impl HostBackend {
         }
     }
 
-    /// Whether the runner was forked from this process with the arena
-    /// already mapped (see [`process`]), rather than executed; meaningful
-    /// once [`Backend::reserve`] succeeded.
+    /// Whether the runner was forked from this process (a spare from
+    /// [`prestart`], or at the reservation with the arena already mapped;
+    /// see [`process`]) rather than executed; meaningful once
+    /// [`Backend::reserve`] succeeded.
     pub fn runner_forked(&self) -> bool {
         self.forked
     }
