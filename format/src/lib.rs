@@ -7,6 +7,8 @@
 //! * [`chunk`]: content-defined chunking, blake3 chunk addresses and the zstd
 //!   chunk codec shared by the `.rra` archive and the store's pack files.
 //! * [`archive`]: the single-file `.rra` archive, version 1 (spec/FORMAT.md).
+//! * [`extents`]: where a part's stored bytes lie in files, for readers that
+//!   decode a part themselves (the host replay runner).
 //! * [`image`]: what kind of device image a recording carries (x86-64 ELF,
 //!   cubin sm_XX, AMDGPU gfxNNN, PTX).
 //!
@@ -15,6 +17,7 @@
 pub mod archive;
 pub mod chunk;
 pub mod error;
+pub mod extents;
 pub mod id;
 pub mod image;
 pub mod inspect;

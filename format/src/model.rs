@@ -215,6 +215,15 @@ pub trait PartSource {
         Ok(())
     }
 
+    /// Where the part's stored bytes lie in files on disk, when the source
+    /// can say (a store's packs, an archive, a raw LLVM file): lets a reader
+    /// in another process decode them itself. `None` (the default): the
+    /// bytes are only available through this source's reads.
+    fn extents(&mut self, role: PartRole) -> std::io::Result<Option<crate::extents::PartExtents>> {
+        let _ = role;
+        Ok(None)
+    }
+
     /// Whether [`read_part_range_into`](Self::read_part_range_into) reaches
     /// any offset cheaply (chunks addressable by offset, e.g. a store).
     /// Callers that read a part window by window use it only then, and

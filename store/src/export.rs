@@ -3,16 +3,19 @@
 //! destination and verifying its blake3; a corrupt chunk is an error naming
 //! the recording, the part and the byte range, never wrong bytes.
 
+use std::collections::HashMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use rrstore_format::chunk::Codec;
+use rrstore_format::extents::{Extent, PartExtents};
 use rrstore_format::{PartRole, PartSource, Recording, RecordingId};
 use rusqlite::Connection;
 
 use crate::error::{Result, StoreError};
 use crate::index::{self, hash32, u};
 use crate::pack::reader::{ChunkLoc, PackFiles, ReadError};
+use crate::pack::ENTRY_HEADER_LEN;
 
 /// A stored recording opened for reading.
 pub struct StoredRecording {
@@ -426,6 +429,31 @@ impl PartSource for StoredRecording {
 
     fn random_access(&self) -> bool {
         true
+    }
+
+    fn extents(&mut self, role: PartRole) -> std::io::Result<Option<PartExtents>> {
+        let locs = self.locations(role).map_err(StoreError::into_io)?;
+        let dir = std::fs::canonicalize(&self.dir).unwrap_or_else(|_| self.dir.clone());
+        let mut files = Vec::new();
+        let mut file_of: HashMap<&str, u32> = HashMap::new();
+        let mut extents = Vec::with_capacity(locs.len());
+        for l in &locs {
+            let file = *file_of.entry(l.pack.as_str()).or_insert_with(|| {
+                files.push(crate::layout::pack_path(&dir, &l.pack));
+                files.len() as u32 - 1
+            });
+            extents.push(Extent {
+                file,
+                // The stored bytes follow the entry header (spec/STORE.md);
+                // their blake3 is what a reader verifies.
+                offset: l.offset + ENTRY_HEADER_LEN as u64,
+                stored_len: u64::from(l.stored_len),
+                len: u64::from(l.len),
+                codec: l.codec,
+                hash: Some(l.hash),
+            });
+        }
+        Ok(Some(PartExtents { files, extents }))
     }
 
     fn read_part_range_into(

@@ -19,6 +19,7 @@ use super::layout::{
 };
 use crate::chunk::{ChunkHash, ChunkParams, Codec};
 use crate::error::FormatError;
+use crate::extents::{Extent, PartExtents};
 use crate::id::{hex, RecordingId};
 use crate::model::{PartInfo, PartRole, PartSource, Recording};
 
@@ -501,6 +502,37 @@ impl PartSource for Reader {
     fn read_part_into(&mut self, role: PartRole, dst: &mut [u8]) -> io::Result<()> {
         self.decode_part_into(role, dst)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+    }
+
+    fn extents(&mut self, role: PartRole) -> io::Result<Option<PartExtents>> {
+        let (_, list) = self
+            .parts
+            .iter()
+            .find(|(p, _)| p.role == role)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, self.no_part(role)))?;
+        let path = std::fs::canonicalize(&self.path).unwrap_or_else(|_| self.path.to_path_buf());
+        let mut extents = Vec::with_capacity(list.len());
+        for &row in list.iter() {
+            // `validate_parts` checked every row against the table.
+            let Some(c) = self.chunks.get(row as usize) else {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("the {role} part refers to a missing chunk row {row}"),
+                ));
+            };
+            extents.push(Extent {
+                file: 0,
+                offset: c.offset,
+                stored_len: u64::from(c.stored_len),
+                len: u64::from(c.len),
+                codec: c.codec,
+                hash: Some(c.hash),
+            });
+        }
+        Ok(Some(PartExtents {
+            files: vec![path],
+            extents,
+        }))
     }
 }
 

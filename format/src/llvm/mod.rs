@@ -26,6 +26,7 @@ use std::fs::File;
 use std::io;
 use std::path::PathBuf;
 
+use crate::extents::PartExtents;
 use crate::model::{Generation, LaunchConfig, PartRole, PartSource, Recording};
 
 pub use export::export;
@@ -81,6 +82,14 @@ impl PartSource for LlvmRecording {
 
     fn part_file(&self, role: PartRole) -> Option<&std::path::Path> {
         self.file(role).map(|p| p.as_path())
+    }
+
+    fn extents(&mut self, role: PartRole) -> io::Result<Option<PartExtents>> {
+        let (Some(path), Some(info)) = (self.file(role), self.recording.part(role)) else {
+            return Ok(None);
+        };
+        let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.clone());
+        Ok(Some(PartExtents::plain_file(path, info.len)))
     }
 }
 
