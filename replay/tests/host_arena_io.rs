@@ -1,9 +1,10 @@
-//! The host runner's arena is filled and read back either with
-//! `process_vm_writev`/`readv` (the default) or, where a sandbox forbids
-//! those calls, over the control socket: both give byte-identical results
-//! on real recordings, in the fast path (verified by the runner's in-place
-//! hash) and in the paths that copy the arena back (a located mismatch,
-//! `--save-output`, repetitions).
+//! The host runner's arena is filled by the runner from the input's files
+//! (the default), or by the parent with `process_vm_writev` (`Copy`), or,
+//! where a sandbox forbids that, over the control socket; it is read back
+//! with `process_vm_readv` or over the socket. Every way gives
+//! byte-identical results on real recordings, in the fast path (verified by
+//! the runner's in-place hash) and in the paths that copy the arena back (a
+//! located mismatch, `--save-output`, repetitions).
 
 mod common;
 
@@ -25,7 +26,7 @@ fn both_transports_verify_every_recording_and_save_the_same_output() {
     let tmp = tempfile::tempdir().unwrap();
     for d in common::descriptors("llvm22-host") {
         let mut saved = Vec::new();
-        for io in [ArenaIo::Auto, ArenaIo::Socket] {
+        for io in [ArenaIo::Auto, ArenaIo::Copy, ArenaIo::Socket] {
             let save = tmp.path().join(format!("{io:?}.out"));
             let opts = ReplayOptions {
                 repetitions: 2,
@@ -35,11 +36,17 @@ fn both_transports_verify_every_recording_and_save_the_same_output() {
             let mut src = ReplaySource::llvm(&d).unwrap();
             let r = replay(&mut src, &opts);
             assert_eq!(r.verdict, Verdict::Verified, "{d:?} {io:?}: {:?}", r.error);
+            let path = if io == ArenaIo::Auto {
+                "files"
+            } else {
+                "engine"
+            };
+            assert_eq!(r.timing.rehydrate_path, path, "{d:?} {io:?}");
             let out = src.recording.part(PartRole::Output).unwrap();
             assert_eq!(r.output_hash, Some(out.blake3), "{d:?} {io:?}");
             saved.push(std::fs::read(&save).unwrap());
         }
-        assert!(saved[0] == saved[1], "{d:?}");
+        assert!(saved[0] == saved[1] && saved[1] == saved[2], "{d:?}");
         assert_eq!(*blake3::hash(&saved[0]).as_bytes(), {
             let src = ReplaySource::llvm(&d).unwrap();
             src.recording.part(PartRole::Output).unwrap().blake3
@@ -58,7 +65,7 @@ fn both_transports_locate_the_same_mismatch() {
     }
     std::fs::write(&out, &b).unwrap();
     let mut reports = Vec::new();
-    for io in [ArenaIo::Auto, ArenaIo::Socket] {
+    for io in [ArenaIo::Auto, ArenaIo::Copy, ArenaIo::Socket] {
         let mut src = ReplaySource::llvm(&json).unwrap();
         let r = replay(&mut src, &options(io));
         assert_eq!(r.verdict, Verdict::Mismatch, "{io:?}: {:?}", r.error);
@@ -66,5 +73,5 @@ fn both_transports_locate_the_same_mismatch() {
         assert_eq!((m.differing_bytes, m.first_offset), (16, 3000), "{io:?}");
         reports.push(r.output_hash);
     }
-    assert_eq!(reports[0], reports[1]);
+    assert!(reports[0] == reports[1] && reports[1] == reports[2]);
 }

@@ -18,6 +18,10 @@ fn check(label: &str, src: &mut ReplaySource) -> ReplayReport {
         r.error,
         r.mismatch
     );
+    assert_eq!(
+        r.timing.rehydrate_path, "files",
+        "{label}: the runner reads the input"
+    );
     assert_eq!(r.backend, "host");
     assert_eq!(r.timing.kernel_ns.len(), 1);
     let out = src.recording.part(PartRole::Output).unwrap();
@@ -143,6 +147,18 @@ impl rrstore_format::PartSource for NoOutputReads {
             return Err(std::io::Error::other("the output part was read"));
         }
         self.0.open_part(role)
+    }
+
+    fn extents(
+        &mut self,
+        role: PartRole,
+    ) -> std::io::Result<Option<rrstore_format::extents::PartExtents>> {
+        if role == PartRole::Output {
+            return Err(std::io::Error::other(
+                "the output part's files were asked for",
+            ));
+        }
+        self.0.extents(role)
     }
 }
 

@@ -181,7 +181,10 @@ fn print_text(r: &ReplayReport, history_row: Option<i64>) {
         }
         let rate = t
             .rehydrate_bytes_per_s()
-            .map(|b| format!(" ({:.2} GB/s)", b / 1e9))
+            .map(|b| match t.rehydrate_path {
+                "files" => format!(" ({:.2} GB/s, read from its files by the backend)", b / 1e9),
+                _ => format!(" ({:.2} GB/s)", b / 1e9),
+            })
             .unwrap_or_default();
         println!(
             "  rehydrate {} bytes in {}{rate}, load image {}, verify {}, wall {}",

@@ -15,6 +15,8 @@ pub mod host;
 
 use std::time::Duration;
 
+use rrstore_format::extents::PartExtents;
+
 /// Launch configuration handed to a backend (recorded values, or the user's
 /// overrides).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -91,6 +93,28 @@ pub trait Backend {
     /// bytes it downloads. Default: `None`.
     fn arena_hash(&mut self) -> Result<Option<[u8; 32]>, BackendError> {
         Ok(None)
+    }
+
+    /// Start filling the arena with the input snapshot from the files that
+    /// hold it (`extents`, decoded and verified by the backend itself)
+    /// instead of being handed its bytes; the work may go on in the
+    /// background until [`finish_fill`](Self::finish_fill). Returns false
+    /// when the backend cannot (the engine then hands the bytes over).
+    /// Default: false.
+    fn start_fill(&mut self, extents: &PartExtents) -> Result<bool, BackendError> {
+        let _ = extents;
+        Ok(false)
+    }
+
+    /// Wait for the fill [`start_fill`](Self::start_fill) began: how long
+    /// it took, or why it failed (a file gone, moved or corrupt; the engine
+    /// then hands the bytes over, which locates the problem). The outer
+    /// error is the backend itself failing.
+    fn finish_fill(&mut self) -> Result<Result<Duration, String>, BackendError> {
+        Ok(Err(format!(
+            "the {} backend does not fill from files",
+            self.name()
+        )))
     }
 
     /// Host memory (a pinned DMA staging buffer, the host backend's buffer

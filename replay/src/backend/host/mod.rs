@@ -21,10 +21,15 @@
 //!   own start-up mappings happen to collide (ASLR), a fresh runner is tried
 //!   (different random layout) up to [`RESERVE_ATTEMPTS`] times before the
 //!   occupant is reported. Both ways: [`process`].
-//! * **Rehydration and read-back.** The engine decodes the input into this
-//!   backend's staging window (a huge-page buffer of [`STAGING_WINDOW`]
-//!   bytes), which is copied into the runner with `process_vm_writev` on all
-//!   cores ([`transfer`]); downloads use `process_vm_readv`. Where a sandbox
+//! * **Rehydration and read-back.** When the source can say which files
+//!   hold the input (a store's packs, an archive, an LLVM `.memory` file),
+//!   the runner reads and decodes them straight into the arena on all cores,
+//!   verifying each chunk's blake3 ([`fill`]): one copy per byte. Otherwise,
+//!   or when that fails (the engine then retries this way and reports
+//!   precisely), the engine decodes the input into this backend's staging
+//!   window (a huge-page buffer of [`STAGING_WINDOW`] bytes), which is
+//!   copied into the runner with `process_vm_writev` on all cores
+//!   ([`transfer`]); downloads use `process_vm_readv`. Where a sandbox
 //!   forbids those calls, the bytes travel over the control socket instead
 //!   ([`ArenaIo`]). The output's blake3 is computed by the runner in place
 //!   ([`Backend::arena_hash`]), so a verified replay never copies the output
@@ -44,6 +49,7 @@
 pub mod arena;
 pub mod call;
 pub mod elf;
+pub mod fill;
 pub mod libraries;
 pub mod process;
 pub mod protocol;
@@ -53,6 +59,8 @@ pub mod transfer;
 use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt;
 use std::time::Duration;
+
+use rrstore_format::extents::PartExtents;
 
 use super::{Backend, BackendError, LaunchParams};
 use process::RunnerProcess;
@@ -94,14 +102,21 @@ impl Runner {
     }
 }
 
-/// How the parent moves bytes into and out of the runner's arena.
+/// How the input gets into the runner's arena, and the arena back out.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ArenaIo {
-    /// `process_vm_writev`/`readv`, or the control socket where a sandbox
-    /// forbids them (probed once per runner).
+    /// The runner reads the input from its files when the source has them
+    /// (a store, an archive, an LLVM recording: one copy, see [`fill`]);
+    /// otherwise the parent writes it with `process_vm_writev`, or over the
+    /// control socket where a sandbox forbids that (probed once per
+    /// runner). Read-back: `process_vm_readv`, or the socket.
     #[default]
     Auto,
-    /// Always the control socket (one more copy per byte).
+    /// The parent always writes the input (decoded into the staging window,
+    /// then `process_vm_writev`, or the socket where forbidden).
+    Copy,
+    /// The parent always writes and reads over the control socket (one more
+    /// copy per byte).
     Socket,
 }
 
@@ -137,6 +152,8 @@ pub struct HostBackend {
     dead: Option<String>,
     /// The runner was forked from this process (else executed).
     forked: bool,
+    /// Outcome of the last `Fill`, collected by [`HostBackend::settle`].
+    filled: Option<Result<Duration, String>>,
 }
 
 impl HostBackend {
@@ -151,6 +168,7 @@ impl HostBackend {
             pending: Vec::new(),
             dead: None,
             forked: false,
+            filled: None,
         }
     }
 
@@ -246,6 +264,17 @@ impl HostBackend {
                     Ok(())
                 }
                 (Pending::Libraries, Err(_)) => Ok(()),
+                (Pending::Fill, Ok(reply)) => {
+                    self.filled = Some(match Fields::new(&reply).u64() {
+                        Ok(ns) => Ok(Duration::from_nanos(ns)),
+                        Err(e) => Err(format!("short reply from the runner: {e}")),
+                    });
+                    Ok(())
+                }
+                (Pending::Fill, Err((_, why))) => {
+                    self.filled = Some(Err(why));
+                    Ok(())
+                }
                 (_, Ok(_)) => Ok(()),
                 (Pending::Load { kernel, .. }, Err((ErrKind::MissingKernel, _))) => {
                     Err(BackendError::MissingKernel(kernel))
@@ -439,6 +468,9 @@ enum Pending {
     Global {
         name: String,
     },
+    /// `Fill`: its reply carries the fill's duration or why it failed,
+    /// kept for [`Backend::finish_fill`].
+    Fill,
 }
 
 /// Start a runner process (its arena is not mapped yet).
@@ -618,6 +650,27 @@ impl Backend for HostBackend {
 
     fn upload(&mut self, offset: u64, data: &[u8]) -> Result<(), BackendError> {
         self.write_arena(offset, data)
+    }
+
+    fn start_fill(&mut self, extents: &PartExtents) -> Result<bool, BackendError> {
+        if self.config.arena_io != ArenaIo::Auto {
+            return Ok(false);
+        }
+        let base = self.arena_at(0, 0)?.base;
+        let mut m = Msg::op(Op::Fill);
+        m.u64(base);
+        fill::encode(&mut m, extents);
+        self.send(&m)?;
+        self.pending.push(Pending::Fill);
+        Ok(true)
+    }
+
+    fn finish_fill(&mut self) -> Result<Result<Duration, String>, BackendError> {
+        self.settle()?;
+        Ok(self
+            .filled
+            .take()
+            .unwrap_or_else(|| Err("no fill was started".into())))
     }
 
     fn staging_window(&mut self, max_len: usize) -> Result<Option<&mut [u8]>, BackendError> {

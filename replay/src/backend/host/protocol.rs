@@ -32,6 +32,10 @@ pub enum Op {
     /// addr, len: reply carries those arena bytes (when `process_vm_readv`
     /// is forbidden).
     Read = 8,
+    /// addr, extents (`fill::encode`): decode the input part from its
+    /// files into the arena at `addr`; reply carries the nanoseconds it
+    /// took.
+    Fill = 9,
 }
 
 impl Op {
@@ -45,6 +49,7 @@ impl Op {
             6 => Op::Hash,
             7 => Op::Write,
             8 => Op::Read,
+            9 => Op::Fill,
             _ => return None,
         })
     }

@@ -7,19 +7,24 @@
 //! mapped it starts with it, see [`serve_reserved`]), load the image from a
 //! memfd, write
 //! globals, call the kernel (timed here, around the call only), list the
-//! runtime libraries it mapped, and hash the arena in place. The parent
-//! fills and reads the arena directly (`process_vm_writev`/`readv`), or
-//! through `Write`/`Read` requests where those calls are forbidden. A kernel
+//! runtime libraries it mapped, and hash the arena in place. The input
+//! snapshot is read from its files and decoded into the arena here (`Fill`,
+//! see [`fill`]) when the source has files; otherwise the parent writes it
+//! (`process_vm_writev`, or `Write` requests where that is forbidden). The
+//! parent reads the arena back the same two ways. A kernel
 //! that crashes takes only this process down.
 
 use std::ffi::{CStr, CString};
 use std::io::Write;
 use std::os::fd::FromRawFd;
 use std::os::unix::net::UnixStream;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+use rrstore_format::extents::PartExtents;
 
 use super::arena;
 use super::call::call_with_u64_args;
+use super::fill;
 use super::protocol::{recv, ErrKind, Fields, Msg, Op};
 
 /// Entry point of the hidden `__host-runner` subcommand; `args` are the
@@ -197,8 +202,41 @@ impl State {
                     Err(e) => e,
                 }
             }
+            Some(Op::Fill) => {
+                let base = f.u64()?;
+                let plan = fill::decode(&mut f)?;
+                match self.fill(&plan, base) {
+                    Ok(took) => {
+                        let mut m = Msg::ok();
+                        m.u64(took.as_nanos() as u64);
+                        m
+                    }
+                    Err((offset, why)) => Msg::err(
+                        ErrKind::Other,
+                        &format!("at byte {offset} of the input: {why}"),
+                    ),
+                }
+            }
             None => Msg::err(ErrKind::Other, &format!("unknown request {op}")),
         })
+    }
+
+    /// Decode `plan` into the arena at `base`, after checking that it fits.
+    fn fill(&self, plan: &PartExtents, base: u64) -> Result<Duration, fill::FillError> {
+        let total = plan.len();
+        let fits = self.arena.is_some_and(|(lo, len)| {
+            base >= lo && base.checked_add(total).is_some_and(|e| e <= lo + len)
+        });
+        if !fits {
+            return Err((
+                0,
+                format!("{total} bytes at {base:#x} are outside the arena"),
+            ));
+        }
+        // SAFETY: checked just above: `base..base + total` lies in the arena
+        // mapping, writable and mapped for the life of the process; requests
+        // are served one at a time, so nothing else touches it meanwhile.
+        unsafe { fill::fill(plan, base) }
     }
 
     /// The arena bytes `addr..addr + len`, or the error reply saying they

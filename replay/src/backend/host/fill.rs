@@ -1,0 +1,160 @@
+//! Filling the arena from files, inside the runner.
+//!
+//! The parent sends the input part's extents (see
+//! `rrstore_format::extents`: pack, archive or raw file ranges, each with the
+//! blake3 of its decoded bytes when it has one) and the runner reads and
+//! decodes them straight into the arena: every byte is copied once, from the
+//! page cache into the arena, where handing them over from the parent costs a
+//! decode into a staging window plus a cross-process copy.
+//!
+//! Large fills run on one thread per core, before the runner loads the
+//! image: overlapping the two measured no faster on two cores (the fill's
+//! page faults and the loader's mappings contend), and the fill's own
+//! duration stays the rehydration time. The wire form of a plan is
+//! [`encode`] / [`decode`].
+
+use std::os::unix::ffi::OsStrExt;
+use std::time::{Duration, Instant};
+
+use rrstore_format::chunk::Codec;
+use rrstore_format::extents::{Extent, ExtentReader, PartExtents};
+
+use super::protocol::{Fields, Msg};
+
+/// Fills smaller than this run on the runner's own thread, at once.
+const THREADED_MIN: u64 = 1 << 20;
+/// At least this many bytes per worker thread.
+const PER_THREAD_MIN: u64 = 2 << 20;
+/// At most this many worker threads.
+const MAX_THREADS: usize = 16;
+
+/// Why a fill failed: the part offset of the extent and the reason.
+pub type FillError = (u64, String);
+
+/// Decode `plan` into memory at `base`, on several threads when it is
+/// large; returns how long it took.
+///
+/// # Safety
+/// `base..base + plan.len()` is mapped writable memory that nothing else
+/// reads or writes during the call.
+pub unsafe fn fill(plan: &PartExtents, base: u64) -> Result<Duration, FillError> {
+    let started = Instant::now();
+    let total = plan.len();
+    let threads = if total < THREADED_MIN {
+        1
+    } else {
+        cpus()
+            .min(MAX_THREADS)
+            .min((total / PER_THREAD_MIN).max(1) as usize)
+    };
+    let runs = plan.split(threads);
+    let result = if runs.len() <= 1 {
+        fill_run(plan, 0..plan.extents.len(), base)
+    } else {
+        std::thread::scope(|s| {
+            let workers: Vec<_> = runs
+                .into_iter()
+                .map(|(run, offset)| s.spawn(move || fill_run(plan, run, base + offset)))
+                .collect();
+            let mut first = Ok(());
+            for w in workers {
+                let r = w
+                    .join()
+                    .unwrap_or_else(|_| Err((0, "a fill thread panicked".into())));
+                if first.is_ok() {
+                    first = r;
+                }
+            }
+            first
+        })
+    };
+    result.map(|()| started.elapsed())
+}
+
+/// CPUs this process may run on: the affinity mask, one system call
+/// (`available_parallelism` also reads cgroup files, ~0.2 ms).
+fn cpus() -> usize {
+    // SAFETY: `set` is a plain bitmask the call fills in; its size is passed.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) == 0 {
+            (libc::CPU_COUNT(&set) as usize).max(1)
+        } else {
+            1
+        }
+    }
+}
+
+/// Decode the extents `run` of `plan` into consecutive memory from `at`.
+fn fill_run(plan: &PartExtents, run: std::ops::Range<usize>, mut at: u64) -> Result<(), FillError> {
+    let mut reader = ExtentReader::new(plan);
+    let start = at;
+    for i in run {
+        let len = plan.extents[i].len;
+        let part_offset = at - start;
+        let n = usize::try_from(len).map_err(|_| (part_offset, "extent too large".to_string()))?;
+        // SAFETY: `fill`'s contract: the plan's bytes from `base` are
+        // mapped, writable and untouched by anything else; runs of
+        // different threads are disjoint (`PartExtents::split`).
+        let dst = unsafe { std::slice::from_raw_parts_mut(at as *mut u8, n) };
+        reader
+            .decode_into(i, dst)
+            .map_err(|e| (part_offset, e.to_string()))?;
+        at += len;
+    }
+    Ok(())
+}
+
+/// Append `plan` to a request.
+pub fn encode(m: &mut Msg, plan: &PartExtents) {
+    m.u64(plan.files.len() as u64);
+    for f in &plan.files {
+        m.bytes(f.as_os_str().as_bytes());
+    }
+    m.u64(plan.extents.len() as u64);
+    for e in &plan.extents {
+        m.u64(u64::from(e.file))
+            .u64(e.offset)
+            .u64(e.stored_len)
+            .u64(e.len)
+            .u64(e.codec as u64)
+            .bytes(e.hash.as_ref().map_or(&[][..], |h| &h[..]));
+    }
+}
+
+/// Read a plan written by [`encode`].
+pub fn decode(f: &mut Fields<'_>) -> std::io::Result<PartExtents> {
+    let bad = |why: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, why.to_string());
+    let nfiles = f.u64()?;
+    let mut files = Vec::new();
+    for _ in 0..nfiles {
+        let bytes = f.bytes()?;
+        files.push(std::path::PathBuf::from(std::ffi::OsStr::from_bytes(bytes)));
+    }
+    let n = f.u64()?;
+    let mut extents = Vec::new();
+    for _ in 0..n {
+        let file = u32::try_from(f.u64()?).map_err(|_| bad("extent file index"))?;
+        let (offset, stored_len, len) = (f.u64()?, f.u64()?, f.u64()?);
+        let codec = u8::try_from(f.u64()?)
+            .ok()
+            .and_then(Codec::from_u8)
+            .ok_or_else(|| bad("extent codec"))?;
+        let hash = match f.bytes()? {
+            [] => None,
+            h => Some(<[u8; 32]>::try_from(h).map_err(|_| bad("extent hash"))?),
+        };
+        if file as usize >= files.len() {
+            return Err(bad("extent names a file that is not listed"));
+        }
+        extents.push(Extent {
+            file,
+            offset,
+            stored_len,
+            len,
+            codec,
+            hash,
+        });
+    }
+    Ok(PartExtents { files, extents })
+}
