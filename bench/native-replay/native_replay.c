@@ -8,6 +8,8 @@
  * as a 64-bit integer, then compare the arena with <Name>.original.output,
  * read 1 MiB at a time. No child process, no verification report, no hashing,
  * no history: everything rrstore adds on top is what the benchmark measures.
+ * If the arena range is taken by its own mappings (ASLR, rare), it re-executes
+ * itself in a fresh layout, up to 3 times, as rrstore's runner does.
  *
  * usage: native-replay KERNEL.json      exit 0 verified, 1 mismatch, 2 error
  * build: cc -O2 -o native-replay native_replay.c -ldl
@@ -102,6 +104,18 @@ int main(int argc, char **argv) {
   uintptr_t pg = sysconf(_SC_PAGESIZE), lo = start & ~(pg - 1), hi = (start + size + pg - 1) & ~(pg - 1);
   void *m = mmap((void *)lo, hi - lo, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+  if (m == MAP_FAILED && errno == EEXIST) {
+    /* Something of this process (ASLR) sits in the range: re-execute, in a
+     * fresh random layout, up to 3 times (rrstore retries the same way). */
+    const char *t = getenv("NATIVE_REPLAY_TRY");
+    int tries = t ? atoi(t) : 0;
+    if (tries < 3) {
+      char n[16];
+      snprintf(n, sizeof n, "%d", tries + 1);
+      setenv("NATIVE_REPLAY_TRY", n, 1);
+      execv("/proc/self/exe", argv);
+    }
+  }
   if (m != (void *)lo) die("mmap arena", strerror(errno));
   snprintf(path, sizeof path, "%s.memory", base);
   read_into(path, (char *)start, size);

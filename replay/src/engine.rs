@@ -576,7 +576,8 @@ fn run(
     // load it while the engine goes on (the host backend does: its runner
     // runs dlopen, the longest step of a small replay, meanwhile). Where
     // the backend reads the input's files itself (the host runner), that
-    // fill is requested just before: the runner fills, then loads.
+    // fill is requested just before (the runner overlaps the two when it
+    // has a core to spare).
     let mut fill_plan = input_extents(src);
     let mut filling = match &fill_plan {
         Some(plan) => backend.start_fill(plan)?,

@@ -9,7 +9,8 @@ mod common;
 
 use std::os::unix::fs::FileExt;
 
-use rrstore_format::extents::PartExtents;
+use rrstore_format::chunk::{self, Codec};
+use rrstore_format::extents::{Extent, PartExtents};
 use rrstore_format::PartRole;
 use rrstore_replay::backend::host::{ArenaIo, HostBackend, HostConfig};
 use rrstore_replay::backend::{Backend, LaunchParams};
@@ -82,6 +83,83 @@ fn a_bad_plan_is_reported_and_the_runner_goes_on() {
     };
     b.launch(&rec.args, &params).unwrap();
     assert_eq!(b.arena_hash().unwrap(), Some(expected));
+}
+
+/// An 8 MiB input from two files, raw and zstd chunks: large enough for
+/// several fill threads (in the background where a core is left over).
+#[test]
+fn a_large_fill_from_several_files_lands_byte_exact() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut x = 0x9e3779b97f4a7c15u64;
+    let raw: Vec<u8> = (0..6 << 20)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    let squeezable: Vec<u8> = (0..2u32 << 20).map(|i| (i / 4096) as u8).collect();
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    std::fs::write(&a, &raw).unwrap();
+    let mut plan = PartExtents {
+        files: vec![a, b.clone()],
+        extents: Vec::new(),
+    };
+    for (i, piece) in raw.chunks(64 << 10).enumerate() {
+        plan.extents.push(Extent {
+            file: 0,
+            offset: (i << 16) as u64,
+            stored_len: piece.len() as u64,
+            len: piece.len() as u64,
+            codec: Codec::Raw,
+            hash: Some(chunk::hash(piece)),
+        });
+    }
+    let mut stored = Vec::new();
+    for piece in squeezable.chunks(256 << 10) {
+        let (codec, bytes) = chunk::compress(piece, 3);
+        assert_eq!(codec, Codec::Zstd);
+        plan.extents.push(Extent {
+            file: 1,
+            offset: stored.len() as u64,
+            stored_len: bytes.len() as u64,
+            len: piece.len() as u64,
+            codec,
+            hash: Some(chunk::hash(piece)),
+        });
+        stored.extend_from_slice(&bytes);
+    }
+    std::fs::write(&b, &stored).unwrap();
+    let mut whole = raw.clone();
+    whole.extend_from_slice(&squeezable);
+
+    // An address this process got from the kernel and gave back: free in
+    // the (executed) runner too, almost surely; the backend retries in
+    // fresh runners if not.
+    let len = whole.len();
+    // SAFETY: a fresh private anonymous mapping, unmapped right away.
+    let base = unsafe {
+        let p = libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        );
+        assert_ne!(p, libc::MAP_FAILED);
+        libc::munmap(p, len);
+        p as u64
+    };
+    let mut b = HostBackend::new(config());
+    b.reserve(base, len as u64).unwrap();
+    assert!(b.start_fill(&plan).unwrap());
+    b.finish_fill().unwrap().unwrap();
+    assert_eq!(b.arena_hash().unwrap(), Some(chunk::hash(&whole)));
+    let mut tail = vec![0u8; 4096];
+    b.download(len as u64 - 4096, &mut tail).unwrap();
+    assert!(tail == whole[len - 4096..]);
 }
 
 #[test]

@@ -152,8 +152,6 @@ pub struct HostBackend {
     dead: Option<String>,
     /// The runner was forked from this process (else executed).
     forked: bool,
-    /// Outcome of the last `Fill`, collected by [`HostBackend::settle`].
-    filled: Option<Result<Duration, String>>,
 }
 
 impl HostBackend {
@@ -168,7 +166,6 @@ impl HostBackend {
             pending: Vec::new(),
             dead: None,
             forked: false,
-            filled: None,
         }
     }
 
@@ -263,18 +260,8 @@ impl HostBackend {
                     self.libraries = (0..n).filter_map(|_| f.string().ok()).collect();
                     Ok(())
                 }
-                (Pending::Libraries, Err(_)) => Ok(()),
-                (Pending::Fill, Ok(reply)) => {
-                    self.filled = Some(match Fields::new(&reply).u64() {
-                        Ok(ns) => Ok(Duration::from_nanos(ns)),
-                        Err(e) => Err(format!("short reply from the runner: {e}")),
-                    });
-                    Ok(())
-                }
-                (Pending::Fill, Err((_, why))) => {
-                    self.filled = Some(Err(why));
-                    Ok(())
-                }
+                // A refused fill is reported by `FillWait`.
+                (Pending::Libraries | Pending::Fill, Err(_)) => Ok(()),
                 (_, Ok(_)) => Ok(()),
                 (Pending::Load { kernel, .. }, Err((ErrKind::MissingKernel, _))) => {
                     Err(BackendError::MissingKernel(kernel))
@@ -468,8 +455,8 @@ enum Pending {
     Global {
         name: String,
     },
-    /// `Fill`: its reply carries the fill's duration or why it failed,
-    /// kept for [`Backend::finish_fill`].
+    /// `Fill`: its reply says only that the request arrived (the outcome
+    /// comes with `FillWait`).
     Fill,
 }
 
@@ -666,11 +653,13 @@ impl Backend for HostBackend {
     }
 
     fn finish_fill(&mut self) -> Result<Result<Duration, String>, BackendError> {
-        self.settle()?;
-        Ok(self
-            .filled
-            .take()
-            .unwrap_or_else(|| Err("no fill was started".into())))
+        Ok(match self.request(&Msg::op(Op::FillWait), None)? {
+            Ok(reply) => match Fields::new(&reply).u64() {
+                Ok(ns) => Ok(Duration::from_nanos(ns)),
+                Err(e) => Err(format!("short reply from the runner: {e}")),
+            },
+            Err((_, why)) => Err(why),
+        })
     }
 
     fn staging_window(&mut self, max_len: usize) -> Result<Option<&mut [u8]>, BackendError> {
