@@ -169,7 +169,9 @@ pub struct Timing {
     pub rehydrate_ns: Vec<u64>,
     pub rehydrate_bytes: u64,
     /// How the input reached the arena in the last repetition: `"files"`
-    /// (the backend read and decoded the source's files itself) or
+    /// (the backend read and decoded the source's files itself),
+    /// `"files-background"` (the same, while the image loaded, so the
+    /// rehydration time includes time the two shared the CPU) or
     /// `"engine"` (the engine decoded it and handed the bytes over).
     pub rehydrate_path: &'static str,
     pub load_image_ns: u64,
@@ -620,9 +622,13 @@ fn run(
             None
         };
         let ns = match filled {
-            Some(took) => {
-                report.timing.rehydrate_path = "files";
-                took.as_nanos() as u64
+            Some(f) => {
+                report.timing.rehydrate_path = if f.background {
+                    "files-background"
+                } else {
+                    "files"
+                };
+                f.took.as_nanos() as u64
             }
             None => {
                 fill_plan = None;

@@ -36,12 +36,8 @@ fn both_transports_verify_every_recording_and_save_the_same_output() {
             let mut src = ReplaySource::llvm(&d).unwrap();
             let r = replay(&mut src, &opts);
             assert_eq!(r.verdict, Verdict::Verified, "{d:?} {io:?}: {:?}", r.error);
-            let path = if io == ArenaIo::Auto {
-                "files"
-            } else {
-                "engine"
-            };
-            assert_eq!(r.timing.rehydrate_path, path, "{d:?} {io:?}");
+            let from_files = r.timing.rehydrate_path.starts_with("files");
+            assert_eq!(from_files, io == ArenaIo::Auto, "{d:?} {io:?}");
             let out = src.recording.part(PartRole::Output).unwrap();
             assert_eq!(r.output_hash, Some(out.blake3), "{d:?} {io:?}");
             saved.push(std::fs::read(&save).unwrap());

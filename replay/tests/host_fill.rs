@@ -177,7 +177,7 @@ fn a_corrupt_input_chunk_in_the_store_is_named_by_its_byte_range() {
     // Intact: filled from the packs by the runner.
     let report = replay(&mut open().unwrap(), &common::options());
     assert_eq!(report.verdict, Verdict::Verified, "{:?}", report.error);
-    assert_eq!(report.timing.rehydrate_path, "files");
+    assert!(report.timing.rehydrate_path.starts_with("files"));
 
     // Flip a byte in the stored bytes of the input's last chunk: the fill
     // fails on its hash, and so does the engine's own decoding after it.

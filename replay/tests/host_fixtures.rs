@@ -18,9 +18,10 @@ fn check(label: &str, src: &mut ReplaySource) -> ReplayReport {
         r.error,
         r.mismatch
     );
-    assert_eq!(
-        r.timing.rehydrate_path, "files",
-        "{label}: the runner reads the input"
+    assert!(
+        r.timing.rehydrate_path.starts_with("files"),
+        "{label}: the runner reads the input, not {}",
+        r.timing.rehydrate_path
     );
     assert_eq!(r.backend, "host");
     assert_eq!(r.timing.kernel_ns.len(), 1);

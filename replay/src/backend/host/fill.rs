@@ -44,7 +44,11 @@ enum Worker {
 }
 
 /// A fill started by the runner: finished, or going on in the background.
-pub struct Fill(State);
+pub struct Fill {
+    state: State,
+    /// Started in the background (kept once settled).
+    background: bool,
+}
 
 enum State {
     Done(Result<Duration, FillError>),
@@ -57,12 +61,24 @@ enum State {
 impl Fill {
     /// A fill that failed before it started.
     pub fn failed(e: FillError) -> Fill {
-        Fill(State::Done(Err(e)))
+        Fill {
+            state: State::Done(Err(e)),
+            background: false,
+        }
+    }
+
+    /// Whether it was left running in the background when it started.
+    pub fn background(&self) -> bool {
+        self.background
     }
 
     /// Wait for the workers, keeping the outcome for [`Fill::wait`].
     pub fn settle(self) -> Fill {
-        Fill(State::Done(self.wait()))
+        let background = self.background;
+        Fill {
+            state: State::Done(self.wait()),
+            background,
+        }
     }
 
     /// Start decoding `plan` into memory at `base` (see the module
@@ -76,7 +92,10 @@ impl Fill {
         let total = plan.len();
         if total < THREADED_MIN {
             let r = fill_run(&plan, 0..plan.extents.len(), base);
-            return Fill(State::Done(r.map(|()| started.elapsed())));
+            return Fill {
+                state: State::Done(r.map(|()| started.elapsed())),
+                background: false,
+            };
         }
         let cpus = cpus();
         // On more than two cores one stays free for the image load.
@@ -98,8 +117,12 @@ impl Fill {
                 }
             })
             .collect();
-        let fill = Fill(State::Running { started, workers });
-        if threads < cpus {
+        let background = threads < cpus;
+        let fill = Fill {
+            state: State::Running { started, workers },
+            background,
+        };
+        if background {
             fill
         } else {
             fill.settle()
@@ -109,7 +132,7 @@ impl Fill {
     /// Wait for the workers: how long the fill took (start to the last
     /// worker's end), or its first failure.
     pub fn wait(self) -> Result<Duration, FillError> {
-        let (started, workers) = match self.0 {
+        let (started, workers) = match self.state {
             State::Done(r) => return r,
             State::Running { started, workers } => (started, workers),
         };

@@ -62,7 +62,7 @@ use std::time::Duration;
 
 use rrstore_format::extents::PartExtents;
 
-use super::{Backend, BackendError, LaunchParams};
+use super::{Backend, BackendError, Filled, LaunchParams};
 use process::RunnerProcess;
 use protocol::{ErrKind, Fields, Msg, Op};
 use transfer::StagingBuf;
@@ -652,12 +652,18 @@ impl Backend for HostBackend {
         Ok(true)
     }
 
-    fn finish_fill(&mut self) -> Result<Result<Duration, String>, BackendError> {
+    fn finish_fill(&mut self) -> Result<Result<Filled, String>, BackendError> {
         Ok(match self.request(&Msg::op(Op::FillWait), None)? {
-            Ok(reply) => match Fields::new(&reply).u64() {
-                Ok(ns) => Ok(Duration::from_nanos(ns)),
-                Err(e) => Err(format!("short reply from the runner: {e}")),
-            },
+            Ok(reply) => {
+                let mut f = Fields::new(&reply);
+                match (f.u64(), f.u64()) {
+                    (Ok(ns), Ok(background)) => Ok(Filled {
+                        took: Duration::from_nanos(ns),
+                        background: background != 0,
+                    }),
+                    _ => Err("short reply from the runner".into()),
+                }
+            }
             Err((_, why)) => Err(why),
         })
     }

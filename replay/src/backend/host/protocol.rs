@@ -36,7 +36,8 @@ pub enum Op {
     /// its files into the arena at `addr`; the reply says only that it
     /// started, `FillWait` gives the outcome.
     Fill = 9,
-    /// reply: the nanoseconds the last `Fill` took, or why it failed.
+    /// reply: the nanoseconds the last `Fill` took and whether it ran in
+    /// the background (1) or not (0), or why it failed.
     FillWait = 10,
 }
 

@@ -219,13 +219,13 @@ impl State {
                 self.fill = Some(self.start_fill(plan, base));
                 Msg::ok()
             }
-            Some(Op::FillWait) => match self.fill.take().map(Fill::wait) {
-                Some(Ok(took)) => {
+            Some(Op::FillWait) => match self.fill.take().map(|f| (f.background(), f.wait())) {
+                Some((background, Ok(took))) => {
                     let mut m = Msg::ok();
-                    m.u64(took.as_nanos() as u64);
+                    m.u64(took.as_nanos() as u64).u64(u64::from(background));
                     m
                 }
-                Some(Err((offset, why))) => Msg::err(
+                Some((_, Err((offset, why)))) => Msg::err(
                     ErrKind::Other,
                     &format!("at byte {offset} of the input: {why}"),
                 ),
