@@ -45,9 +45,10 @@ pub struct PartExtents {
 }
 
 impl PartExtents {
-    /// The part's length: the sum of the extents' decoded lengths.
+    /// The part's length: the sum of the extents' decoded lengths
+    /// (saturating: a corrupt index cannot wrap it around to a small value).
     pub fn len(&self) -> u64 {
-        self.extents.iter().map(|e| e.len).sum()
+        self.extents.iter().fold(0u64, |a, e| a.saturating_add(e.len))
     }
 
     pub fn is_empty(&self) -> bool {
@@ -84,11 +85,11 @@ impl PartExtents {
         let mut out = Vec::new();
         let (mut first, mut start, mut bytes) = (0, 0u64, 0u64);
         for (i, e) in self.extents.iter().enumerate() {
-            bytes += e.len;
+            bytes = bytes.saturating_add(e.len);
             if bytes >= per {
                 out.push((first..i + 1, start));
                 first = i + 1;
-                start += bytes;
+                start = start.saturating_add(bytes);
                 bytes = 0;
             }
         }
