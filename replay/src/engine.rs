@@ -169,9 +169,7 @@ pub struct Timing {
     pub rehydrate_ns: Vec<u64>,
     pub rehydrate_bytes: u64,
     /// How the input reached the arena in the last repetition: `"files"`
-    /// (the backend read and decoded the source's files itself),
-    /// `"files-background"` (the same, while the image loaded, so the
-    /// rehydration time includes time the two shared the CPU) or
+    /// (the backend read and decoded the source's files itself) or
     /// `"engine"` (the engine decoded it and handed the bytes over).
     pub rehydrate_path: &'static str,
     pub load_image_ns: u64,
@@ -578,8 +576,7 @@ fn run(
     // load it while the engine goes on (the host backend does: its runner
     // runs dlopen, the longest step of a small replay, meanwhile). Where
     // the backend reads the input's files itself (the host runner), that
-    // fill is requested just before (the runner overlaps the two when it
-    // has a core to spare).
+    // fill is requested just before: the runner fills, then loads.
     let mut fill_plan = input_extents(src);
     let mut filling = match &fill_plan {
         Some(plan) => backend.start_fill(plan)?,
@@ -622,13 +619,9 @@ fn run(
             None
         };
         let ns = match filled {
-            Some(f) => {
-                report.timing.rehydrate_path = if f.background {
-                    "files-background"
-                } else {
-                    "files"
-                };
-                f.took.as_nanos() as u64
+            Some(took) => {
+                report.timing.rehydrate_path = "files";
+                took.as_nanos() as u64
             }
             None => {
                 fill_plan = None;

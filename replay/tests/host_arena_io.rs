@@ -9,7 +9,7 @@
 mod common;
 
 use rrstore_format::PartRole;
-use rrstore_replay::backend::host::ArenaIo;
+use rrstore_replay::backend::host::{fills_from_files, ArenaIo};
 use rrstore_replay::{replay, ReplayOptions, ReplaySource, Verdict};
 
 const SAXPY: &str = "__omp_offloading_fe00_9ae056_main_l13";
@@ -36,8 +36,13 @@ fn both_transports_verify_every_recording_and_save_the_same_output() {
             let mut src = ReplaySource::llvm(&d).unwrap();
             let r = replay(&mut src, &opts);
             assert_eq!(r.verdict, Verdict::Verified, "{d:?} {io:?}: {:?}", r.error);
-            let from_files = r.timing.rehydrate_path.starts_with("files");
-            assert_eq!(from_files, io == ArenaIo::Auto, "{d:?} {io:?}");
+            let from_files = r.timing.rehydrate_path == "files";
+            let size = src.recording.arena.size;
+            assert_eq!(
+                from_files,
+                io == ArenaIo::Auto && fills_from_files(size),
+                "{d:?} {io:?}"
+            );
             let out = src.recording.part(PartRole::Output).unwrap();
             assert_eq!(r.output_hash, Some(out.blake3), "{d:?} {io:?}");
             saved.push(std::fs::read(&save).unwrap());

@@ -12,7 +12,7 @@ use std::os::unix::fs::FileExt;
 use rrstore_format::chunk::{self, Codec};
 use rrstore_format::extents::{Extent, PartExtents};
 use rrstore_format::PartRole;
-use rrstore_replay::backend::host::{ArenaIo, HostBackend, HostConfig};
+use rrstore_replay::backend::host::{ArenaIo, HostBackend, HostConfig, FILL_LARGE};
 use rrstore_replay::backend::{Backend, LaunchParams};
 use rrstore_replay::{replay, ReplaySource, Verdict};
 use rrstore_store::{ImportOptions, Store};
@@ -36,11 +36,12 @@ fn read(src: &mut ReplaySource, role: PartRole) -> Vec<u8> {
 #[test]
 fn a_bad_plan_is_reported_and_the_runner_goes_on() {
     let tmp = tempfile::tempdir().unwrap();
-    let d = common::saxpy_fixture();
+    let d = common::globals_fixture();
     let mut src = ReplaySource::llvm(&d).unwrap();
     let rec = src.recording.clone();
-    let (image, expected) = (
+    let (image, globals, expected) = (
         read(&mut src, PartRole::Image),
+        read(&mut src, PartRole::Globals),
         rec.part(PartRole::Output).unwrap().blake3,
     );
     let plan = src.parts.extents(PartRole::Input).unwrap().unwrap();
@@ -57,7 +58,7 @@ fn a_bad_plan_is_reported_and_the_runner_goes_on() {
     let why = fill(&mut b, &gone).unwrap_err();
     assert!(why.contains("gone.memory"), "{why}");
 
-    let long = PartExtents::plain_file(plan.files[0].clone(), rec.arena.size + 4096 * 1024);
+    let long = PartExtents::plain_file(plan.files[0].clone(), rec.arena.size + FILL_LARGE);
     let why = fill(&mut b, &long).unwrap_err();
     assert!(why.contains("outside the arena"), "{why}");
 
@@ -74,6 +75,11 @@ fn a_bad_plan_is_reported_and_the_runner_goes_on() {
     // The good plan after all that: the replay verifies.
     fill(&mut b, &plan).unwrap();
     b.load_image(&image, &rec.kernel).unwrap();
+    for g in &rec.globals {
+        let at = g.data_offset as usize;
+        b.write_global(&g.name, &globals[at..at + g.size as usize])
+            .unwrap();
+    }
     let params = LaunchParams {
         num_teams: rec.launch.num_teams,
         num_threads: rec.launch.num_threads,
@@ -85,13 +91,13 @@ fn a_bad_plan_is_reported_and_the_runner_goes_on() {
     assert_eq!(b.arena_hash().unwrap(), Some(expected));
 }
 
-/// An 8 MiB input from two files, raw and zstd chunks: large enough for
-/// several fill threads (in the background where a core is left over).
+/// A 17 MiB input from two files, raw and zstd chunks: large enough for the
+/// runner to fill it, on several threads.
 #[test]
 fn a_large_fill_from_several_files_lands_byte_exact() {
     let tmp = tempfile::tempdir().unwrap();
     let mut x = 0x9e3779b97f4a7c15u64;
-    let raw: Vec<u8> = (0..6 << 20)
+    let raw: Vec<u8> = (0..15 << 20)
         .map(|_| {
             x ^= x << 13;
             x ^= x >> 7;
@@ -166,7 +172,7 @@ fn a_large_fill_from_several_files_lands_byte_exact() {
 fn a_corrupt_input_chunk_in_the_store_is_named_by_its_byte_range() {
     let tmp = tempfile::tempdir().unwrap();
     let mut store = Store::open(tmp.path()).unwrap();
-    let mut rec = rrstore_format::llvm::load(&common::saxpy_fixture()).unwrap();
+    let mut rec = rrstore_format::llvm::load(&common::globals_fixture()).unwrap();
     let r = rec.recording.clone();
     store
         .import(&r, &mut rec, &ImportOptions::default(), &mut |_| {})
@@ -177,7 +183,7 @@ fn a_corrupt_input_chunk_in_the_store_is_named_by_its_byte_range() {
     // Intact: filled from the packs by the runner.
     let report = replay(&mut open().unwrap(), &common::options());
     assert_eq!(report.verdict, Verdict::Verified, "{:?}", report.error);
-    assert!(report.timing.rehydrate_path.starts_with("files"));
+    assert_eq!(report.timing.rehydrate_path, "files");
 
     // Flip a byte in the stored bytes of the input's last chunk: the fill
     // fails on its hash, and so does the engine's own decoding after it.
@@ -199,7 +205,7 @@ fn a_corrupt_input_chunk_in_the_store_is_named_by_its_byte_range() {
     assert_eq!(report.verdict, Verdict::Error);
     let err = report.error.unwrap();
     assert!(
-        err.contains("input") && err.contains(&format!("{start}")),
+        err.contains("input") && err.contains(&format!("bytes {start}..{}", r.arena.size)),
         "the error names the part and the range: {err}"
     );
 }

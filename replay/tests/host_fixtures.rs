@@ -6,6 +6,7 @@
 mod common;
 
 use rrstore_format::{PartRole, RecordingId};
+use rrstore_replay::backend::host::fills_from_files;
 use rrstore_replay::{replay, ReplayReport, ReplaySource, Verdict};
 use rrstore_store::{ImportOptions, Store};
 
@@ -18,11 +19,13 @@ fn check(label: &str, src: &mut ReplaySource) -> ReplayReport {
         r.error,
         r.mismatch
     );
-    assert!(
-        r.timing.rehydrate_path.starts_with("files"),
-        "{label}: the runner reads the input, not {}",
-        r.timing.rehydrate_path
-    );
+    let size = src.recording.arena.size;
+    let expected = if fills_from_files(size) {
+        "files"
+    } else {
+        "engine"
+    };
+    assert_eq!(r.timing.rehydrate_path, expected, "{label}: {size} bytes");
     assert_eq!(r.backend, "host");
     assert_eq!(r.timing.kernel_ns.len(), 1);
     let out = src.recording.part(PartRole::Output).unwrap();

@@ -183,10 +183,6 @@ fn print_text(r: &ReplayReport, history_row: Option<i64>) {
             .rehydrate_bytes_per_s()
             .map(|b| match t.rehydrate_path {
                 "files" => format!(" ({:.2} GB/s, read from its files by the backend)", b / 1e9),
-                "files-background" => format!(
-                    " ({:.2} GB/s, read from its files by the backend while the image loaded)",
-                    b / 1e9
-                ),
                 _ => format!(" ({:.2} GB/s)", b / 1e9),
             })
             .unwrap_or_default();

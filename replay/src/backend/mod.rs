@@ -17,16 +17,6 @@ use std::time::Duration;
 
 use rrstore_format::extents::PartExtents;
 
-/// A finished [`Backend::start_fill`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Filled {
-    /// From the start of the fill to its end.
-    pub took: Duration,
-    /// It ran in the background while the image loaded (so `took` includes
-    /// time the two shared the CPU).
-    pub background: bool,
-}
-
 /// Launch configuration handed to a backend (recorded values, or the user's
 /// overrides).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -117,10 +107,10 @@ pub trait Backend {
     }
 
     /// Wait for the fill [`start_fill`](Self::start_fill) began: how long
-    /// it took and whether it overlapped the image load, or why it failed (a file gone, moved or corrupt; the engine
+    /// it took, or why it failed (a file gone, moved or corrupt; the engine
     /// then hands the bytes over, which locates the problem). The outer
     /// error is the backend itself failing.
-    fn finish_fill(&mut self) -> Result<Result<Filled, String>, BackendError> {
+    fn finish_fill(&mut self) -> Result<Result<Duration, String>, BackendError> {
         Ok(Err(format!(
             "the {} backend does not fill from files",
             self.name()

@@ -7,18 +7,14 @@
 //! page cache into the arena, where handing them over from the parent costs a
 //! decode into a staging window plus a cross-process copy.
 //!
-//! A fill that leaves a core free runs on worker threads in the background
-//! while the runner goes on serving requests (it loads the image
-//! meanwhile), and [`Fill::wait`] collects it; a fill that takes every core
-//! is done before the runner reads its next request, since overlapping it
-//! with the image load then only makes the two contend (measured on two
-//! cores: no faster in wall time, and the fill itself slower). The runner
-//! waits for a fill before anything else touches the arena (see `runner`).
-//! The wire form of a plan is [`encode`] / [`decode`].
+//! A fill runs before the runner loads the image, on one thread per core
+//! when it is large (which inputs the runner fills: `fills_from_files`).
+//! Overlapping a large fill with the load measured no faster on two cores
+//! (the fill's page faults and the loader's mappings contend), and the
+//! fill's own duration stays the rehydration time. The wire form of a plan
+//! is [`encode`] / [`decode`].
 
 use std::os::unix::ffi::OsStrExt;
-use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use rrstore_format::chunk::Codec;
@@ -36,122 +32,44 @@ const MAX_THREADS: usize = 16;
 /// Why a fill failed: the part offset of the extent and the reason.
 pub type FillError = (u64, String);
 
-/// One run of extents: on a thread, or done already (no thread could be
-/// started, so it ran on the caller's).
-enum Worker {
-    Thread(JoinHandle<(Result<(), FillError>, Instant)>),
-    Finished(Result<(), FillError>, Instant),
-}
-
-/// A fill started by the runner: finished, or going on in the background.
-pub struct Fill {
-    state: State,
-    /// Started in the background (kept once settled).
-    background: bool,
-}
-
-enum State {
-    Done(Result<Duration, FillError>),
-    Running {
-        started: Instant,
-        workers: Vec<Worker>,
-    },
-}
-
-impl Fill {
-    /// A fill that failed before it started.
-    pub fn failed(e: FillError) -> Fill {
-        Fill {
-            state: State::Done(Err(e)),
-            background: false,
-        }
-    }
-
-    /// Whether it was left running in the background when it started.
-    pub fn background(&self) -> bool {
-        self.background
-    }
-
-    /// Wait for the workers, keeping the outcome for [`Fill::wait`].
-    pub fn settle(self) -> Fill {
-        let background = self.background;
-        Fill {
-            state: State::Done(self.wait()),
-            background,
-        }
-    }
-
-    /// Start decoding `plan` into memory at `base` (see the module
-    /// documentation for when it finishes before returning).
-    ///
-    /// # Safety
-    /// `base..base + plan.len()` is mapped writable memory that nothing
-    /// else reads or writes until [`Fill::wait`] returns.
-    pub unsafe fn start(plan: PartExtents, base: u64) -> Fill {
-        let started = Instant::now();
-        let total = plan.len();
-        if total < THREADED_MIN {
-            let r = fill_run(&plan, 0..plan.extents.len(), base);
-            return Fill {
-                state: State::Done(r.map(|()| started.elapsed())),
-                background: false,
-            };
-        }
-        let cpus = cpus();
-        // On more than two cores one stays free for the image load.
-        let usable = if cpus > 2 { cpus - 1 } else { cpus };
-        let threads = usable
+/// Decode `plan` into memory at `base`, on several threads when it is
+/// large; returns how long it took.
+///
+/// # Safety
+/// `base..base + plan.len()` is mapped writable memory that nothing else
+/// reads or writes during the call.
+pub unsafe fn fill(plan: &PartExtents, base: u64) -> Result<Duration, FillError> {
+    let started = Instant::now();
+    let total = plan.len();
+    let threads = if total < THREADED_MIN {
+        1
+    } else {
+        cpus()
             .min(MAX_THREADS)
-            .min((total / PER_THREAD_MIN).max(1) as usize);
-        let plan = Arc::new(plan);
-        let runs = plan.split(threads);
-        let workers = runs
-            .into_iter()
-            .map(|(run, offset)| {
-                let p = Arc::clone(&plan);
-                let r = run.clone();
-                let body = move || (fill_run(&p, r, base + offset), Instant::now());
-                match std::thread::Builder::new().spawn(body) {
-                    Ok(h) => Worker::Thread(h),
-                    Err(_) => Worker::Finished(fill_run(&plan, run, base + offset), Instant::now()),
-                }
-            })
-            .collect();
-        let background = threads < cpus;
-        let fill = Fill {
-            state: State::Running { started, workers },
-            background,
-        };
-        if background {
-            fill
-        } else {
-            fill.settle()
-        }
-    }
-
-    /// Wait for the workers: how long the fill took (start to the last
-    /// worker's end), or its first failure.
-    pub fn wait(self) -> Result<Duration, FillError> {
-        let (started, workers) = match self.state {
-            State::Done(r) => return r,
-            State::Running { started, workers } => (started, workers),
-        };
-        let mut end = started;
-        let mut first = Ok(());
-        for w in workers {
-            let (r, t) = match w {
-                Worker::Thread(h) => h
+            .min((total / PER_THREAD_MIN).max(1) as usize)
+    };
+    let runs = plan.split(threads);
+    let result = if runs.len() <= 1 {
+        fill_run(plan, 0..plan.extents.len(), base)
+    } else {
+        std::thread::scope(|s| {
+            let workers: Vec<_> = runs
+                .into_iter()
+                .map(|(run, offset)| s.spawn(move || fill_run(plan, run, base + offset)))
+                .collect();
+            let mut first = Ok(());
+            for w in workers {
+                let r = w
                     .join()
-                    .unwrap_or_else(|_| (Err((0, "a fill thread panicked".into())), started)),
-                Worker::Finished(r, t) => (r, t),
-            };
-            end = end.max(t);
-            if first.is_ok() {
-                first = r;
+                    .unwrap_or_else(|_| Err((0, "a fill thread panicked".into())));
+                if first.is_ok() {
+                    first = r;
+                }
             }
-        }
-        first.map(|()| end - started)
-    }
+            first
+        })
+    };
+    result.map(|()| started.elapsed())
 }
 
 /// CPUs this process may run on: the affinity mask, one system call
@@ -176,10 +94,9 @@ fn fill_run(plan: &PartExtents, run: std::ops::Range<usize>, mut at: u64) -> Res
         let len = plan.extents[i].len;
         let part_offset = at - start;
         let n = usize::try_from(len).map_err(|_| (part_offset, "extent too large".to_string()))?;
-        // SAFETY: `Fill::start`'s contract: the plan's bytes from `base`
-        // are mapped, writable and untouched by anything else until the
-        // fill is waited for; runs of different workers are disjoint
-        // (`PartExtents::split`).
+        // SAFETY: `fill`'s contract: the plan's bytes from `base` are
+        // mapped, writable and untouched by anything else; runs of
+        // different threads are disjoint (`PartExtents::split`).
         let dst = unsafe { std::slice::from_raw_parts_mut(at as *mut u8, n) };
         reader
             .decode_into(i, dst)

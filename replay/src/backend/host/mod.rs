@@ -24,9 +24,11 @@
 //! * **Rehydration and read-back.** When the source can say which files
 //!   hold the input (a store's packs, an archive, an LLVM `.memory` file),
 //!   the runner reads and decodes them straight into the arena on all cores,
-//!   verifying each chunk's blake3 ([`fill`]): one copy per byte. Otherwise,
-//!   or when that fails (the engine then retries this way and reports
-//!   precisely), the engine decodes the input into this backend's staging
+//!   verifying each chunk's blake3 ([`fill`]): one copy per byte; for
+//!   inputs of [`FILL_SMALL`] to [`FILL_LARGE`] bytes the parent's copy,
+//!   which overlaps the image load, is faster ([`fills_from_files`]).
+//!   Otherwise, or when the fill fails (the engine then retries this way
+//!   and reports precisely), the engine decodes the input into this backend's staging
 //!   window (a huge-page buffer of [`STAGING_WINDOW`] bytes), which is
 //!   copied into the runner with `process_vm_writev` on all cores
 //!   ([`transfer`]); downloads use `process_vm_readv`. Where a sandbox
@@ -62,7 +64,7 @@ use std::time::Duration;
 
 use rrstore_format::extents::PartExtents;
 
-use super::{Backend, BackendError, Filled, LaunchParams};
+use super::{Backend, BackendError, LaunchParams};
 use process::RunnerProcess;
 use protocol::{ErrKind, Fields, Msg, Op};
 use transfer::StagingBuf;
@@ -79,6 +81,28 @@ pub const RESERVE_ATTEMPTS: usize = 3;
 /// enough to decode on every core at once, small enough to stay mostly in
 /// cache until it is copied into the runner.
 pub const STAGING_WINDOW: usize = 8 << 20;
+
+/// Inputs of `FILL_SMALL..FILL_LARGE` bytes are copied in by the parent
+/// while the runner loads the image (see [`fills_from_files`]).
+pub const FILL_SMALL: u64 = 1 << 20;
+/// See [`FILL_SMALL`].
+pub const FILL_LARGE: u64 = 16 << 20;
+
+/// Whether the runner fills an input of `len` bytes from its files itself
+/// (under [`ArenaIo::Auto`]), else the parent copies it in.
+///
+/// The runner fills before it loads the image; the parent's copy overlaps
+/// that load (`dlopen` of the OpenMP runtime and libLLVM: ~10 ms). A small
+/// input takes the runner microseconds. A large one takes longer than the
+/// load, and the runner's single copy on every core is then what counts
+/// (about twice the parent's decode-then-copy throughput). In between, the
+/// overlap wins: measured on two cores with a 2 MiB input, the runner
+/// filling first cost ~1.5 ms of wall time, and filling on a worker thread
+/// while loading was no better (the thread, placed on the loading core
+/// while the parent ran on the other, started only when the load ended).
+pub fn fills_from_files(len: u64) -> bool {
+    !(FILL_SMALL..FILL_LARGE).contains(&len)
+}
 
 /// Largest piece sent in one `Write`/`Read` request of the socket fallback.
 const SOCKET_PIECE: usize = 16 << 20;
@@ -152,6 +176,8 @@ pub struct HostBackend {
     dead: Option<String>,
     /// The runner was forked from this process (else executed).
     forked: bool,
+    /// Outcome of the last `Fill`, collected by [`HostBackend::settle`].
+    filled: Option<Result<Duration, String>>,
 }
 
 impl HostBackend {
@@ -166,6 +192,7 @@ impl HostBackend {
             pending: Vec::new(),
             dead: None,
             forked: false,
+            filled: None,
         }
     }
 
@@ -260,8 +287,18 @@ impl HostBackend {
                     self.libraries = (0..n).filter_map(|_| f.string().ok()).collect();
                     Ok(())
                 }
-                // A refused fill is reported by `FillWait`.
-                (Pending::Libraries | Pending::Fill, Err(_)) => Ok(()),
+                (Pending::Libraries, Err(_)) => Ok(()),
+                (Pending::Fill, Ok(reply)) => {
+                    self.filled = Some(match Fields::new(&reply).u64() {
+                        Ok(ns) => Ok(Duration::from_nanos(ns)),
+                        Err(e) => Err(format!("short reply from the runner: {e}")),
+                    });
+                    Ok(())
+                }
+                (Pending::Fill, Err((_, why))) => {
+                    self.filled = Some(Err(why));
+                    Ok(())
+                }
                 (_, Ok(_)) => Ok(()),
                 (Pending::Load { kernel, .. }, Err((ErrKind::MissingKernel, _))) => {
                     Err(BackendError::MissingKernel(kernel))
@@ -455,8 +492,8 @@ enum Pending {
     Global {
         name: String,
     },
-    /// `Fill`: its reply says only that the request arrived (the outcome
-    /// comes with `FillWait`).
+    /// `Fill`: its reply carries the fill's duration or why it failed,
+    /// kept for [`Backend::finish_fill`].
     Fill,
 }
 
@@ -640,7 +677,7 @@ impl Backend for HostBackend {
     }
 
     fn start_fill(&mut self, extents: &PartExtents) -> Result<bool, BackendError> {
-        if self.config.arena_io != ArenaIo::Auto {
+        if self.config.arena_io != ArenaIo::Auto || !fills_from_files(extents.len()) {
             return Ok(false);
         }
         let base = self.arena_at(0, 0)?.base;
@@ -652,20 +689,12 @@ impl Backend for HostBackend {
         Ok(true)
     }
 
-    fn finish_fill(&mut self) -> Result<Result<Filled, String>, BackendError> {
-        Ok(match self.request(&Msg::op(Op::FillWait), None)? {
-            Ok(reply) => {
-                let mut f = Fields::new(&reply);
-                match (f.u64(), f.u64()) {
-                    (Ok(ns), Ok(background)) => Ok(Filled {
-                        took: Duration::from_nanos(ns),
-                        background: background != 0,
-                    }),
-                    _ => Err("short reply from the runner".into()),
-                }
-            }
-            Err((_, why)) => Err(why),
-        })
+    fn finish_fill(&mut self) -> Result<Result<Duration, String>, BackendError> {
+        self.settle()?;
+        Ok(self
+            .filled
+            .take()
+            .unwrap_or_else(|| Err("no fill was started".into())))
     }
 
     fn staging_window(&mut self, max_len: usize) -> Result<Option<&mut [u8]>, BackendError> {

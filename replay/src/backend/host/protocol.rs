@@ -32,13 +32,10 @@ pub enum Op {
     /// addr, len: reply carries those arena bytes (when `process_vm_readv`
     /// is forbidden).
     Read = 8,
-    /// addr, extents (`fill::encode`): start decoding the input part from
-    /// its files into the arena at `addr`; the reply says only that it
-    /// started, `FillWait` gives the outcome.
+    /// addr, extents (`fill::encode`): decode the input part from its
+    /// files into the arena at `addr`; reply carries the nanoseconds it
+    /// took.
     Fill = 9,
-    /// reply: the nanoseconds the last `Fill` took and whether it ran in
-    /// the background (1) or not (0), or why it failed.
-    FillWait = 10,
 }
 
 impl Op {
@@ -53,7 +50,6 @@ impl Op {
             7 => Op::Write,
             8 => Op::Read,
             9 => Op::Fill,
-            10 => Op::FillWait,
             _ => return None,
         })
     }

@@ -18,13 +18,13 @@ use std::ffi::{CStr, CString};
 use std::io::Write;
 use std::os::fd::FromRawFd;
 use std::os::unix::net::UnixStream;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use rrstore_format::extents::PartExtents;
 
 use super::arena;
 use super::call::call_with_u64_args;
-use super::fill::{self, Fill};
+use super::fill;
 use super::protocol::{recv, ErrKind, Fields, Msg, Op};
 
 /// Entry point of the hidden `__host-runner` subcommand; `args` are the
@@ -58,7 +58,6 @@ fn serve(mut sock: UnixStream, arena: Option<(u64, u64)>) -> i32 {
         arena,
         handle: std::ptr::null_mut(),
         kernel: std::ptr::null(),
-        fill: None,
     };
     loop {
         let msg = match recv(&mut sock) {
@@ -88,8 +87,6 @@ struct State {
     arena: Option<(u64, u64)>,
     handle: *mut libc::c_void,
     kernel: *const u8,
-    /// The last fill, possibly still running on worker threads.
-    fill: Option<Fill>,
 }
 
 fn dlerror_string() -> String {
@@ -107,14 +104,6 @@ impl State {
     fn handle(&mut self, msg: &[u8]) -> std::io::Result<Msg> {
         let mut f = Fields::new(msg);
         let op = f.u8()?;
-        // Only the image and its globals are worked on while a fill's
-        // threads write the arena; anything else waits for them.
-        if !matches!(
-            Op::from_u8(op),
-            Some(Op::LoadImage | Op::Libraries | Op::WriteGlobal | Op::FillWait)
-        ) {
-            self.finish_fill();
-        }
         Ok(match Op::from_u8(op) {
             Some(Op::Reserve) => {
                 let (lo, len) = (f.u64()?, f.u64()?);
@@ -216,48 +205,38 @@ impl State {
             Some(Op::Fill) => {
                 let base = f.u64()?;
                 let plan = fill::decode(&mut f)?;
-                self.fill = Some(self.start_fill(plan, base));
-                Msg::ok()
-            }
-            Some(Op::FillWait) => match self.fill.take().map(|f| (f.background(), f.wait())) {
-                Some((background, Ok(took))) => {
-                    let mut m = Msg::ok();
-                    m.u64(took.as_nanos() as u64).u64(u64::from(background));
-                    m
+                match self.fill(&plan, base) {
+                    Ok(took) => {
+                        let mut m = Msg::ok();
+                        m.u64(took.as_nanos() as u64);
+                        m
+                    }
+                    Err((offset, why)) => Msg::err(
+                        ErrKind::Other,
+                        &format!("at byte {offset} of the input: {why}"),
+                    ),
                 }
-                Some((_, Err((offset, why)))) => Msg::err(
-                    ErrKind::Other,
-                    &format!("at byte {offset} of the input: {why}"),
-                ),
-                None => Msg::err(ErrKind::Other, "no fill was started"),
-            },
+            }
             None => Msg::err(ErrKind::Other, &format!("unknown request {op}")),
         })
     }
 
-    /// Start decoding `plan` into the arena at `base`, after checking that
-    /// it fits there.
-    fn start_fill(&mut self, plan: PartExtents, base: u64) -> Fill {
-        self.finish_fill();
+    /// Decode `plan` into the arena at `base`, after checking that it fits.
+    fn fill(&self, plan: &PartExtents, base: u64) -> Result<Duration, fill::FillError> {
         let total = plan.len();
         let fits = self.arena.is_some_and(|(lo, len)| {
             base >= lo && base.checked_add(total).is_some_and(|e| e <= lo + len)
         });
         if !fits {
-            let why = format!("{total} bytes at {base:#x} are outside the arena");
-            return Fill::failed((0, why));
+            return Err((
+                0,
+                format!("{total} bytes at {base:#x} are outside the arena"),
+            ));
         }
         // SAFETY: checked just above: `base..base + total` lies in the arena
-        // mapping, writable and mapped for the life of the process; every
-        // request that could touch it waits for the fill first (`handle`).
-        unsafe { Fill::start(plan, base) }
-    }
-
-    /// Wait for a fill's threads, keeping its outcome for `FillWait`.
-    fn finish_fill(&mut self) {
-        if let Some(fill) = self.fill.take() {
-            self.fill = Some(fill.settle());
-        }
+        // mapping, writable and mapped for the life of the process; requests
+        // are served one at a time, so nothing else touches it meanwhile.
+        unsafe { fill::fill(plan, base) }
     }
 
     /// The arena bytes `addr..addr + len`, or the error reply saying they
