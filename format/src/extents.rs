@@ -48,7 +48,9 @@ impl PartExtents {
     /// The part's length: the sum of the extents' decoded lengths
     /// (saturating: a corrupt index cannot wrap it around to a small value).
     pub fn len(&self) -> u64 {
-        self.extents.iter().fold(0u64, |a, e| a.saturating_add(e.len))
+        self.extents
+            .iter()
+            .fold(0u64, |a, e| a.saturating_add(e.len))
     }
 
     pub fn is_empty(&self) -> bool {
