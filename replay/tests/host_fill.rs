@@ -12,26 +12,10 @@ use std::os::unix::fs::FileExt;
 use rrstore_format::chunk::{self, Codec};
 use rrstore_format::extents::{Extent, PartExtents};
 use rrstore_format::PartRole;
-use rrstore_replay::backend::host::{ArenaIo, HostBackend, HostConfig, FILL_LARGE};
-use rrstore_replay::backend::{Backend, LaunchParams};
+use rrstore_replay::backend::host::{HostBackend, FILL_LARGE};
+use rrstore_replay::backend::Backend;
 use rrstore_replay::{replay, ReplaySource, Verdict};
 use rrstore_store::{ImportOptions, Store};
-
-fn config() -> HostConfig {
-    let opts = common::options();
-    HostConfig {
-        runner: opts.host_runner.clone().unwrap(),
-        env: opts.host_env.clone(),
-        arena_io: ArenaIo::Auto,
-    }
-}
-
-fn read(src: &mut ReplaySource, role: PartRole) -> Vec<u8> {
-    let len = src.recording.part(role).map_or(0, |p| p.len);
-    let mut buf = vec![0u8; len as usize];
-    src.parts.read_part_into(role, &mut buf).unwrap();
-    buf
-}
 
 #[test]
 fn a_bad_plan_is_reported_and_the_runner_goes_on() {
@@ -40,14 +24,14 @@ fn a_bad_plan_is_reported_and_the_runner_goes_on() {
     let mut src = ReplaySource::llvm(&d).unwrap();
     let rec = src.recording.clone();
     let (image, globals, expected) = (
-        read(&mut src, PartRole::Image),
-        read(&mut src, PartRole::Globals),
+        common::read_part(&mut src, PartRole::Image),
+        common::read_part(&mut src, PartRole::Globals),
         rec.part(PartRole::Output).unwrap().blake3,
     );
     let plan = src.parts.extents(PartRole::Input).unwrap().unwrap();
     assert_eq!(plan.len(), rec.arena.size);
 
-    let mut b = HostBackend::new(config());
+    let mut b = HostBackend::new(common::host_config());
     b.reserve(rec.arena.base.unwrap(), rec.arena.size).unwrap();
     let fill = |b: &mut HostBackend, plan: &PartExtents| {
         assert!(b.start_fill(plan).unwrap());
@@ -75,20 +59,10 @@ fn a_bad_plan_is_reported_and_the_runner_goes_on() {
     // The good plan after all that: the replay verifies.
     fill(&mut b, &plan).unwrap();
     b.load_image(&image, &rec.kernel).unwrap();
-    for g in &rec.globals {
-        let at = g.data_offset as usize;
-        b.write_global(&g.name, &globals[at..at + g.size as usize])
-            .unwrap();
-    }
-    let params = LaunchParams {
-        num_teams: rec.launch.num_teams,
-        num_threads: rec.launch.num_threads,
-        shared_memory: rec.launch.shared_memory,
-        loop_trip_count: rec.launch.loop_trip_count,
-        timeout: None,
-    };
-    b.launch(&rec.args, &params).unwrap();
-    assert_eq!(b.arena_hash().unwrap(), Some(expected));
+    assert_eq!(
+        common::write_globals_and_launch(&mut b, &rec, &globals),
+        Some(expected)
+    );
 }
 
 /// A 17 MiB input from two files, raw and zstd chunks: large enough for the
@@ -144,21 +118,11 @@ fn a_large_fill_from_several_files_lands_byte_exact() {
     // the (executed) runner too, almost surely; the backend retries in
     // fresh runners if not.
     let len = whole.len();
-    // SAFETY: a fresh private anonymous mapping, unmapped right away.
-    let base = unsafe {
-        let p = libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        );
-        assert_ne!(p, libc::MAP_FAILED);
-        libc::munmap(p, len);
-        p as u64
-    };
-    let mut b = HostBackend::new(config());
+    let p = common::map_anonymous(len);
+    // SAFETY: unmapping the mapping just made, which nothing uses.
+    unsafe { libc::munmap(p, len) };
+    let base = p as u64;
+    let mut b = HostBackend::new(common::host_config());
     b.reserve(base, len as u64).unwrap();
     assert!(b.start_fill(&plan).unwrap());
     b.finish_fill().unwrap().unwrap();

@@ -12,8 +12,8 @@
 mod common;
 
 use rrstore_format::PartRole;
-use rrstore_replay::backend::host::{prestart, process, ArenaIo, HostBackend, HostConfig};
-use rrstore_replay::backend::{Backend, LaunchParams};
+use rrstore_replay::backend::host::{prestart, process, HostBackend};
+use rrstore_replay::backend::Backend;
 use rrstore_replay::{replay, ReplaySource, Verdict};
 
 fn main() {
@@ -33,15 +33,6 @@ fn main() {
     println!("host_fork: all checks passed");
 }
 
-fn config() -> HostConfig {
-    let opts = common::options();
-    HostConfig {
-        runner: opts.host_runner.clone().unwrap(),
-        env: opts.host_env.clone(),
-        arena_io: ArenaIo::Auto,
-    }
-}
-
 /// The engine's replays, one after the other in this process: each must
 /// verify (they fork, as nothing here starts a thread; the next check
 /// proves the backend forks).
@@ -59,13 +50,6 @@ fn every_recording_verifies_in_a_forked_runner() {
     assert!(n >= 10, "only {n} fixtures found");
 }
 
-fn read(src: &mut ReplaySource, role: PartRole) -> Vec<u8> {
-    let len = src.recording.part(role).map_or(0, |p| p.len);
-    let mut buf = vec![0u8; len as usize];
-    src.parts.read_part_into(role, &mut buf).unwrap();
-    buf
-}
-
 /// The backend steps by hand on the recording with globals: the runner is
 /// forked (early by `prestart`, or when reserving), and the arena it hashes
 /// after the launch is the recorded output.
@@ -77,15 +61,15 @@ fn globals_and_arguments_reach_a_forked_runner(prestarted: bool) {
     let mut src = ReplaySource::llvm(&d).unwrap();
     let rec = src.recording.clone();
     let (image, input, globals) = (
-        read(&mut src, PartRole::Image),
-        read(&mut src, PartRole::Input),
-        read(&mut src, PartRole::Globals),
+        common::read_part(&mut src, PartRole::Image),
+        common::read_part(&mut src, PartRole::Input),
+        common::read_part(&mut src, PartRole::Globals),
     );
     assert!(!rec.globals.is_empty());
     if prestarted {
-        prestart(&config());
+        prestart(&common::host_config());
     }
-    let mut b = HostBackend::new(config());
+    let mut b = HostBackend::new(common::host_config());
     b.reserve(rec.arena.base.unwrap(), rec.arena.size).unwrap();
     assert!(
         b.runner_forked(),
@@ -93,21 +77,11 @@ fn globals_and_arguments_reach_a_forked_runner(prestarted: bool) {
     );
     b.load_image(&image, &rec.kernel).unwrap();
     b.upload(0, &input).unwrap();
-    for g in &rec.globals {
-        let at = g.data_offset as usize;
-        b.write_global(&g.name, &globals[at..at + g.size as usize])
-            .unwrap();
-    }
-    let params = LaunchParams {
-        num_teams: rec.launch.num_teams,
-        num_threads: rec.launch.num_threads,
-        shared_memory: rec.launch.shared_memory,
-        loop_trip_count: rec.launch.loop_trip_count,
-        timeout: None,
-    };
-    b.launch(&rec.args, &params).unwrap();
     let out = rec.part(PartRole::Output).unwrap().blake3;
-    assert_eq!(b.arena_hash().unwrap(), Some(out));
+    assert_eq!(
+        common::write_globals_and_launch(&mut b, &rec, &globals),
+        Some(out)
+    );
     assert!(!b.runtime_libraries().is_empty());
 }
 
@@ -116,20 +90,9 @@ fn globals_and_arguments_reach_a_forked_runner(prestarted: bool) {
 fn a_range_taken_here_gets_an_executed_runner() {
     // Any mapping of this process will do: a fresh anonymous one.
     let len = 1 << 20;
-    // SAFETY: a new private anonymous mapping, unmapped below.
-    let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    assert_ne!(p, libc::MAP_FAILED);
+    let p = common::map_anonymous(len);
     let base = p as u64 + 4096;
-    let mut b = HostBackend::new(config());
+    let mut b = HostBackend::new(common::host_config());
     b.reserve(base, 8192).unwrap();
     assert!(
         !b.runner_forked(),
@@ -153,12 +116,12 @@ fn another_thread_means_an_executed_runner() {
     let t = std::thread::spawn(move || rx.recv().ok());
     let base = 0x5f00_0000_0000u64;
     // Both ways of starting a runner execute it now.
-    prestart(&config());
-    let mut b = HostBackend::new(config());
+    prestart(&common::host_config());
+    let mut b = HostBackend::new(common::host_config());
     b.reserve(base, 4096).unwrap();
     assert!(!b.runner_forked(), "two threads: executed spare");
     drop(b);
-    let mut b = HostBackend::new(config());
+    let mut b = HostBackend::new(common::host_config());
     b.reserve(base, 4096).unwrap();
     assert!(!b.runner_forked(), "two threads: executed runner");
     b.upload(0, &[7u8; 4096]).unwrap();

@@ -3,8 +3,10 @@
 
 use std::path::{Path, PathBuf};
 
-use rrstore_replay::backend::host::Runner;
-use rrstore_replay::ReplayOptions;
+use rrstore_format::{PartRole, Recording};
+use rrstore_replay::backend::host::{ArenaIo, HostConfig, Runner};
+use rrstore_replay::backend::{Backend, LaunchParams};
+use rrstore_replay::{ReplayOptions, ReplaySource};
 
 pub fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures")
@@ -144,4 +146,66 @@ pub fn encode_globals(entries: &[(String, Vec<u8>)]) -> Vec<u8> {
         out.extend_from_slice(data);
     }
     out
+}
+
+/// A whole part of `src`, decoded.
+pub fn read_part(src: &mut ReplaySource, role: PartRole) -> Vec<u8> {
+    let len = src.recording.part(role).map_or(0, |p| p.len);
+    let mut buf = vec![0u8; len as usize];
+    src.parts.read_part_into(role, &mut buf).unwrap();
+    buf
+}
+
+/// The engine's last steps by hand on a backend whose arena is filled and
+/// image loaded: write `rec`'s globals (from its globals part), launch with
+/// the recorded arguments and configuration, and return the arena's hash.
+pub fn write_globals_and_launch(
+    b: &mut dyn Backend,
+    rec: &Recording,
+    globals: &[u8],
+) -> Option<[u8; 32]> {
+    for g in &rec.globals {
+        let at = g.data_offset as usize;
+        b.write_global(&g.name, &globals[at..at + g.size as usize])
+            .unwrap();
+    }
+    let params = LaunchParams {
+        num_teams: rec.launch.num_teams,
+        num_threads: rec.launch.num_threads,
+        shared_memory: rec.launch.shared_memory,
+        loop_trip_count: rec.launch.loop_trip_count,
+        timeout: None,
+    };
+    b.launch(&rec.args, &params).unwrap();
+    b.arena_hash().unwrap()
+}
+
+/// The host backend's settings of [`options`], for tests that drive a
+/// `HostBackend` by hand.
+pub fn host_config() -> HostConfig {
+    let opts = options();
+    HostConfig {
+        runner: opts.host_runner.clone().unwrap(),
+        env: opts.host_env.clone(),
+        arena_io: ArenaIo::Auto,
+    }
+}
+
+/// A fresh read-only anonymous mapping of `len` bytes in this process (the
+/// caller unmaps it with `libc::munmap`).
+pub fn map_anonymous(len: usize) -> *mut libc::c_void {
+    // SAFETY: a new private anonymous mapping at an address the kernel
+    // picks; nothing existing is touched.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    assert_ne!(p, libc::MAP_FAILED);
+    p
 }
