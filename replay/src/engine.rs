@@ -577,11 +577,14 @@ fn run(
     // runs dlopen, the longest step of a small replay, meanwhile). Where
     // the backend reads the input's files itself (the host runner), that
     // fill is requested just before: the runner fills, then loads.
-    let mut fill_plan = input_extents(src);
-    let mut filling = match &fill_plan {
-        Some(plan) => backend.start_fill(plan)?,
-        None => false,
+    let mut fill_plan = if backend.fills_from_files(rec.arena.size) {
+        input_extents(src)
+    } else {
+        None
     };
+    if let Some(plan) = &fill_plan {
+        backend.start_fill(plan)?;
+    }
     let t = Instant::now();
     backend.load_image(&image, &rec.kernel)?;
     report.timing.load_image_ns = t.elapsed().as_nanos() as u64;
@@ -605,18 +608,17 @@ fn run(
     }
     for rep in 0..report.repetitions {
         let t = Instant::now();
-        if rep > 0 {
-            filling = match &fill_plan {
-                Some(plan) => backend.start_fill(plan)?,
-                None => false,
-            };
-        }
-        // The fill's own duration (measured where it ran); when it failed (a pack moved by gc, a corrupt chunk), the bytes are handed
-        // over instead, which retries and reports precisely.
-        let filled = if filling {
-            backend.finish_fill()?.ok()
-        } else {
-            None
+        // The fill's own duration (measured where it ran); when it failed
+        // (a pack moved by gc, a corrupt chunk), the bytes are handed over
+        // instead, which retries and reports precisely.
+        let filled = match &fill_plan {
+            Some(plan) => {
+                if rep > 0 {
+                    backend.start_fill(plan)?;
+                }
+                backend.finish_fill()?.ok()
+            }
+            None => None,
         };
         let ns = match filled {
             Some(took) => {

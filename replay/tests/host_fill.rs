@@ -34,7 +34,8 @@ fn a_bad_plan_is_reported_and_the_runner_goes_on() {
     let mut b = HostBackend::new(common::host_config());
     b.reserve(rec.arena.base.unwrap(), rec.arena.size).unwrap();
     let fill = |b: &mut HostBackend, plan: &PartExtents| {
-        assert!(b.start_fill(plan).unwrap());
+        assert!(b.fills_from_files(plan.len()), "{} bytes", plan.len());
+        b.start_fill(plan).unwrap();
         b.finish_fill().unwrap()
     };
 
@@ -86,33 +87,38 @@ fn a_large_fill_from_several_files_lands_byte_exact() {
         files: vec![a, b.clone()],
         extents: Vec::new(),
     };
+    // Chunk `plain` stored as `stored_len` bytes at `offset` of file `file`.
+    let extent = |file, offset, stored_len: usize, codec, plain: &[u8]| Extent {
+        file,
+        offset,
+        stored_len: stored_len as u64,
+        len: plain.len() as u64,
+        codec,
+        hash: Some(chunk::hash(plain)),
+    };
     for (i, piece) in raw.chunks(64 << 10).enumerate() {
-        plan.extents.push(Extent {
-            file: 0,
-            offset: (i << 16) as u64,
-            stored_len: piece.len() as u64,
-            len: piece.len() as u64,
-            codec: Codec::Raw,
-            hash: Some(chunk::hash(piece)),
-        });
+        let e = extent(0, (i << 16) as u64, piece.len(), Codec::Raw, piece);
+        plan.extents.push(e);
     }
     let mut stored = Vec::new();
     for piece in squeezable.chunks(256 << 10) {
         let (codec, bytes) = chunk::compress(piece, 3);
         assert_eq!(codec, Codec::Zstd);
-        plan.extents.push(Extent {
-            file: 1,
-            offset: stored.len() as u64,
-            stored_len: bytes.len() as u64,
-            len: piece.len() as u64,
-            codec,
-            hash: Some(chunk::hash(piece)),
-        });
+        let e = extent(1, stored.len() as u64, bytes.len(), codec, piece);
+        plan.extents.push(e);
         stored.extend_from_slice(&bytes);
     }
+    // A run of four equal chunks (zero pages): one stored entry, decoded
+    // once and copied three times.
+    let zeros = vec![0u8; 64 << 10];
+    let (codec, bytes) = chunk::compress(&zeros, 3);
+    let e = extent(1, stored.len() as u64, bytes.len(), codec, &zeros);
+    plan.extents.extend([e; 4]);
+    stored.extend_from_slice(&bytes);
     std::fs::write(&b, &stored).unwrap();
     let mut whole = raw.clone();
     whole.extend_from_slice(&squeezable);
+    whole.extend_from_slice(&[7u8; 256 << 10]);
 
     // An address this process got from the kernel and gave back: free in
     // the (executed) runner too, almost surely; the backend retries in
@@ -124,12 +130,31 @@ fn a_large_fill_from_several_files_lands_byte_exact() {
     let base = p as u64;
     let mut b = HostBackend::new(common::host_config());
     b.reserve(base, len as u64).unwrap();
-    assert!(b.start_fill(&plan).unwrap());
+    assert!(b.fills_from_files(plan.len()));
+    // Garbage first, so the zero run must really be written.
+    b.upload(len as u64 - (256 << 10), &whole[len - (256 << 10)..])
+        .unwrap();
+    for v in &mut whole[len - (256 << 10)..] {
+        *v = 0;
+    }
+    b.start_fill(&plan).unwrap();
     b.finish_fill().unwrap().unwrap();
     assert_eq!(b.arena_hash().unwrap(), Some(chunk::hash(&whole)));
     let mut tail = vec![0u8; 4096];
     b.download(len as u64 - 4096, &mut tail).unwrap();
     assert!(tail == whole[len - 4096..]);
+
+    // A corrupt chunk past the first thread's share is reported at its
+    // offset in the input, not in the thread's share.
+    let mut wrong = plan.clone();
+    let k = 200; // raw chunk 200: bytes 200 * 64 KiB.. of the input
+    wrong.extents[k].hash = Some([1; 32]);
+    b.start_fill(&wrong).unwrap();
+    let why = b.finish_fill().unwrap().unwrap_err();
+    assert!(
+        why.contains(&format!("at byte {} of the input", k << 16)),
+        "{why}"
+    );
 }
 
 #[test]

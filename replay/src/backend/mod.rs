@@ -95,15 +95,27 @@ pub trait Backend {
         Ok(None)
     }
 
+    /// Whether the backend fills an arena of `len` bytes from the files
+    /// that hold the input itself ([`start_fill`](Self::start_fill)) rather
+    /// than being handed its bytes. Default: false.
+    fn fills_from_files(&self, len: u64) -> bool {
+        let _ = len;
+        false
+    }
+
     /// Start filling the arena with the input snapshot from the files that
-    /// hold it (`extents`, decoded and verified by the backend itself)
-    /// instead of being handed its bytes; the work may go on in the
-    /// background until [`finish_fill`](Self::finish_fill). Returns false
-    /// when the backend cannot (the engine then hands the bytes over).
-    /// Default: false.
-    fn start_fill(&mut self, extents: &PartExtents) -> Result<bool, BackendError> {
-        let _ = extents;
-        Ok(false)
+    /// hold it (`extents`, decoded and verified by the backend itself);
+    /// only called where [`fills_from_files`](Self::fills_from_files) said
+    /// so. The outcome comes from [`finish_fill`](Self::finish_fill).
+    fn start_fill(&mut self, extents: &PartExtents) -> Result<(), BackendError> {
+        Err(BackendError::Driver {
+            op: "start_fill".into(),
+            reason: format!(
+                "the {} backend does not fill from files ({} bytes)",
+                self.name(),
+                extents.len()
+            ),
+        })
     }
 
     /// Wait for the fill [`start_fill`](Self::start_fill) began: how long

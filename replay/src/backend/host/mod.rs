@@ -676,17 +676,18 @@ impl Backend for HostBackend {
         self.write_arena(offset, data)
     }
 
-    fn start_fill(&mut self, extents: &PartExtents) -> Result<bool, BackendError> {
-        if self.config.arena_io != ArenaIo::Auto || !fills_from_files(extents.len()) {
-            return Ok(false);
-        }
+    fn fills_from_files(&self, len: u64) -> bool {
+        self.config.arena_io == ArenaIo::Auto && fills_from_files(len)
+    }
+
+    fn start_fill(&mut self, extents: &PartExtents) -> Result<(), BackendError> {
         let base = self.arena_at(0, 0)?.base;
         let mut m = Msg::op(Op::Fill);
         m.u64(base);
         fill::encode(&mut m, extents);
         self.send(&m)?;
         self.pending.push(Pending::Fill);
-        Ok(true)
+        Ok(())
     }
 
     fn finish_fill(&mut self) -> Result<Result<Duration, String>, BackendError> {

@@ -20,48 +20,75 @@ const HUGE_PAGE: usize = 2 << 20;
 
 /// Copy `data` into process `pid` at address `addr`.
 pub fn write_remote(pid: libc::pid_t, addr: u64, data: &[u8]) -> io::Result<()> {
-    split(data.len(), |at, len| {
-        let piece = &data[at..at + len];
-        let mut done = 0;
-        while done < len {
-            let local = libc::iovec {
-                iov_base: piece[done..].as_ptr() as *mut libc::c_void,
-                iov_len: len - done,
-            };
-            let remote = libc::iovec {
-                iov_base: (addr + (at + done) as u64) as *mut libc::c_void,
-                iov_len: len - done,
-            };
-            // SAFETY: `local` describes initialized memory of `data` that
-            // outlives the call; the kernel checks `remote` against the
-            // target's mappings and fails with EFAULT outside them.
-            let n = unsafe { libc::process_vm_writev(pid, &local, 1, &remote, 1, 0) };
-            done += transferred(n)?;
-        }
-        Ok(())
-    })
+    // SAFETY: `data` is initialized memory, borrowed for the whole copy;
+    // `process_vm_writev` only reads it.
+    unsafe {
+        copy_remote(
+            pid,
+            addr,
+            data.as_ptr() as usize,
+            data.len(),
+            libc::process_vm_writev,
+        )
+    }
 }
 
 /// Copy `dst.len()` bytes of process `pid` at address `addr` into `dst`.
 pub fn read_remote(pid: libc::pid_t, addr: u64, dst: &mut [u8]) -> io::Result<()> {
-    let base = dst.as_mut_ptr() as usize;
-    split(dst.len(), |at, len| {
+    // SAFETY: `dst` is exclusively borrowed for the whole copy, and the
+    // pieces the threads write are disjoint.
+    unsafe {
+        copy_remote(
+            pid,
+            addr,
+            dst.as_mut_ptr() as usize,
+            dst.len(),
+            libc::process_vm_readv,
+        )
+    }
+}
+
+/// The signature `process_vm_readv` and `process_vm_writev` share.
+type VmCopy = unsafe extern "C" fn(
+    libc::pid_t,
+    *const libc::iovec,
+    libc::c_ulong,
+    *const libc::iovec,
+    libc::c_ulong,
+    libc::c_ulong,
+) -> isize;
+
+/// Copy `len` bytes between this process at `local` and process `pid` at
+/// `remote`, in one piece per core when large, with `op` (which fixes the
+/// direction).
+///
+/// # Safety
+/// `local..local + len` is memory of this process that `op` may read (a
+/// write) or write (a read) for the duration of the call.
+unsafe fn copy_remote(
+    pid: libc::pid_t,
+    remote: u64,
+    local: usize,
+    len: usize,
+    op: VmCopy,
+) -> io::Result<()> {
+    split(len, |at, n| {
         let mut done = 0;
-        while done < len {
+        while done < n {
             let local = libc::iovec {
-                iov_base: (base + at + done) as *mut libc::c_void,
-                iov_len: len - done,
+                iov_base: (local + at + done) as *mut libc::c_void,
+                iov_len: n - done,
             };
             let remote = libc::iovec {
-                iov_base: (addr + (at + done) as u64) as *mut libc::c_void,
-                iov_len: len - done,
+                iov_base: (remote + (at + done) as u64) as *mut libc::c_void,
+                iov_len: n - done,
             };
-            // SAFETY: `local` is the disjoint piece `at + done..at + len` of
-            // `dst`, which is exclusively borrowed for this call and
-            // outlives it (the threads are scoped); the kernel checks
-            // `remote` against the target's mappings.
-            let n = unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) };
-            done += transferred(n)?;
+            // SAFETY: `local` lies in the caller's buffer (this function's
+            // contract), split into disjoint pieces per thread; the kernel
+            // checks `remote` against the target's mappings and fails with
+            // EFAULT outside them.
+            let r = unsafe { op(pid, &local, 1, &remote, 1, 0) };
+            done += transferred(r)?;
         }
         Ok(())
     })
