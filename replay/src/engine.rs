@@ -606,6 +606,16 @@ fn run(
         };
         globals.push((g.name.as_str(), data));
     }
+    // The first launch's globals go right behind the image: a backend that
+    // loads it in the background (the host runner) writes them as soon as
+    // it is loaded, without waiting for the engine to ask after the fill.
+    // They live in the image, not the arena, so the fill's fallback copy
+    // below cannot undo them.
+    let t = Instant::now();
+    for (name, data) in &globals {
+        backend.write_global(name, data)?;
+    }
+    report.timing.globals_ns += t.elapsed().as_nanos() as u64;
     for rep in 0..report.repetitions {
         let t = Instant::now();
         // The fill's own duration (measured where it ran); when it failed
@@ -633,11 +643,13 @@ fn run(
             }
         };
         report.timing.rehydrate_ns.push(ns);
-        let t = Instant::now();
-        for (name, data) in &globals {
-            backend.write_global(name, data)?;
+        if rep > 0 {
+            let t = Instant::now();
+            for (name, data) in &globals {
+                backend.write_global(name, data)?;
+            }
+            report.timing.globals_ns += t.elapsed().as_nanos() as u64;
         }
-        report.timing.globals_ns += t.elapsed().as_nanos() as u64;
         let k = backend.launch(&rec.args, &params)?;
         report.timing.kernel_ns.push(k.as_nanos() as u64);
         if rep == 0 {

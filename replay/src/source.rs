@@ -31,17 +31,18 @@ impl std::fmt::Display for Origin {
     }
 }
 
-/// A recording opened for replay.
-pub struct ReplaySource {
+/// A recording opened for replay. A stored one reads through its store's
+/// index connection, so it borrows the store (`'s`).
+pub struct ReplaySource<'s> {
     pub recording: Recording,
     pub id: RecordingId,
     pub origin: Origin,
-    pub parts: Box<dyn PartSource + Send>,
+    pub parts: Box<dyn PartSource + 's>,
 }
 
-impl ReplaySource {
+impl<'s> ReplaySource<'s> {
     /// An LLVM recording from its `.json` descriptor.
-    pub fn llvm(path: &Path) -> Result<ReplaySource, ReplayError> {
+    pub fn llvm(path: &Path) -> Result<ReplaySource<'s>, ReplayError> {
         let rec = rrstore_format::llvm::load(path)?;
         let recording = rec.recording.clone();
         Ok(ReplaySource {
@@ -53,7 +54,7 @@ impl ReplaySource {
     }
 
     /// A `.rra` archive.
-    pub fn archive(path: &Path) -> Result<ReplaySource, ReplayError> {
+    pub fn archive(path: &Path) -> Result<ReplaySource<'s>, ReplayError> {
         let reader = rrstore_format::archive::Reader::open(path)?;
         let recording = reader.recording().clone();
         Ok(ReplaySource {
@@ -65,15 +66,21 @@ impl ReplaySource {
     }
 
     /// A stored recording by full ID or unique prefix.
-    pub fn stored(store: &Store, prefix: &str) -> Result<ReplaySource, ReplayError> {
+    pub fn stored(store: &'s Store, prefix: &str) -> Result<ReplaySource<'s>, ReplayError> {
         let id = store.resolve(prefix)?;
-        let parts = store.part_source(&id)?;
-        let recording = parts.recording().clone();
+        ReplaySource::from_parts(Box::new(store.parts_of(&id)?), id, store)
+    }
+
+    fn from_parts(
+        parts: Box<rrstore_store::StoredRecording<'s>>,
+        id: RecordingId,
+        store: &Store,
+    ) -> Result<ReplaySource<'s>, ReplayError> {
         Ok(ReplaySource {
-            recording,
+            recording: parts.recording().clone(),
             id,
             origin: Origin::Store(store.dir().to_path_buf()),
-            parts: Box::new(parts),
+            parts,
         })
     }
 
@@ -83,7 +90,7 @@ impl ReplaySource {
     pub fn open(
         spec: &str,
         store: impl FnOnce() -> Result<Store, ReplayError>,
-    ) -> Result<ReplaySource, ReplayError> {
+    ) -> Result<ReplaySource<'static>, ReplayError> {
         let path = Path::new(spec);
         if path.is_file() {
             return if path.extension().is_some_and(|e| e == "rra") {
@@ -95,11 +102,13 @@ impl ReplaySource {
         if !spec.bytes().all(|b| b.is_ascii_hexdigit()) || spec.is_empty() {
             return Err(ReplayError::BadSpec(spec.to_string()));
         }
-        ReplaySource::stored(&store()?, spec)
+        let store = store()?;
+        let id = store.resolve(spec)?;
+        ReplaySource::from_parts(Box::new(store.part_source(&id)?), id, &store)
     }
 
     /// [`open`](Self::open) with an already open store.
-    pub fn open_in(spec: &str, store: &Store) -> Result<ReplaySource, ReplayError> {
+    pub fn open_in(spec: &str, store: &'s Store) -> Result<ReplaySource<'s>, ReplayError> {
         let path = Path::new(spec);
         if path.is_file() {
             return ReplaySource::open(spec, || Err(ReplayError::BadSpec(spec.to_string())));

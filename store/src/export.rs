@@ -18,9 +18,9 @@ use crate::pack::reader::{ChunkLoc, PackFiles, ReadError};
 use crate::pack::ENTRY_HEADER_LEN;
 
 /// A stored recording opened for reading.
-pub struct StoredRecording {
+pub struct StoredRecording<'s> {
     dir: PathBuf,
-    conn: Connection,
+    conn: IndexConn<'s>,
     id: RecordingId,
     rec: Recording,
     packs: PackFiles,
@@ -30,9 +30,28 @@ pub struct StoredRecording {
     index: Option<PartIndex>,
 }
 
-impl StoredRecording {
-    /// Open recording `id` of the store at `dir`.
-    pub fn open(dir: &Path, id: &RecordingId) -> Result<StoredRecording> {
+/// The index connection a [`StoredRecording`] queries: its own, or the one
+/// of the [`crate::Store`] it was opened from.
+enum IndexConn<'s> {
+    Own(Connection),
+    Store(&'s Connection),
+}
+
+impl std::ops::Deref for IndexConn<'_> {
+    type Target = Connection;
+
+    fn deref(&self) -> &Connection {
+        match self {
+            IndexConn::Own(c) => c,
+            IndexConn::Store(c) => c,
+        }
+    }
+}
+
+impl StoredRecording<'static> {
+    /// Open recording `id` of the store at `dir`, with an index connection
+    /// of its own (so it can move to another thread).
+    pub fn open(dir: &Path, id: &RecordingId) -> Result<StoredRecording<'static>> {
         let index_path = dir.join(crate::layout::INDEX_FILE);
         let conn = index::open(&index_path, false)?;
         // A reader has nothing to checkpoint: closing it must not fsync the
@@ -41,6 +60,23 @@ impl StoredRecording {
             rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
             true,
         );
+        StoredRecording::with(dir, IndexConn::Own(conn), id)
+    }
+}
+
+impl<'s> StoredRecording<'s> {
+    /// Recording `id` of the store at `dir`, read through that store's own
+    /// index connection `conn`.
+    pub(crate) fn in_store(
+        dir: &Path,
+        conn: &'s Connection,
+        id: &RecordingId,
+    ) -> Result<StoredRecording<'s>> {
+        StoredRecording::with(dir, IndexConn::Store(conn), id)
+    }
+
+    fn with(dir: &Path, conn: IndexConn<'s>, id: &RecordingId) -> Result<StoredRecording<'s>> {
+        let index_path = dir.join(crate::layout::INDEX_FILE);
         let rec = crate::recording_from(&conn, &index_path, id)?;
         Ok(StoredRecording {
             dir: dir.to_path_buf(),
@@ -409,7 +445,7 @@ pub(crate) fn part_locations(
     Ok(out)
 }
 
-impl PartSource for StoredRecording {
+impl PartSource for StoredRecording<'_> {
     fn open_part(&mut self, role: PartRole) -> std::io::Result<Box<dyn Read + '_>> {
         let locs = self.locations(role).map_err(StoreError::into_io)?;
         Ok(Box::new(PartReader {
@@ -468,8 +504,8 @@ impl PartSource for StoredRecording {
 }
 
 /// Streaming reader over one stored part, one chunk in memory at a time.
-struct PartReader<'a> {
-    src: &'a mut StoredRecording,
+struct PartReader<'a, 's> {
+    src: &'a mut StoredRecording<'s>,
     role: PartRole,
     locs: Vec<ChunkLoc>,
     next: usize,
@@ -479,7 +515,7 @@ struct PartReader<'a> {
     buf_pos: usize,
 }
 
-impl Read for PartReader<'_> {
+impl Read for PartReader<'_, '_> {
     fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
         if self.buf_pos == self.buf.len() {
             let Some(loc) = self.locs.get(self.next).cloned() else {

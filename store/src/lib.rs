@@ -179,8 +179,16 @@ impl Store {
     /// A [`rrstore_format::PartSource`] over a stored recording's parts.
     /// It has its own index connection, so it can outlive `self` and move
     /// to another thread.
-    pub fn part_source(&self, id: &RecordingId) -> Result<StoredRecording> {
+    pub fn part_source(&self, id: &RecordingId) -> Result<StoredRecording<'static>> {
         StoredRecording::open(&self.dir, id)
+    }
+
+    /// [`part_source`](Self::part_source) reading through this store's own
+    /// index connection: no second connection to open (for a short replay
+    /// that is a measurable share of its start-up), but it borrows the store
+    /// and stays on this thread.
+    pub fn parts_of(&self, id: &RecordingId) -> Result<StoredRecording<'_>> {
+        StoredRecording::in_store(&self.dir, &self.conn, id)
     }
 }
 

@@ -22,13 +22,21 @@ fn import_read_back_and_export_every_fixture_byte_identical() {
             let rec = store.recording(&id).unwrap();
             assert_eq!(rec, orig.recording);
             let mut src = store.part_source(&id).unwrap();
+            // The same reads through the store's own index connection.
+            let mut shared = store.parts_of(&id).unwrap();
+            assert_eq!(shared.recording(), &rec);
             for p in &rec.parts {
                 let want = stream_part(&mut orig, p.role);
                 assert_eq!(stream_part(&mut src, p.role), want, "{}", p.role);
+                assert_eq!(stream_part(&mut shared, p.role), want, "{}", p.role);
                 let mut buf = vec![0u8; p.len as usize];
                 src.read_part_into(p.role, &mut buf).unwrap();
                 assert_eq!(buf, want);
+                buf.fill(0);
+                shared.read_part_into(p.role, &mut buf).unwrap();
+                assert_eq!(buf, want);
             }
+            drop(shared);
             // Lossless export through the llvm exporter.
             let out = tmp.path().join("out").join(id.short());
             let files = llvm::export(&rec, &mut src, &out, None).unwrap();
@@ -105,6 +113,11 @@ fn resolve_prefixes() {
         Err(StoreError::NotFound(_)) => {}
         other => panic!("{other:?}"),
     }
+    let unknown = rrstore_format::RecordingId([0xff; 32]);
+    assert!(matches!(
+        store.parts_of(&unknown).map(|_| ()),
+        Err(StoreError::NotFound(_))
+    ));
     // Any 4-digit prefix: either unique, or ambiguous listing candidates.
     for id in ids {
         match store.resolve(&id[..4]) {

@@ -114,11 +114,14 @@ pub fn run(
         ropts.save_output = Some(t.clone());
     }
     let report = crate::replay(&mut src, &ropts);
+    let recorded = src.recording.part(PartRole::Output).map(|p| p.blake3);
+    // It reads through the store's connection; done with it before the
+    // store is written below.
+    drop(src);
     let row = crate::history::record(store, *id, &report)?;
     let mut kept = false;
     if let (Some(t), Some(out)) = (&tmp, report.output_hash) {
         if t.is_file() {
-            let recorded = src.recording.part(PartRole::Output).map(|p| p.blake3);
             if recorded == Some(out) {
                 store.link_output(row, &out)?;
             } else {
