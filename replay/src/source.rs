@@ -68,20 +68,16 @@ impl<'s> ReplaySource<'s> {
     /// A stored recording by full ID or unique prefix.
     pub fn stored(store: &'s Store, prefix: &str) -> Result<ReplaySource<'s>, ReplayError> {
         let id = store.resolve(prefix)?;
-        ReplaySource::from_parts(Box::new(store.parts_of(&id)?), id, store)
+        Ok(ReplaySource::from_store(store.parts_of(&id)?, store))
     }
 
-    fn from_parts(
-        parts: Box<rrstore_store::StoredRecording<'s>>,
-        id: RecordingId,
-        store: &Store,
-    ) -> Result<ReplaySource<'s>, ReplayError> {
-        Ok(ReplaySource {
+    fn from_store(parts: rrstore_store::StoredRecording<'s>, store: &Store) -> ReplaySource<'s> {
+        ReplaySource {
             recording: parts.recording().clone(),
-            id,
+            id: parts.id(),
             origin: Origin::Store(store.dir().to_path_buf()),
-            parts,
-        })
+            parts: Box::new(parts),
+        }
     }
 
     /// Resolve `spec`: an existing file is an archive (`.rra`) or an LLVM
@@ -104,7 +100,7 @@ impl<'s> ReplaySource<'s> {
         }
         let store = store()?;
         let id = store.resolve(spec)?;
-        ReplaySource::from_parts(Box::new(store.part_source(&id)?), id, &store)
+        Ok(ReplaySource::from_store(store.part_source(&id)?, &store))
     }
 
     /// [`open`](Self::open) with an already open store.
