@@ -161,73 +161,96 @@ pub fn compress(data: &[u8], level: i32) -> (Codec, Vec<u8>) {
 }
 
 /// Decode a stored chunk straight into `dst` (whose length is the expected
-/// uncompressed length) and check its blake3. Never leaves unverified bytes
-/// looking valid: on error the contents of `dst` are unspecified and the
-/// caller must not use them.
+/// uncompressed length) and check its blake3, with this thread's
+/// [`Decoder`]. Never leaves unverified bytes looking valid: on error the
+/// contents of `dst` are unspecified and the caller must not use them.
 pub fn decode_into(
     codec: Codec,
     stored: &[u8],
     dst: &mut [u8],
     expected: &ChunkHash,
 ) -> Result<(), ChunkError> {
-    match codec {
-        Codec::Raw => {
-            if stored.len() != dst.len() {
-                return Err(ChunkError::Length {
-                    hash: *expected,
-                    expected: dst.len() as u64,
-                    actual: stored.len() as u64,
-                });
-            }
-            dst.copy_from_slice(stored);
-        }
-        Codec::Zstd => {
-            let n = decompress(stored, dst).map_err(|e| ChunkError::Decompress {
-                hash: *expected,
-                reason: e.to_string(),
-            })?;
-            if n != dst.len() {
-                return Err(ChunkError::Length {
-                    hash: *expected,
-                    expected: dst.len() as u64,
-                    actual: n as u64,
-                });
-            }
-        }
-    }
-    let actual = hash(dst);
-    if &actual != expected {
-        return Err(ChunkError::Hash {
-            expected: *expected,
-            actual,
-        });
-    }
-    Ok(())
+    DECODER.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut d) => d.decode_into(codec, stored, dst, expected),
+        // Re-entered on this thread (not done today): a decoder of its own.
+        Err(_) => Decoder::default().decode_into(codec, stored, dst, expected),
+    })
 }
 
 thread_local! {
-    /// One zstd decompression context per thread, reused: creating one per
-    /// chunk (its tables are ~100 KiB) costs more than decoding a small
-    /// chunk.
-    static DCTX: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
-        const { std::cell::RefCell::new(None) };
+    static DECODER: std::cell::RefCell<Decoder> = const {
+        std::cell::RefCell::new(Decoder { ctx: None })
+    };
 }
 
-/// Decompress one zstd frame into `dst` with this thread's context.
-fn decompress(stored: &[u8], dst: &mut [u8]) -> std::io::Result<usize> {
-    DCTX.with(|cell| match cell.try_borrow_mut() {
-        Ok(mut slot) => {
-            if slot.is_none() {
-                *slot = Some(zstd::bulk::Decompressor::new()?);
+/// Decodes stored chunks with one zstd context, reused: creating one per
+/// chunk (its tables are ~100 KiB) costs more than decoding a small chunk.
+/// [`decode_into`] keeps one per thread. A reader that decodes many chunks
+/// may keep its own instead, which also spares its thread the destructor a
+/// thread-local needs: registering that takes the dynamic loader's lock,
+/// held for the whole of a `dlopen` on another thread (the host runner
+/// fills the arena while it loads the OpenMP runtime).
+#[derive(Default)]
+pub struct Decoder {
+    ctx: Option<zstd::bulk::Decompressor<'static>>,
+}
+
+impl Decoder {
+    /// [`decode_into`] with this decoder's context.
+    pub fn decode_into(
+        &mut self,
+        codec: Codec,
+        stored: &[u8],
+        dst: &mut [u8],
+        expected: &ChunkHash,
+    ) -> Result<(), ChunkError> {
+        match codec {
+            Codec::Raw => {
+                if stored.len() != dst.len() {
+                    return Err(ChunkError::Length {
+                        hash: *expected,
+                        expected: dst.len() as u64,
+                        actual: stored.len() as u64,
+                    });
+                }
+                dst.copy_from_slice(stored);
             }
-            match slot.as_mut() {
-                Some(d) => d.decompress_to_buffer(stored, dst),
-                None => zstd::bulk::decompress_to_buffer(stored, dst),
+            Codec::Zstd => {
+                let n = self
+                    .decompress(stored, dst)
+                    .map_err(|e| ChunkError::Decompress {
+                        hash: *expected,
+                        reason: e.to_string(),
+                    })?;
+                if n != dst.len() {
+                    return Err(ChunkError::Length {
+                        hash: *expected,
+                        expected: dst.len() as u64,
+                        actual: n as u64,
+                    });
+                }
             }
         }
-        // Re-entered on this thread (not done today): a context of its own.
-        Err(_) => zstd::bulk::decompress_to_buffer(stored, dst),
-    })
+        let actual = hash(dst);
+        if &actual != expected {
+            return Err(ChunkError::Hash {
+                expected: *expected,
+                actual,
+            });
+        }
+        Ok(())
+    }
+
+    /// Decompress one zstd frame into `dst`.
+    fn decompress(&mut self, stored: &[u8], dst: &mut [u8]) -> std::io::Result<usize> {
+        if self.ctx.is_none() {
+            self.ctx = Some(zstd::bulk::Decompressor::new()?);
+        }
+        match self.ctx.as_mut() {
+            Some(d) => d.decompress_to_buffer(stored, dst),
+            None => zstd::bulk::decompress_to_buffer(stored, dst),
+        }
+    }
 }
 
 /// Decode a stored chunk of known length into a new buffer, verified.

@@ -103,11 +103,12 @@ impl PartExtents {
 }
 
 /// Reads and decodes extents of one [`PartExtents`], keeping the files it
-/// opened; one per thread.
+/// opened and a [`chunk::Decoder`] of its own; one per thread.
 pub struct ExtentReader<'a> {
     plan: &'a PartExtents,
     open: Vec<Option<File>>,
     scratch: Vec<u8>,
+    decoder: chunk::Decoder,
 }
 
 impl<'a> ExtentReader<'a> {
@@ -116,6 +117,7 @@ impl<'a> ExtentReader<'a> {
             plan,
             open: plan.files.iter().map(|_| None).collect(),
             scratch: Vec::new(),
+            decoder: chunk::Decoder::default(),
         }
     }
 
@@ -195,12 +197,12 @@ impl<'a> ExtentReader<'a> {
                 let Some(expected) = hash else {
                     return Err(at("a compressed extent without its hash".into()));
                 };
-                chunk::decode_into(Codec::Zstd, &self.scratch, dst, &expected).map_err(|source| {
-                    FormatError::Chunk {
+                self.decoder
+                    .decode_into(Codec::Zstd, &self.scratch, dst, &expected)
+                    .map_err(|source| FormatError::Chunk {
                         path: path.clone(),
                         source,
-                    }
-                })
+                    })
             }
         }
     }
