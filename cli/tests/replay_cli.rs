@@ -119,6 +119,30 @@ fn every_fixture_verifies_from_json_store_and_archive_with_history() {
     );
 }
 
+/// However the host runner is prepared before the recording is known
+/// (`RRSTORE_HOST_PRELOAD`: the offload runtime found on this machine, a
+/// library the image does not need, nothing, a library that does not
+/// exist), the replay verifies: a spare the image cannot use is replaced.
+#[test]
+fn every_preload_setting_verifies() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    let d = fixtures().join(format!("{GLOBALS}.json"));
+    for setting in ["auto", "libz.so.1", "off", "libdoes-not-exist.so.0"] {
+        let o = Command::new(env!("CARGO_BIN_EXE_rrstore"))
+            .arg("--store")
+            .arg(&store)
+            .args(["replay", d.to_str().unwrap(), "--json"])
+            .env("OMP_NUM_THREADS", "2")
+            .env("RRSTORE_HOST_PRELOAD", setting)
+            .env_remove("RRSTORE_DIR")
+            .output()
+            .unwrap();
+        assert_eq!(code(&o), 0, "{setting}: {}", text(&o));
+        assert_eq!(json(&o)["verdict"], "verified", "{setting}: {}", text(&o));
+    }
+}
+
 fn copy_recording(rel: &str, dir: &Path) -> PathBuf {
     let src = fixtures().join(rel);
     let stem = src.file_name().unwrap().to_str().unwrap().to_string();

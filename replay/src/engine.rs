@@ -17,7 +17,7 @@ use rrstore_format::image::ImageTarget;
 use rrstore_format::{PartRole, Recording};
 use serde::Serialize;
 
-use crate::backend::host::{ArenaIo, HostBackend, HostConfig, Runner};
+use crate::backend::host::{ArenaIo, HostBackend, HostConfig, Preload, Runner};
 use crate::backend::{Backend, BackendError, LaunchParams};
 use crate::error::ReplayError;
 use crate::source::ReplaySource;
@@ -103,6 +103,9 @@ pub struct ReplayOptions {
     pub host_env: Vec<(OsString, OsString)>,
     /// How the host backend moves bytes into its runner's arena.
     pub host_arena_io: ArenaIo,
+    /// What the host backend's spare runner loads before the recording is
+    /// known (see [`crate::backend::host::preload`]).
+    pub host_preload: Preload,
     /// Run this image instead of the recorded one (`replay --image`, the
     /// regression commands); checked against the recording first.
     pub image: Option<crate::regress::image::ImageOverride>,
@@ -123,6 +126,7 @@ impl Default for ReplayOptions {
             host_runner: None,
             host_env: Vec::new(),
             host_arena_io: ArenaIo::Auto,
+            host_preload: Preload::Auto,
             image: None,
         }
     }
@@ -401,15 +405,17 @@ fn host_config(opts: &ReplayOptions) -> Result<HostConfig, ReplayError> {
         runner,
         env,
         arena_io: opts.host_arena_io,
+        preload: opts.host_preload.clone(),
     })
 }
 
 /// Call before opening the recording (the store): when `opts` may pick the
 /// host backend, start its runner process now, forked while this process is
-/// still small, or executed so that its start-up overlaps opening the store
-/// (see [`crate::backend::host::prestart`]; the arena is still reserved in
-/// it before anything is loaded). Harmless when the replay ends up not
-/// using it. Call it from the thread that runs [`replay`]: the runner dies
+/// still small (it starts loading the OpenMP runtime at once), or executed
+/// so that its start-up overlaps opening the store (see
+/// [`crate::backend::host::prestart`] and [`crate::backend::host::preload`]
+/// for how the arena keeps its address either way). Harmless when the
+/// replay ends up not using it. Call it from the thread that runs [`replay`]: the runner dies
 /// with the thread that started it.
 pub fn prestart(opts: &ReplayOptions) {
     if matches!(opts.backend, BackendKind::Auto | BackendKind::Host) {
@@ -567,6 +573,7 @@ fn run(
         timeout: opts.timeout,
     };
 
+    backend.expect_image(&image);
     let t = Instant::now();
     backend.reserve(base, rec.arena.size)?;
     report.timing.reserve_ns = t.elapsed().as_nanos() as u64;

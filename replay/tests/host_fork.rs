@@ -12,7 +12,7 @@
 mod common;
 
 use rrstore_format::PartRole;
-use rrstore_replay::backend::host::{prestart, process, HostBackend};
+use rrstore_replay::backend::host::{prestart, process, HostBackend, Preload};
 use rrstore_replay::backend::Backend;
 use rrstore_replay::{replay, ReplaySource, Verdict};
 
@@ -25,6 +25,8 @@ fn main() {
     globals_and_arguments_reach_a_forked_runner(false);
     globals_and_arguments_reach_a_forked_runner(true);
     a_range_taken_here_gets_an_executed_runner();
+    a_spare_that_preloaded_what_the_image_does_not_need_is_replaced();
+    a_spare_whose_preload_sits_in_the_range_is_replaced();
     another_thread_means_an_executed_runner();
     assert!(
         process::single_threaded(),
@@ -70,11 +72,25 @@ fn globals_and_arguments_reach_a_forked_runner(prestarted: bool) {
         prestart(&common::host_config());
     }
     let mut b = HostBackend::new(common::host_config());
+    b.expect_image(&image);
     b.reserve(rec.arena.base.unwrap(), rec.arena.size).unwrap();
     assert!(
         b.runner_forked(),
         "a single-threaded process forks its runner"
     );
+    // The spare started loading the offload runtime this machine has (the
+    // one the fixtures were built against) before the arena was known.
+    let preloaded = b.runner_preloaded().to_vec();
+    if prestarted {
+        assert!(
+            preloaded
+                .iter()
+                .any(|l| l.starts_with("libomptarget.so.22")),
+            "{preloaded:?}"
+        );
+    } else {
+        assert!(preloaded.is_empty(), "{preloaded:?}");
+    }
     b.load_image(&image, &rec.kernel).unwrap();
     b.upload(0, &input).unwrap();
     let out = rec.part(PartRole::Output).unwrap().blake3;
@@ -107,6 +123,89 @@ fn a_range_taken_here_gets_an_executed_runner() {
     drop(b);
     // SAFETY: the mapping made above, not used any more.
     unsafe { libc::munmap(p, len) };
+}
+
+/// The globals recording's image, its arena, input and recorded output hash.
+fn globals_recording() -> (Vec<u8>, u64, Vec<u8>, [u8; 32]) {
+    let d = common::globals_fixture();
+    let mut src = ReplaySource::llvm(&d).unwrap();
+    let rec = src.recording.clone();
+    let image = common::read_part(&mut src, PartRole::Image);
+    let input = common::read_part(&mut src, PartRole::Input);
+    let out = rec.part(PartRole::Output).unwrap().blake3;
+    (image, rec.arena.base.unwrap(), input, out)
+}
+
+/// A spare that preloaded a library the image does not link is not used:
+/// a runner that maps the arena first (forked after mapping it here) runs
+/// the replay.
+fn a_spare_that_preloaded_what_the_image_does_not_need_is_replaced() {
+    let (image, base, input, _) = globals_recording();
+    let mut config = common::host_config();
+    config.preload = Preload::Libraries(vec!["libz.so.1".into()]);
+    prestart(&config);
+    let mut b = HostBackend::new(config);
+    b.expect_image(&image);
+    b.reserve(base, input.len() as u64).unwrap();
+    assert!(
+        b.runner_preloaded().is_empty(),
+        "{:?}",
+        b.runner_preloaded()
+    );
+    assert!(b.runner_forked());
+    b.upload(0, &input).unwrap();
+    assert_eq!(
+        b.arena_hash().unwrap(),
+        Some(*blake3::hash(&input).as_bytes())
+    );
+}
+
+/// A library the spare preloaded sits where the arena must go: the spare
+/// is dropped and the arena is mapped in a runner that loaded nothing.
+fn a_spare_whose_preload_sits_in_the_range_is_replaced() {
+    let (image, _, _, _) = globals_recording();
+    let mut config = common::host_config();
+    // A library the image needs (so the spare is not refused for that) and
+    // that this test process has not loaded (so the range is free here).
+    let lib = "libstdc++.so.6";
+    assert!(
+        !std::fs::read_to_string("/proc/self/maps")
+            .unwrap()
+            .contains("libstdc++"),
+        "the test process must not have {lib} loaded"
+    );
+    config.preload = Preload::Libraries(vec![lib.into()]);
+    prestart(&config);
+    // Where the spare mapped it (the child of this process that has it).
+    let children = format!("/proc/self/task/{}/children", std::process::id());
+    let mut base = None;
+    for _ in 0..500 {
+        let pids = std::fs::read_to_string(&children).unwrap();
+        base = pids.split_whitespace().find_map(|pid| {
+            let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
+            let line = maps.lines().find(|l| l.contains("libstdc++"))?;
+            u64::from_str_radix(line.split('-').next()?, 16).ok()
+        });
+        if base.is_some() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let base = base.expect("the spare never mapped libstdc++");
+    let mut b = HostBackend::new(config);
+    b.expect_image(&image);
+    b.reserve(base, 8192).unwrap();
+    assert!(
+        b.runner_preloaded().is_empty(),
+        "{:?}",
+        b.runner_preloaded()
+    );
+    let data: Vec<u8> = (0..8192u32).map(|i| (i % 241) as u8).collect();
+    b.upload(0, &data).unwrap();
+    assert_eq!(
+        b.arena_hash().unwrap(),
+        Some(*blake3::hash(&data).as_bytes())
+    );
 }
 
 /// With a second thread alive a fork could inherit a lock held by it: the

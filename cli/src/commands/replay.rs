@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
+use rrstore_replay::backend::host::Preload;
 use rrstore_replay::verify::tolerance::{DType, Tolerance};
 use rrstore_replay::{
     BackendKind, ReplayError, ReplayOptions, ReplayReport, ReplaySource, Verdict, VerifyMode,
@@ -124,9 +125,17 @@ fn options(args: &Args) -> anyhow::Result<ReplayOptions> {
         repetitions: args.repetitions,
         timeout,
         save_output: args.save_output.clone(),
+        host_preload: std::env::var(PRELOAD_ENV)
+            .map(|v| Preload::parse(&v))
+            .unwrap_or_default(),
         ..ReplayOptions::default()
     })
 }
+
+/// What the host runner loads before the recording is known: `auto`
+/// (default: the newest OpenMP offload runtime), `off`, or a colon-separated
+/// list of libraries.
+const PRELOAD_ENV: &str = "RRSTORE_HOST_PRELOAD";
 
 /// Turn a replay error into an anyhow error whose chain holds the library
 /// error `exit::code_for` maps (the backend, format or store error itself).

@@ -73,6 +73,14 @@ pub trait Backend {
     /// One-line description of the device (name, target, driver/runtime
     /// versions), stored in the replay history.
     fn device_description(&self) -> String;
+    /// The image the replay will load, before [`reserve`](Self::reserve):
+    /// a backend may prepare for it (the host backend uses a spare runner
+    /// that preloaded the offload runtime only for an image that needs that
+    /// runtime). Errors in the image are [`load_image`](Self::load_image)'s
+    /// to report. Default: nothing.
+    fn expect_image(&mut self, image: &[u8]) {
+        let _ = image;
+    }
     /// Reserve `size` bytes of device virtual memory at exactly `base`.
     fn reserve(&mut self, base: u64, size: u64) -> Result<(), BackendError>;
     /// Copy `data` into the arena at `offset` bytes from its base.

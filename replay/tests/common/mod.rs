@@ -188,6 +188,7 @@ pub fn host_config() -> HostConfig {
         runner: opts.host_runner.clone().unwrap(),
         env: opts.host_env.clone(),
         arena_io: ArenaIo::Auto,
+        preload: opts.host_preload.clone(),
     }
 }
 

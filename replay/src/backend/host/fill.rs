@@ -33,7 +33,11 @@ const MAX_THREADS: usize = 16;
 pub type FillError = (u64, String);
 
 /// Decode `plan` into memory at `base`, on several threads when it is
-/// large; returns how long it took.
+/// large; returns how long it took, from when the first of those threads
+/// started: a thread started while the runner's preload (see
+/// [`preload`](super::preload)) is still in `dlopen` waits for the dynamic
+/// loader's lock before it runs any of its code, and that wait is the
+/// load's, not the fill's (the replay's wall time has both).
 ///
 /// # Safety
 /// `base..base + plan.len()` is mapped writable memory that nothing else
@@ -49,27 +53,33 @@ pub unsafe fn fill(plan: &PartExtents, base: u64) -> Result<Duration, FillError>
             .min((total / PER_THREAD_MIN).max(1) as usize)
     };
     let runs = plan.split(threads);
-    let result = if runs.len() <= 1 {
-        fill_run(plan, 0..plan.extents.len(), base, 0)
+    if runs.len() <= 1 {
+        fill_run(plan, 0..plan.extents.len(), base, 0).map(|()| started.elapsed())
     } else {
         std::thread::scope(|s| {
             let workers: Vec<_> = runs
                 .into_iter()
-                .map(|(run, offset)| s.spawn(move || fill_run(plan, run, base, offset)))
+                .map(|(run, offset)| {
+                    s.spawn(move || (Instant::now(), fill_run(plan, run, base, offset)))
+                })
                 .collect();
             let mut first = Ok(());
+            let mut began = None::<Instant>;
             for w in workers {
-                let r = w
-                    .join()
-                    .unwrap_or_else(|_| Err((0, "a fill thread panicked".into())));
+                let r = match w.join() {
+                    Ok((at, r)) => {
+                        began = Some(began.map_or(at, |b| b.min(at)));
+                        r
+                    }
+                    Err(_) => Err((0, "a fill thread panicked".into())),
+                };
                 if first.is_ok() {
                     first = r;
                 }
             }
-            first
+            first.map(|()| began.map_or_else(|| started.elapsed(), |b| b.elapsed()))
         })
-    };
-    result.map(|()| started.elapsed())
+    }
 }
 
 /// CPUs this process may run on: the affinity mask, one system call

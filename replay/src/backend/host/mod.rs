@@ -8,19 +8,21 @@
 //!   [`BackendError::Crashed`] with the signal from `waitpid`) or no reply
 //!   within `--timeout` (then kills it and reports [`BackendError::TimedOut`]).
 //! * **Arena.** The page-rounded arena is mapped at the recorded address
-//!   with `MAP_FIXED_NOREPLACE` before the image or the OpenMP runtime is
-//!   loaded, so nothing they map can take the range. It is anonymous memory
-//!   advised to use transparent huge pages (why: [`arena`]). A
-//!   single-threaded parent (the `rrstore` binary) forks its runner, so the
-//!   runner can start loading the image as soon as the arena is mapped (a
-//!   small replay's wall time is mostly that load): a spare forked early
-//!   ([`prestart`]) maps it when told the address, else the parent maps it
-//!   and forks a runner that inherits it. Otherwise, or when the range is
-//!   taken in the parent, the runner is executed (`rrstore __host-runner`,
-//!   [`Runner::current_exe`]) and maps the range as its first step; if its
-//!   own start-up mappings happen to collide (ASLR), a fresh runner is tried
-//!   (different random layout) up to [`RESERVE_ATTEMPTS`] times before the
-//!   occupant is reported. Both ways: [`process`].
+//!   with `MAP_FIXED_NOREPLACE`. It is anonymous memory advised to use
+//!   transparent huge pages (why: [`arena`]). A single-threaded parent (the
+//!   `rrstore` binary) forks a spare runner early ([`prestart`]), which
+//!   starts loading the OpenMP runtime at once (a small replay's wall time
+//!   is mostly that load) and maps the arena when told the address; it is
+//!   used only if the image needs what it preloaded and the range is free
+//!   in it ([`preload`]). Otherwise the arena is mapped before the image or
+//!   the runtime is loaded, so nothing they map can take the range: the
+//!   parent maps it and forks a runner that inherits it, or, when the range
+//!   is taken in the parent (or the parent has other threads), the runner
+//!   is executed (`rrstore __host-runner`, [`Runner::current_exe`]) and
+//!   maps the range as its first step; if its own start-up mappings happen
+//!   to collide (ASLR), a fresh runner is tried (different random layout) up
+//!   to [`RESERVE_ATTEMPTS`] times before the occupant is reported. Both
+//!   ways: [`process`].
 //! * **Rehydration and read-back.** When the source can say which files
 //!   hold the input (a store's packs, an archive, an LLVM `.memory` file),
 //!   the runner reads and decodes them straight into the arena on all cores,
@@ -53,6 +55,7 @@ pub mod call;
 pub mod elf;
 pub mod fill;
 pub mod libraries;
+pub mod preload;
 pub mod process;
 pub mod protocol;
 pub mod runner;
@@ -70,6 +73,7 @@ use protocol::{ErrKind, Fields, Msg, Op};
 use transfer::StagingBuf;
 
 pub use libraries::{missing_library, package_hint};
+pub use preload::Preload;
 pub use process::Runner;
 pub use runner::runner_main;
 
@@ -151,6 +155,8 @@ pub struct HostConfig {
     /// Extra environment for the runner (launch-configuration overrides).
     pub env: Vec<(OsString, OsString)>,
     pub arena_io: ArenaIo,
+    /// What a spare runner ([`prestart`]) loads before its arena is known.
+    pub preload: Preload,
 }
 
 /// The reserved arena in the runner.
@@ -168,6 +174,10 @@ pub struct HostBackend {
     arena: Option<Arena>,
     staging: Option<StagingBuf>,
     elf: Option<elf::ElfInfo>,
+    /// `DT_NEEDED` of the image announced by [`Backend::expect_image`].
+    needed: Vec<String>,
+    /// What the runner in use loaded before its arena was mapped.
+    preloaded: Vec<String>,
     libraries: Vec<String>,
     /// Requests sent without waiting, whose replies come before the reply
     /// of the next request (see [`HostBackend::settle`]).
@@ -188,6 +198,8 @@ impl HostBackend {
             arena: None,
             staging: None,
             elf: None,
+            needed: Vec::new(),
+            preloaded: Vec::new(),
             libraries: Vec::new(),
             pending: Vec::new(),
             dead: None,
@@ -202,6 +214,13 @@ impl HostBackend {
     /// [`Backend::reserve`] succeeded.
     pub fn runner_forked(&self) -> bool {
         self.forked
+    }
+
+    /// The libraries the runner in use loaded before its arena was mapped
+    /// (a spare's [`Preload`]); empty for any other runner. Meaningful once
+    /// [`Backend::reserve`] succeeded.
+    pub fn runner_preloaded(&self) -> &[String] {
+        &self.preloaded
     }
 
     fn spawn(&self) -> Result<RunnerProcess, BackendError> {
@@ -373,6 +392,36 @@ impl HostBackend {
         forked.ok()
     }
 
+    /// Make `live` the runner and ask it to map `[lo, lo + len)`; the reply
+    /// carries what it preloaded.
+    #[allow(clippy::type_complexity)]
+    fn reserve_in(
+        &mut self,
+        live: RunnerProcess,
+        lo: u64,
+        len: u64,
+    ) -> Result<Result<Vec<String>, (ErrKind, String)>, BackendError> {
+        self.dead = None;
+        self.live = Some(live);
+        let mut m = Msg::op(Op::Reserve);
+        m.u64(lo).u64(len).u64(self.needed.len() as u64);
+        for n in &self.needed {
+            m.bytes(n.as_bytes());
+        }
+        Ok(self.request(&m, None)?.map(|reply| {
+            let mut f = Fields::new(&reply);
+            let n = f.u64().unwrap_or(0);
+            (0..n).filter_map(|_| f.string().ok()).collect()
+        }))
+    }
+
+    /// Whether the parent can use `process_vm_*` on the live runner.
+    fn live_vm_io(&self, lo: u64) -> bool {
+        self.live
+            .as_ref()
+            .is_some_and(|l| self.vm_io_allowed(l.pid, lo))
+    }
+
     /// Whether this process may copy into runner `pid` with
     /// `process_vm_*`: probed by reading the arena's first byte at `lo`.
     fn vm_io_allowed(&self, pid: libc::pid_t, lo: u64) -> bool {
@@ -518,18 +567,21 @@ struct Spare {
 static SPARE: std::sync::Mutex<Option<Spare>> = std::sync::Mutex::new(None);
 
 /// Start a runner for `config` now, before the recording is opened; the
-/// next [`HostBackend`] with an equal config reserves its arena in it. The
-/// runner maps nothing until it is told the arena's address, so the
-/// reservation still comes before anything is loaded. In a single-threaded
-/// process it is forked (see [`process`]: cheap, and the process is still
-/// small); otherwise it is executed, and its start-up overlaps opening the
-/// store and reading the manifest. Failures are silent: `reserve` then
+/// next [`HostBackend`] with an equal config reserves its arena in it. In a
+/// single-threaded process it is forked (see [`process`]: cheap, and the
+/// process is still small) and starts loading `config.preload` at once, so
+/// that load overlaps opening the store and reading the manifest and the
+/// image (the checks that keep the arena's guarantees: [`preload`]);
+/// otherwise it is executed, loads nothing before its arena is mapped, and
+/// its start-up is what overlaps. Failures are silent: `reserve` then
 /// starts a runner as usual. An unused spare dies with this process (or is
 /// replaced by the next `prestart`).
 pub fn prestart(config: &HostConfig) {
     let forked = process::single_threaded();
     let live = if forked {
-        RunnerProcess::fork(&config.env, runner::serve_unreserved)
+        RunnerProcess::fork(&config.env, |sock| {
+            runner::serve_unreserved(sock, &config.preload)
+        })
     } else {
         RunnerProcess::start(&config.runner, &config.env)
     };
@@ -609,6 +661,12 @@ impl Backend for HostBackend {
         host_description()
     }
 
+    fn expect_image(&mut self, image: &[u8]) {
+        // A parse error is reported by `load_image`; a spare that preloaded
+        // anything is then not used (nothing is known to be needed).
+        self.needed = elf::parse(image).map(|i| i.needed).unwrap_or_default();
+    }
+
     fn reserve(&mut self, base: u64, size: u64) -> Result<(), BackendError> {
         let reserve_err = |reason: String| BackendError::Reserve { base, size, reason };
         let Some((lo, hi)) = arena::page_range(base, size) else {
@@ -616,45 +674,59 @@ impl Backend for HostBackend {
                 "the range wraps around the address space".into(),
             ));
         };
-        let spare = take_spare(&self.config);
-        let spare_forked = spare.as_ref().is_some_and(|s| s.forked);
-        let mut spare = spare.map(|s| s.live);
-        if spare.is_none() {
-            if let Some(live) = self.fork_reserved(lo, hi - lo) {
-                let vm_io = self.vm_io_allowed(live.pid, lo);
-                self.live = Some(live);
-                self.arena = Some(Arena { base, size, vm_io });
-                self.forked = true;
-                return Ok(());
+        let len = hi - lo;
+        // 1. The spare, unless it preloaded a runtime the image does not
+        // need or something it loaded sits in the range (then it is killed
+        // and a runner that maps the arena first takes over).
+        if let Some(spare) = take_spare(&self.config) {
+            match self.reserve_in(spare.live, lo, len) {
+                Ok(Ok(preloaded)) => {
+                    self.forked = spare.forked;
+                    self.preloaded = preloaded;
+                    self.arena = Some(Arena {
+                        base,
+                        size,
+                        vm_io: self.live_vm_io(lo),
+                    });
+                    return Ok(());
+                }
+                Ok(Err((ErrKind::Occupied | ErrKind::Incompatible, why))) => {
+                    self.kill(&why);
+                }
+                Ok(Err((_, why))) => {
+                    self.kill("arena reservation failed");
+                    return Err(reserve_err(why));
+                }
+                // The spare is gone (killed with the thread that started
+                // it, say): start a fresh runner.
+                Err(_) => {}
             }
         }
+        // 2. Mapped here and inherited by a forked runner.
+        self.preloaded = Vec::new();
+        if let Some(live) = self.fork_reserved(lo, len) {
+            self.dead = None;
+            self.live = Some(live);
+            self.arena = Some(Arena {
+                base,
+                size,
+                vm_io: self.live_vm_io(lo),
+            });
+            self.forked = true;
+            return Ok(());
+        }
+        // 3. Executed runners, each in a fresh address-space layout.
         self.forked = false;
         let mut last = String::new();
-        let mut attempts = 0;
-        while attempts < RESERVE_ATTEMPTS {
-            self.dead = None;
-            let from_spare = spare.is_some();
-            self.forked = from_spare && spare_forked;
-            self.live = Some(match spare.take() {
-                Some(live) => live,
-                None => self.spawn()?,
-            });
-            let mut m = Msg::op(Op::Reserve);
-            m.u64(lo).u64(hi - lo);
-            let reply = match self.request(&m, None) {
-                // The prestarted runner is gone (killed with the thread that
-                // started it, say): start a fresh one.
-                Err(_) if from_spare => continue,
-                r => r?,
-            };
-            attempts += 1;
-            match reply {
+        for _ in 0..RESERVE_ATTEMPTS {
+            let live = self.spawn()?;
+            match self.reserve_in(live, lo, len)? {
                 Ok(_) => {
-                    let vm_io = self
-                        .live
-                        .as_ref()
-                        .is_some_and(|l| self.vm_io_allowed(l.pid, lo));
-                    self.arena = Some(Arena { base, size, vm_io });
+                    self.arena = Some(Arena {
+                        base,
+                        size,
+                        vm_io: self.live_vm_io(lo),
+                    });
                     return Ok(());
                 }
                 Err((ErrKind::Occupied, why)) => {

@@ -3,10 +3,11 @@
 //! A runner starts in one of two ways:
 //! * **Forked** ([`RunnerProcess::fork`]) from a single-threaded parent, so
 //!   a replay never waits for a runner to start (`exec`, the dynamic loader
-//!   and relocations take ~1.5 ms): either early, as a spare that maps the
-//!   arena when told its address (`prestart`, what `rrstore replay` does
-//!   before it opens the store: the process is still small then, so
-//!   neither side has many pages to copy on write afterwards), or when the
+//!   and relocations take ~1.5 ms): either early, as a spare that starts
+//!   loading the OpenMP runtime and maps the arena when told its address
+//!   (`prestart`, what `rrstore replay` does before it opens the store: the
+//!   process is still small then, so neither side has many pages to copy
+//!   on write afterwards; see `preload`), or when the
 //!   arena is reserved, after the parent mapped it at the recorded address
 //!   (the child inherits the mapping). Only a single-threaded process may
 //!   fork a runner: a child forked from a multi-threaded one may only call

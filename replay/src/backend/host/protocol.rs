@@ -14,7 +14,9 @@ const MAX_MESSAGE: u32 = 1 << 30;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
 pub enum Op {
-    /// lo, len: map the arena at `lo` (anonymous memory, see `arena`).
+    /// lo, len, the image's `DT_NEEDED` (count, names): map the arena at
+    /// `lo` (anonymous memory, see `arena`), unless this runner preloaded
+    /// a library the image does not need (see `preload`).
     Reserve = 1,
     /// kernel name, image bytes: dlopen the image, dlsym the kernel.
     LoadImage = 2,
@@ -66,6 +68,9 @@ pub enum ErrKind {
     MissingKernel = 4,
     MissingGlobal = 5,
     Other = 6,
+    /// This runner preloaded a runtime the image does not use: reserve in
+    /// another one.
+    Incompatible = 7,
 }
 
 impl ErrKind {
@@ -76,6 +81,7 @@ impl ErrKind {
             3 => ErrKind::Dlopen,
             4 => ErrKind::MissingKernel,
             5 => ErrKind::MissingGlobal,
+            7 => ErrKind::Incompatible,
             _ => ErrKind::Other,
         }
     }

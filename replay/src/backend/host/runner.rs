@@ -4,8 +4,9 @@
 //! [`super::HostBackend`] and serves its requests in order: map the arena at
 //! the recorded address (first, before any library is loaded, so nothing the
 //! image pulls in can land there; a runner forked by a parent that already
-//! mapped it starts with it, see [`serve_reserved`]), load the image from a
-//! memfd, write
+//! mapped it starts with it, see [`serve_reserved`]; a spare forked early
+//! may have started loading the offload runtime, under the checks of
+//! [`preload`]), load the image from a memfd, write
 //! globals, call the kernel (timed here, around the call only), list the
 //! runtime libraries it mapped, and hash the arena in place. The input
 //! snapshot is read from its files and decoded into the arena here (`Fill`,
@@ -25,6 +26,7 @@ use rrstore_format::extents::PartExtents;
 use super::arena;
 use super::call::call_with_u64_args;
 use super::fill;
+use super::preload::{self, Preload};
 use super::protocol::{recv, ErrKind, Fields, Msg, Op};
 
 /// Entry point of the hidden `__host-runner` subcommand; `args` are the
@@ -36,29 +38,33 @@ pub fn runner_main(args: &[String]) -> i32 {
     };
     // SAFETY: the parent passed us this socket's descriptor and nothing else
     // in this process owns it.
-    serve(unsafe { UnixStream::from_raw_fd(control) }, None)
+    serve(
+        unsafe { UnixStream::from_raw_fd(control) },
+        State::new(None),
+    )
 }
 
 /// Serve as a runner forked before the arena is known (a spare started by
-/// `prestart`): the same requests as an executed runner, `Reserve` first.
-pub fn serve_unreserved(sock: UnixStream) -> i32 {
-    serve(sock, None)
+/// `prestart`): the same requests as an executed runner, `Reserve` first,
+/// while `preload` loads on a thread of its own.
+pub fn serve_unreserved(sock: UnixStream, preload: &Preload) -> i32 {
+    let preloaded = preload.libraries();
+    let preloading = preload::start(&preloaded);
+    let mut state = State::new(None);
+    state.preloaded = preloaded;
+    state.preloading = preloading;
+    serve(sock, state)
 }
 
 /// Serve as a runner forked after its parent mapped the arena `[lo, lo +
 /// len)` (inherited by the fork): the same requests, minus `Reserve`.
 pub fn serve_reserved(sock: UnixStream, lo: u64, len: u64) -> i32 {
-    serve(sock, Some((lo, len)))
+    serve(sock, State::new(Some((lo, len))))
 }
 
 /// Serve the parent's requests on `sock` until it closes; returns the
 /// process exit code.
-fn serve(mut sock: UnixStream, arena: Option<(u64, u64)>) -> i32 {
-    let mut state = State {
-        arena,
-        handle: std::ptr::null_mut(),
-        kernel: std::ptr::null(),
-    };
+fn serve(mut sock: UnixStream, mut state: State) -> i32 {
     loop {
         let msg = match recv(&mut sock) {
             Ok(Some(m)) => m,
@@ -87,6 +93,22 @@ struct State {
     arena: Option<(u64, u64)>,
     handle: *mut libc::c_void,
     kernel: *const u8,
+    /// Libraries loaded before the arena was known (see `preload`).
+    preloaded: Vec<String>,
+    /// The thread loading them, joined before the image is loaded.
+    preloading: Option<std::thread::JoinHandle<()>>,
+}
+
+impl State {
+    fn new(arena: Option<(u64, u64)>) -> State {
+        State {
+            arena,
+            handle: std::ptr::null_mut(),
+            kernel: std::ptr::null(),
+            preloaded: Vec::new(),
+            preloading: None,
+        }
+    }
 }
 
 fn dlerror_string() -> String {
@@ -107,13 +129,29 @@ impl State {
         Ok(match Op::from_u8(op) {
             Some(Op::Reserve) => {
                 let (lo, len) = (f.u64()?, f.u64()?);
+                let needed = (0..f.u64()?)
+                    .map(|_| f.string())
+                    .collect::<std::io::Result<Vec<_>>>()?;
                 if self.arena.is_some() {
                     return Ok(Msg::err(ErrKind::Reserve, "the arena is already mapped"));
+                }
+                if !preload::compatible(&self.preloaded, &needed) {
+                    let why = format!(
+                        "this runner preloaded {} but the image needs {}",
+                        self.preloaded.join(", "),
+                        needed.join(", ")
+                    );
+                    return Ok(Msg::err(ErrKind::Incompatible, &why));
                 }
                 match arena::map_fixed(lo, len) {
                     Ok(()) => {
                         self.arena = Some((lo, len));
-                        Msg::ok()
+                        let mut m = Msg::ok();
+                        m.u64(self.preloaded.len() as u64);
+                        for lib in &self.preloaded {
+                            m.bytes(lib.as_bytes());
+                        }
+                        m
                     }
                     Err(reason) if reason.contains("occupied") => {
                         Msg::err(ErrKind::Occupied, &reason)
@@ -257,6 +295,9 @@ impl State {
     }
 
     fn load(&mut self, kernel: &str, image: &[u8]) -> Msg {
+        if let Some(t) = self.preloading.take() {
+            let _ = t.join();
+        }
         let fd = match arena::create_memfd("rrstore-image", image.len() as u64) {
             Ok(fd) => fd,
             Err(e) => return Msg::err(ErrKind::Dlopen, &format!("memfd_create: {e}")),
@@ -311,8 +352,8 @@ impl State {
     }
 }
 
-/// The OpenMP runtime libraries (and LLVM) loaded in this process, in load
-/// order, as resolved paths (the links followed: `libomp.so.5` says which
+/// The OpenMP runtime libraries (and LLVM) loaded in this process, sorted,
+/// as resolved paths (the links followed: `libomp.so.5` says which
 /// LLVM's runtime it is only through where it points). From the dynamic
 /// loader's list (`dl_iterate_phdr`), which costs microseconds where reading
 /// `/proc/self/maps` of a process with libLLVM mapped costs ~0.1 ms.
@@ -353,5 +394,8 @@ fn runtime_libraries() -> Vec<String> {
             out.push(path);
         }
     }
+    // Sorted, not in load order: that order depends on whether a spare
+    // preloaded the runtime, and the history should read alike either way.
+    out.sort();
     out
 }
