@@ -81,6 +81,9 @@ fn main() -> ExitCode {
     if let Some(code) = host_runner() {
         return code;
     }
+    if commands::replay::invoked(std::env::args_os()) {
+        commands::replay::prestart_early();
+    }
     let cli = Cli::parse();
     let globals = Globals { store: cli.store };
     let result = match cli.command {

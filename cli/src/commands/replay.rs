@@ -2,6 +2,7 @@
 //! `.rra` archive or LLVM `.json`), verify it, print what happened and append
 //! a row to the replay history. Logic lives in `rrstore_replay`.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -125,9 +126,7 @@ fn options(args: &Args) -> anyhow::Result<ReplayOptions> {
         repetitions: args.repetitions,
         timeout,
         save_output: args.save_output.clone(),
-        host_preload: std::env::var(PRELOAD_ENV)
-            .map(|v| Preload::parse(&v))
-            .unwrap_or_default(),
+        host_preload: preload_setting(),
         ..ReplayOptions::default()
     })
 }
@@ -136,6 +135,12 @@ fn options(args: &Args) -> anyhow::Result<ReplayOptions> {
 /// (default: the newest OpenMP offload runtime), `off`, or a colon-separated
 /// list of libraries.
 const PRELOAD_ENV: &str = "RRSTORE_HOST_PRELOAD";
+
+fn preload_setting() -> Preload {
+    std::env::var(PRELOAD_ENV)
+        .map(|v| Preload::parse(&v))
+        .unwrap_or_default()
+}
 
 /// Turn a replay error into an anyhow error whose chain holds the library
 /// error `exit::code_for` maps (the backend, format or store error itself).
@@ -245,11 +250,37 @@ fn print_text(r: &ReplayReport, history_row: Option<i64>) {
     }
 }
 
+/// Whether this process was started as `rrstore [--store DIR] replay ...`,
+/// judged before clap parses the arguments (building its command tree takes
+/// ~0.3 ms), so that `main` can fork the host runner first
+/// ([`prestart_early`]).
+pub fn invoked(args: impl IntoIterator<Item = OsString>) -> bool {
+    let mut args = args.into_iter().skip(1);
+    while let Some(a) = args.next() {
+        if a == "--store" {
+            args.next();
+        } else if !a.to_string_lossy().starts_with("--store=") {
+            return a == "replay";
+        }
+    }
+    false
+}
+
+/// Fork the host runner for a replay without launch overrides (which
+/// [`run`] keeps, or replaces when the parsed options ask for others).
+pub fn prestart_early() {
+    rrstore_replay::prestart(&ReplayOptions {
+        host_preload: preload_setting(),
+        ..ReplayOptions::default()
+    });
+}
+
 pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
     let mut opts = options(&args)?;
-    // The host runner is forked now, while this process is small (few pages
-    // for either side to copy on write later), and waits for the arena
-    // address; unused when the recording needs another backend.
+    // The host runner is forked now (if `main` has not already), while this
+    // process is small (few pages for either side to copy on write later);
+    // it loads the OpenMP runtime and waits for the arena address. Unused
+    // when the recording needs another backend.
     rrstore_replay::prestart(&opts);
     let mut store = Store::open_default(globals.store.as_deref())
         .context("opening the store (replays record their history there)")?;
@@ -292,4 +323,24 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         Verdict::Mismatch => ExitCode::from(crate::exit::MISMATCH),
         _ => ExitCode::SUCCESS,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::invoked;
+
+    fn argv(s: &str) -> Vec<std::ffi::OsString> {
+        s.split(' ').map(Into::into).collect()
+    }
+
+    #[test]
+    fn recognizes_a_replay_before_parsing() {
+        assert!(invoked(argv("rrstore replay d7e4")));
+        assert!(invoked(argv("rrstore --store /tmp/s replay d7e4 --verify")));
+        assert!(invoked(argv("rrstore --store=/tmp/s replay d7e4")));
+        assert!(!invoked(argv("rrstore --store replay ls")));
+        assert!(!invoked(argv("rrstore history replay")));
+        assert!(!invoked(argv("rrstore --help")));
+        assert!(!invoked(argv("rrstore")));
+    }
 }

@@ -574,9 +574,16 @@ static SPARE: std::sync::Mutex<Option<Spare>> = std::sync::Mutex::new(None);
 /// image (the checks that keep the arena's guarantees: [`preload`]);
 /// otherwise it is executed, loads nothing before its arena is mapped, and
 /// its start-up is what overlaps. Failures are silent: `reserve` then
-/// starts a runner as usual. An unused spare dies with this process (or is
-/// replaced by the next `prestart`).
+/// starts a runner as usual. An unused spare dies with this process, or is
+/// replaced by the next `prestart` with another config (one with the same
+/// config keeps it).
 pub fn prestart(config: &HostConfig) {
+    if SPARE
+        .lock()
+        .is_ok_and(|g| g.as_ref().is_some_and(|s| &s.config == config))
+    {
+        return;
+    }
     let forked = process::single_threaded();
     let live = if forked {
         RunnerProcess::fork(&config.env, |sock| {
