@@ -430,6 +430,11 @@ fn open_backend(
     opts: &ReplayOptions,
     arena: Option<(u64, u64)>,
 ) -> Result<Box<dyn Backend>, ReplayError> {
+    if !matches!(kind, BackendKind::Host | BackendKind::Auto) {
+        // A spare host runner started by `prestart` (it may hold the OpenMP
+        // runtime it preloaded) is of no use to this replay.
+        crate::backend::host::end_spare();
+    }
     match kind {
         BackendKind::Host | BackendKind::Auto => Ok(Box::new(HostBackend::new(host_config(opts)?))),
         // GPU backends hold the arena range before their runtime initializes.

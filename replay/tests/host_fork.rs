@@ -12,7 +12,7 @@
 mod common;
 
 use rrstore_format::PartRole;
-use rrstore_replay::backend::host::{prestart, process, HostBackend, Preload};
+use rrstore_replay::backend::host::{end_spare, prestart, process, HostBackend, Preload};
 use rrstore_replay::backend::Backend;
 use rrstore_replay::{replay, ReplaySource, Verdict};
 
@@ -27,6 +27,7 @@ fn main() {
     a_range_taken_here_gets_an_executed_runner();
     a_spare_that_preloaded_what_the_image_does_not_need_is_replaced();
     a_spare_whose_preload_sits_in_the_range_is_replaced();
+    an_ended_spare_is_not_used();
     another_thread_means_an_executed_runner();
     assert!(
         process::single_threaded(),
@@ -206,6 +207,24 @@ fn a_spare_whose_preload_sits_in_the_range_is_replaced() {
         b.arena_hash().unwrap(),
         Some(*blake3::hash(&data).as_bytes())
     );
+}
+
+/// A spare ended because the replay runs on another backend is gone: the
+/// next reservation maps the arena first and forks a runner that loaded
+/// nothing.
+fn an_ended_spare_is_not_used() {
+    let (image, base, input, _) = globals_recording();
+    prestart(&common::host_config());
+    end_spare();
+    let mut b = HostBackend::new(common::host_config());
+    b.expect_image(&image);
+    b.reserve(base, input.len() as u64).unwrap();
+    assert!(
+        b.runner_preloaded().is_empty(),
+        "{:?}",
+        b.runner_preloaded()
+    );
+    assert!(b.runner_forked());
 }
 
 /// With a second thread alive a fork could inherit a lock held by it: the

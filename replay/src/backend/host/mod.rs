@@ -609,6 +609,14 @@ pub fn prestart(config: &HostConfig) {
     }
 }
 
+/// End the spare runner, if any: the replay runs on another backend.
+pub fn end_spare() {
+    let spare = SPARE.lock().ok().and_then(|mut g| g.take());
+    if let Some(spare) = spare {
+        spare.live.end();
+    }
+}
+
 /// The spare runner, if one was started for `config`.
 fn take_spare(config: &HostConfig) -> Option<Spare> {
     let mut g = SPARE.lock().ok()?;
