@@ -14,10 +14,12 @@
 //! * when the range is occupied in the spare, the backend drops it and
 //!   reserves in a runner that maps the arena before loading anything.
 //!
-//! Which runtime ([`Preload::Auto`]): the newest `libomptarget.so.N` in the
-//! first directory that has one, searched the way the dynamic loader
-//! searches for an image's dependencies (`LD_LIBRARY_PATH`, then the
-//! system library directories).
+//! Which runtime ([`Preload::Auto`]): the newest `libomptarget.so.N` where
+//! the dynamic loader looks for an image's dependencies: the first
+//! `LD_LIBRARY_PATH` directory that has one, else the loader's cache
+//! (`/etc/ld.so.cache`, what `ldconfig -p` lists: one 30 KiB read, where
+//! listing `/usr/lib/x86_64-linux-gnu` costs ~0.5 ms on the replay's
+//! critical path), else the system library directories.
 
 use std::ffi::CString;
 use std::path::Path;
@@ -71,15 +73,71 @@ impl Preload {
             Preload::Libraries(l) => l.clone(),
             Preload::Auto => {
                 let from_env = std::env::var_os("LD_LIBRARY_PATH").unwrap_or_default();
-                let env_dirs = std::env::split_paths(&from_env);
-                let dirs = env_dirs.chain(SYSTEM_DIRS.iter().map(Into::into));
-                dirs.filter(|d| !d.as_os_str().is_empty())
+                std::env::split_paths(&from_env)
+                    .filter(|d| !d.as_os_str().is_empty())
                     .find_map(|d| newest_runtime_in(&d))
+                    .or_else(|| {
+                        let cache = std::fs::read(LOADER_CACHE).ok()?;
+                        newest_runtime_in_cache(&cache)
+                    })
+                    .or_else(|| {
+                        SYSTEM_DIRS
+                            .iter()
+                            .find_map(|d| newest_runtime_in(Path::new(d)))
+                    })
                     .into_iter()
                     .collect()
             }
         }
     }
+}
+
+/// The dynamic loader's cache of sonames and paths (`ldconfig`).
+const LOADER_CACHE: &str = "/etc/ld.so.cache";
+
+/// The newest `libomptarget.so.<version>` soname among the x86-64 entries
+/// of a loader cache in glibc's format ("glibc-ld.so.cache1.1", alone or
+/// after the old "ld.so-1.7.0" table). `None` for anything else.
+pub fn newest_runtime_in_cache(cache: &[u8]) -> Option<String> {
+    const OLD_MAGIC: &[u8] = b"ld.so-1.7.0";
+    const NEW_MAGIC: &[u8] = b"glibc-ld.so.cache1.1";
+    const HEADER: usize = 48;
+    const ENTRY: usize = 24;
+    // x86-64 libc6 entries (glibc's FLAG_ELF_LIBC6 | FLAG_X8664_LIB64).
+    const X86_64: u32 = 0x0303;
+    let u32_at = |b: &[u8], at: usize| -> Option<u32> {
+        Some(u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?))
+    };
+    let new = if cache.starts_with(OLD_MAGIC) {
+        // The old table: magic (padded to 12), count, 12-byte entries; the
+        // new table follows at the next 8-byte boundary.
+        let n = u32_at(cache, 12)? as usize;
+        let end = 16usize.checked_add(n.checked_mul(12)?)?;
+        cache.get(end.next_multiple_of(8)..)?
+    } else {
+        cache
+    };
+    if !new.starts_with(NEW_MAGIC) {
+        return None;
+    }
+    let n = u32_at(new, 20)? as usize;
+    let string = |off: u32| -> Option<&str> {
+        let s = new.get(off as usize..)?;
+        let len = s.iter().position(|&b| b == 0)?;
+        std::str::from_utf8(&s[..len]).ok()
+    };
+    (0..n)
+        .filter_map(|i| {
+            let at = HEADER.checked_add(i.checked_mul(ENTRY)?)?;
+            if u32_at(new, at)? != X86_64 {
+                return None;
+            }
+            let name = string(u32_at(new, at + 4)?)?;
+            let key = version_key(name.strip_prefix("libomptarget.so.")?)?;
+            Some((key, name.to_string()))
+        })
+        .max()
+        .map(|(_, name)| name)
 }
 
 /// The file name of the newest `libomptarget.so.<version>` in `dir`.
@@ -176,6 +234,79 @@ mod tests {
         let empty = tempfile::tempdir().unwrap();
         assert_eq!(newest_runtime_in(empty.path()), None);
         assert_eq!(newest_runtime_in(&empty.path().join("gone")), None);
+    }
+
+    /// A loader cache in glibc's format with `(flags, soname, path)`
+    /// entries, after the old table when `old` says how many entries it
+    /// has.
+    fn loader_cache(entries: &[(u32, &str, &str)], old: Option<u32>) -> Vec<u8> {
+        let mut strings = Vec::new();
+        let mut table = Vec::new();
+        let base = 48 + 24 * entries.len();
+        for (flags, key, value) in entries {
+            let k = base + strings.len();
+            strings.extend_from_slice(key.as_bytes());
+            strings.push(0);
+            let v = base + strings.len();
+            strings.extend_from_slice(value.as_bytes());
+            strings.push(0);
+            table.extend_from_slice(&flags.to_le_bytes());
+            table.extend_from_slice(&(k as u32).to_le_bytes());
+            table.extend_from_slice(&(v as u32).to_le_bytes());
+            table.extend_from_slice(&[0; 12]);
+        }
+        let mut new = b"glibc-ld.so.cache1.1".to_vec();
+        new.extend_from_slice(&(entries.len() as u32).to_le_bytes());
+        new.extend_from_slice(&(strings.len() as u32).to_le_bytes());
+        new.extend_from_slice(&[0; 20]);
+        new.extend_from_slice(&table);
+        new.extend_from_slice(&strings);
+        let Some(n) = old else { return new };
+        let mut file = b"ld.so-1.7.0\0".to_vec();
+        file.extend_from_slice(&n.to_le_bytes());
+        file.resize((16 + 12 * n as usize).next_multiple_of(8), 0);
+        file.extend_from_slice(&new);
+        file
+    }
+
+    #[test]
+    fn finds_the_newest_runtime_in_the_loader_cache() {
+        let entries = [
+            (0x0303, "libz.so.1", "/lib/x86_64-linux-gnu/libz.so.1"),
+            (
+                0x0303,
+                "libomptarget.so.19.1",
+                "/usr/lib/llvm-19/lib/libomptarget.so.19.1",
+            ),
+            (
+                0x0303,
+                "libomptarget.so.22.1",
+                "/lib/x86_64-linux-gnu/libomptarget.so.22.1",
+            ),
+            // A 32-bit entry is not this process' runtime.
+            (
+                0x0003,
+                "libomptarget.so.23.1",
+                "/usr/lib32/libomptarget.so.23.1",
+            ),
+        ];
+        for old in [None, Some(0), Some(3)] {
+            assert_eq!(
+                newest_runtime_in_cache(&loader_cache(&entries, old)).as_deref(),
+                Some("libomptarget.so.22.1"),
+                "{old:?}"
+            );
+        }
+        assert_eq!(
+            newest_runtime_in_cache(&loader_cache(&entries[..1], None)),
+            None
+        );
+        // Truncated or foreign files: nothing, never a panic.
+        let cache = loader_cache(&entries, None);
+        for len in 0..cache.len() {
+            let _ = newest_runtime_in_cache(&cache[..len]);
+        }
+        assert_eq!(newest_runtime_in_cache(b"not a cache"), None);
     }
 
     #[test]
