@@ -295,9 +295,6 @@ impl State {
     }
 
     fn load(&mut self, kernel: &str, image: &[u8]) -> Msg {
-        if let Some(t) = self.preloading.take() {
-            let _ = t.join();
-        }
         let fd = match arena::create_memfd("rrstore-image", image.len() as u64) {
             Ok(fd) => fd,
             Err(e) => return Msg::err(ErrKind::Dlopen, &format!("memfd_create: {e}")),
@@ -308,6 +305,11 @@ impl State {
                 ErrKind::Dlopen,
                 &format!("writing the image to a memfd: {e}"),
             );
+        }
+        // The memfd is written while the preload may still run; the image's
+        // dlopen would wait for it anyway (the loader's lock).
+        if let Some(t) = self.preloading.take() {
+            let _ = t.join();
         }
         let path = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&file));
         let Ok(cpath) = CString::new(path) else {
