@@ -394,13 +394,12 @@ impl HostBackend {
 
     /// Make `live` the runner and ask it to map `[lo, lo + len)`; the reply
     /// carries what it preloaded.
-    #[allow(clippy::type_complexity)]
     fn reserve_in(
         &mut self,
         live: RunnerProcess,
         lo: u64,
         len: u64,
-    ) -> Result<Result<Vec<String>, (ErrKind, String)>, BackendError> {
+    ) -> Result<Refusable<Vec<String>>, BackendError> {
         self.dead = None;
         self.live = Some(live);
         let mut m = Msg::op(Op::Reserve);
@@ -529,6 +528,9 @@ impl HostBackend {
         driver(op, e)
     }
 }
+
+/// A runner's answer: the reply, or why it refused the request.
+type Refusable<T> = Result<T, (ErrKind, String)>;
 
 /// A request sent without waiting for its reply.
 enum Pending {
@@ -705,8 +707,11 @@ impl Backend for HostBackend {
                     });
                     return Ok(());
                 }
-                Ok(Err((ErrKind::Occupied | ErrKind::Incompatible, why))) => {
-                    self.kill(&why);
+                Ok(Err((ErrKind::Occupied | ErrKind::Incompatible, _))) => {
+                    // Not waited for: it may be in the middle of its load.
+                    if let Some(spare) = self.live.take() {
+                        spare.end();
+                    }
                 }
                 Ok(Err((_, why))) => {
                     self.kill("arena reservation failed");
