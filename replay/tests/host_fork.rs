@@ -126,45 +126,50 @@ fn a_range_taken_here_gets_an_executed_runner() {
     unsafe { libc::munmap(p, len) };
 }
 
-/// The globals recording's image, its arena, input and recorded output hash.
-fn globals_recording() -> (Vec<u8>, u64, Vec<u8>, [u8; 32]) {
+/// The globals recording's image, arena base and input.
+fn globals_recording() -> (Vec<u8>, u64, Vec<u8>) {
     let d = common::globals_fixture();
     let mut src = ReplaySource::llvm(&d).unwrap();
-    let rec = src.recording.clone();
+    let base = src.recording.arena.base.unwrap();
     let image = common::read_part(&mut src, PartRole::Image);
     let input = common::read_part(&mut src, PartRole::Input);
-    let out = rec.part(PartRole::Output).unwrap().blake3;
-    (image, rec.arena.base.unwrap(), input, out)
+    (image, base, input)
+}
+
+/// The runner `b` reserved in loaded nothing before, and its arena holds
+/// what is written to it.
+fn check_clean_runner(b: &mut HostBackend, data: &[u8]) {
+    assert!(
+        b.runner_preloaded().is_empty(),
+        "{:?}",
+        b.runner_preloaded()
+    );
+    b.upload(0, data).unwrap();
+    assert_eq!(
+        b.arena_hash().unwrap(),
+        Some(*blake3::hash(data).as_bytes())
+    );
 }
 
 /// A spare that preloaded a library the image does not link is not used:
 /// a runner that maps the arena first (forked after mapping it here) runs
 /// the replay.
 fn a_spare_that_preloaded_what_the_image_does_not_need_is_replaced() {
-    let (image, base, input, _) = globals_recording();
+    let (image, base, input) = globals_recording();
     let mut config = common::host_config();
     config.preload = Preload::Libraries(vec!["libz.so.1".into()]);
     prestart(&config);
     let mut b = HostBackend::new(config);
     b.expect_image(&image);
     b.reserve(base, input.len() as u64).unwrap();
-    assert!(
-        b.runner_preloaded().is_empty(),
-        "{:?}",
-        b.runner_preloaded()
-    );
     assert!(b.runner_forked());
-    b.upload(0, &input).unwrap();
-    assert_eq!(
-        b.arena_hash().unwrap(),
-        Some(*blake3::hash(&input).as_bytes())
-    );
+    check_clean_runner(&mut b, &input);
 }
 
 /// A library the spare preloaded sits where the arena must go: the spare
 /// is dropped and the arena is mapped in a runner that loaded nothing.
 fn a_spare_whose_preload_sits_in_the_range_is_replaced() {
-    let (image, _, _, _) = globals_recording();
+    let (image, _, _) = globals_recording();
     let mut config = common::host_config();
     // A library the image needs (so the spare is not refused for that) and
     // that this test process has not loaded (so the range is free here).
@@ -196,35 +201,22 @@ fn a_spare_whose_preload_sits_in_the_range_is_replaced() {
     let mut b = HostBackend::new(config);
     b.expect_image(&image);
     b.reserve(base, 8192).unwrap();
-    assert!(
-        b.runner_preloaded().is_empty(),
-        "{:?}",
-        b.runner_preloaded()
-    );
     let data: Vec<u8> = (0..8192u32).map(|i| (i % 241) as u8).collect();
-    b.upload(0, &data).unwrap();
-    assert_eq!(
-        b.arena_hash().unwrap(),
-        Some(*blake3::hash(&data).as_bytes())
-    );
+    check_clean_runner(&mut b, &data);
 }
 
 /// A spare ended because the replay runs on another backend is gone: the
 /// next reservation maps the arena first and forks a runner that loaded
 /// nothing.
 fn an_ended_spare_is_not_used() {
-    let (image, base, input, _) = globals_recording();
+    let (image, base, input) = globals_recording();
     prestart(&common::host_config());
     end_spare();
     let mut b = HostBackend::new(common::host_config());
     b.expect_image(&image);
     b.reserve(base, input.len() as u64).unwrap();
-    assert!(
-        b.runner_preloaded().is_empty(),
-        "{:?}",
-        b.runner_preloaded()
-    );
     assert!(b.runner_forked());
+    check_clean_runner(&mut b, &input);
 }
 
 /// With a second thread alive a fork could inherit a lock held by it: the
