@@ -28,6 +28,7 @@ fn main() {
     a_spare_that_preloaded_what_the_image_does_not_need_is_replaced();
     a_spare_whose_preload_sits_in_the_range_is_replaced();
     an_ended_spare_is_not_used();
+    an_image_with_its_own_search_path_gets_a_runner_that_loaded_nothing();
     another_thread_means_an_executed_runner();
     assert!(
         process::single_threaded(),
@@ -217,6 +218,49 @@ fn an_ended_spare_is_not_used() {
     b.reserve(base, input.len() as u64).unwrap();
     assert!(b.runner_forked());
     check_clean_runner(&mut b, &input);
+}
+
+/// A shared object linking `libz.so.1`, built with `cc` (and `extra` flags)
+/// in `dir`.
+fn image_needing_libz(dir: &std::path::Path, name: &str, extra: &[&str]) -> Vec<u8> {
+    let c = dir.join("k.c");
+    std::fs::write(
+        &c,
+        "const char *zlibVersion(void);\nconst char *k(void) { return zlibVersion(); }\n",
+    )
+    .unwrap();
+    let out = dir.join(name);
+    let st = std::process::Command::new("cc")
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(&out)
+        .arg(&c)
+        .args(["-Wl,--no-as-needed", "-l:libz.so.1"])
+        .args(extra)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    std::fs::read(out).unwrap()
+}
+
+/// An image that names a library search path of its own could have found
+/// another file than the preloaded one under the same soname: a spare that
+/// preloaded anything does not serve it, while the same image without the
+/// search path is served.
+fn an_image_with_its_own_search_path_gets_a_runner_that_loaded_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let plain = image_needing_libz(dir.path(), "plain.so", &[]);
+    let with_path = image_needing_libz(dir.path(), "rpath.so", &["-Wl,-rpath,/opt/llvm/lib"]);
+    let mut config = common::host_config();
+    config.preload = Preload::Libraries(vec!["libz.so.1".into()]);
+    let base = 0x5e00_0000_0000u64;
+    for (image, served) in [(&plain, true), (&with_path, false)] {
+        prestart(&config);
+        let mut b = HostBackend::new(config.clone());
+        b.expect_image(image);
+        b.reserve(base, 4096).unwrap();
+        let expected = if served { vec!["libz.so.1"] } else { vec![] };
+        assert_eq!(b.runner_preloaded(), expected, "served: {served}");
+    }
 }
 
 /// With a second thread alive a fork could inherit a lock held by it: the

@@ -26,6 +26,9 @@ pub struct DynSym {
 pub struct ElfInfo {
     pub symbols: Vec<DynSym>,
     pub needed: Vec<String>,
+    /// It names directories of its own to find `needed` in (`DT_RPATH` or
+    /// `DT_RUNPATH`).
+    pub search_path: bool,
 }
 
 impl ElfInfo {
@@ -38,6 +41,8 @@ impl ElfInfo {
 const SHT_DYNAMIC: u32 = 6;
 const SHT_DYNSYM: u32 = 11;
 const DT_NEEDED: u64 = 1;
+const DT_RPATH: u64 = 15;
+const DT_RUNPATH: u64 = 29;
 const SHN_UNDEF: u16 = 0;
 
 fn u16_at(d: &[u8], off: u64) -> Option<u16> {
@@ -139,6 +144,7 @@ pub fn parse(d: &[u8]) -> Result<ElfInfo, String> {
                     if tag == DT_NEEDED && val < str_size {
                         info.needed.push(cstr_at(d, str_off + val).ok_or_else(bad)?);
                     }
+                    info.search_path |= tag == DT_RPATH || tag == DT_RUNPATH;
                 }
             }
             _ => {}
@@ -173,6 +179,7 @@ mod tests {
         );
         assert!(info.needed.iter().any(|n| n == "libomp.so.5"));
         assert!(info.needed.iter().any(|n| n == "libomptarget.so.22.1"));
+        assert!(!info.search_path);
     }
 
     #[test]

@@ -679,9 +679,14 @@ impl Backend for HostBackend {
     }
 
     fn expect_image(&mut self, image: &[u8]) {
-        // A parse error is reported by `load_image`; a spare that preloaded
-        // anything is then not used (nothing is known to be needed).
-        self.needed = elf::parse(image).map(|i| i.needed).unwrap_or_default();
+        // A spare that preloaded anything serves only an image known to
+        // need it: not one that fails to parse (`load_image` reports
+        // that), nor one with a search path of its own, through which the
+        // loader could have found another file of the same soname.
+        self.needed = match elf::parse(image) {
+            Ok(info) if !info.search_path => info.needed,
+            _ => Vec::new(),
+        };
     }
 
     fn reserve(&mut self, base: u64, size: u64) -> Result<(), BackendError> {

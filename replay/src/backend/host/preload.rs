@@ -9,8 +9,10 @@
 //! the range the recording needs. Two checks keep the guarantees of a
 //! runner that reserves first:
 //! * a spare serves only an image that needs every library it preloaded
-//!   ([`compatible`]; checked by the runner at `Reserve`), so an image
-//!   built against another runtime never shares a process with this one;
+//!   ([`compatible`]; checked by the runner at `Reserve`) and names no
+//!   library search path of its own (`DT_RPATH`/`DT_RUNPATH`, through
+//!   which the loader could find another file of the same soname), so an
+//!   image never runs with another runtime than it would have loaded;
 //! * when the range is occupied in the spare, the backend drops it and
 //!   reserves in a runner that maps the arena before loading anything.
 //!
