@@ -177,6 +177,18 @@ pub fn decode_into(
     })
 }
 
+/// Check that a chunk's decoded bytes hash to `expected`.
+pub fn verify(data: &[u8], expected: &ChunkHash) -> Result<(), ChunkError> {
+    let actual = hash(data);
+    if &actual != expected {
+        return Err(ChunkError::Hash {
+            expected: *expected,
+            actual,
+        });
+    }
+    Ok(())
+}
+
 thread_local! {
     static DECODER: std::cell::RefCell<Decoder> = const {
         std::cell::RefCell::new(Decoder { ctx: None })
@@ -231,14 +243,7 @@ impl Decoder {
                 }
             }
         }
-        let actual = hash(dst);
-        if &actual != expected {
-            return Err(ChunkError::Hash {
-                expected: *expected,
-                actual,
-            });
-        }
-        Ok(())
+        verify(dst, expected)
     }
 
     /// Decompress one zstd frame into `dst`.

@@ -179,15 +179,7 @@ impl<'a> ExtentReader<'a> {
             (Codec::Raw, None) => read(file, dst),
             (Codec::Raw, Some(expected)) => {
                 read(file, dst)?;
-                let actual = chunk::hash(dst);
-                if actual != expected {
-                    return Err(at(format!(
-                        "chunk {} is corrupt: its bytes hash to {}",
-                        crate::id::hex(&expected),
-                        crate::id::hex(&actual)
-                    )));
-                }
-                Ok(())
+                chunk::verify(dst, &expected).map_err(|err| at(err.to_string()))
             }
             (Codec::Zstd, hash) => {
                 let stored_len = usize::try_from(e.stored_len)

@@ -15,7 +15,6 @@ use rusqlite::Connection;
 use crate::error::{Result, StoreError};
 use crate::index::{self, hash32, u};
 use crate::pack::reader::{ChunkLoc, PackFiles, ReadError};
-use crate::pack::ENTRY_HEADER_LEN;
 
 /// A stored recording opened for reading.
 pub struct StoredRecording<'s> {
@@ -480,9 +479,7 @@ impl PartSource for StoredRecording<'_> {
             });
             extents.push(Extent {
                 file,
-                // The stored bytes follow the entry header (spec/STORE.md);
-                // their blake3 is what a reader verifies.
-                offset: l.offset + ENTRY_HEADER_LEN as u64,
+                offset: l.data_offset(),
                 stored_len: u64::from(l.stored_len),
                 len: u64::from(l.len),
                 codec: l.codec,

@@ -199,7 +199,7 @@ fn quick_check(
     let Some(size) = size else {
         return Some(format!("pack {} is missing", path.display()));
     };
-    let end = loc.offset + ENTRY_HEADER_LEN as u64 + loc.stored_len as u64;
+    let end = loc.data_offset() + loc.stored_len as u64;
     if end > size {
         return Some(format!(
             "pack {} is {size} bytes, the chunk entry at {} ends at {end} (truncated)",

@@ -22,6 +22,14 @@ pub struct ChunkLoc {
     pub codec: Codec,
 }
 
+impl ChunkLoc {
+    /// Where the chunk's stored bytes start in its pack: right after the
+    /// entry header (spec/STORE.md).
+    pub fn data_offset(&self) -> u64 {
+        self.offset + ENTRY_HEADER_LEN as u64
+    }
+}
+
 /// Why reading a chunk failed.
 #[derive(Debug)]
 pub enum ReadError {
@@ -119,18 +127,11 @@ impl PackFiles {
                 "destination length differs from the chunk length".into(),
             ));
         }
-        let data_off = loc.offset + ENTRY_HEADER_LEN as u64;
+        let data_off = loc.data_offset();
         match loc.codec {
             Codec::Raw => {
                 read_exact_at(file, dst, data_off).map_err(&corrupt)?;
-                let actual = chunk::hash(dst);
-                if actual != loc.hash {
-                    return Err(corrupt(format!(
-                        "chunk {} is corrupt: its bytes hash to {}",
-                        rrstore_format::id::hex(&loc.hash),
-                        rrstore_format::id::hex(&actual)
-                    )));
-                }
+                chunk::verify(dst, &loc.hash).map_err(|e| corrupt(e.to_string()))?;
             }
             Codec::Zstd => {
                 buf.resize(loc.stored_len as usize, 0);
