@@ -165,6 +165,16 @@ impl Verdict {
     }
 }
 
+/// How the input snapshot reached the arena.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RehydratePath {
+    /// The backend read and decoded the source's files itself.
+    Files,
+    /// The engine decoded the input and handed the bytes over.
+    Engine,
+}
+
 /// Where the time went (nanoseconds).
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Timing {
@@ -172,10 +182,9 @@ pub struct Timing {
     /// Per repetition: writing the input snapshot into the arena.
     pub rehydrate_ns: Vec<u64>,
     pub rehydrate_bytes: u64,
-    /// How the input reached the arena in the last repetition: `"files"`
-    /// (the backend read and decoded the source's files itself) or
-    /// `"engine"` (the engine decoded it and handed the bytes over).
-    pub rehydrate_path: &'static str,
+    /// How the input reached the arena in the last repetition (`None`
+    /// when the replay stopped before).
+    pub rehydrate_path: Option<RehydratePath>,
     pub load_image_ns: u64,
     pub globals_ns: u64,
     /// Per repetition, measured around the call in the runner/device.
@@ -415,8 +424,8 @@ fn host_config(opts: &ReplayOptions) -> Result<HostConfig, ReplayError> {
 /// so that its start-up overlaps opening the store (see
 /// [`crate::backend::host::prestart`] and [`crate::backend::host::preload`]
 /// for how the arena keeps its address either way). Harmless when the
-/// replay ends up not using it. Call it from the thread that runs [`replay`]: the runner dies
-/// with the thread that started it.
+/// replay ends up not using it. Call it from the thread that runs
+/// [`replay`]: the runner dies with the thread that started it.
 pub fn prestart(opts: &ReplayOptions) {
     if matches!(opts.backend, BackendKind::Auto | BackendKind::Host) {
         if let Ok(config) = host_config(opts) {
@@ -648,13 +657,13 @@ fn run(
         };
         let ns = match filled {
             Some(took) => {
-                report.timing.rehydrate_path = "files";
+                report.timing.rehydrate_path = Some(RehydratePath::Files);
                 took.as_nanos() as u64
             }
             None => {
                 fill_plan = None;
                 rehydrate(src, backend.as_mut())?;
-                report.timing.rehydrate_path = "engine";
+                report.timing.rehydrate_path = Some(RehydratePath::Engine);
                 t.elapsed().as_nanos() as u64
             }
         };

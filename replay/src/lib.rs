@@ -26,6 +26,8 @@ pub mod regress;
 pub mod source;
 pub mod verify;
 
-pub use engine::{prestart, replay, BackendKind, ReplayOptions, ReplayReport, Verdict, VerifyMode};
+pub use engine::{
+    prestart, replay, BackendKind, RehydratePath, ReplayOptions, ReplayReport, Verdict, VerifyMode,
+};
 pub use error::ReplayError;
 pub use source::{Origin, ReplaySource};

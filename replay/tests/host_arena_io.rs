@@ -10,7 +10,7 @@ mod common;
 
 use rrstore_format::PartRole;
 use rrstore_replay::backend::host::{fills_from_files, ArenaIo};
-use rrstore_replay::{replay, ReplayOptions, ReplaySource, Verdict};
+use rrstore_replay::{replay, RehydratePath, ReplayOptions, ReplaySource, Verdict};
 
 const SAXPY: &str = "__omp_offloading_fe00_9ae056_main_l13";
 
@@ -36,7 +36,7 @@ fn both_transports_verify_every_recording_and_save_the_same_output() {
             let mut src = ReplaySource::llvm(&d).unwrap();
             let r = replay(&mut src, &opts);
             assert_eq!(r.verdict, Verdict::Verified, "{d:?} {io:?}: {:?}", r.error);
-            let from_files = r.timing.rehydrate_path == "files";
+            let from_files = r.timing.rehydrate_path == Some(RehydratePath::Files);
             let size = src.recording.arena.size;
             assert_eq!(
                 from_files,

@@ -14,7 +14,7 @@ use rrstore_format::extents::{Extent, PartExtents};
 use rrstore_format::PartRole;
 use rrstore_replay::backend::host::{HostBackend, FILL_LARGE};
 use rrstore_replay::backend::Backend;
-use rrstore_replay::{replay, ReplaySource, Verdict};
+use rrstore_replay::{replay, RehydratePath, ReplaySource, Verdict};
 use rrstore_store::{ImportOptions, Store};
 
 #[test]
@@ -172,7 +172,7 @@ fn a_corrupt_input_chunk_in_the_store_is_named_by_its_byte_range() {
     // Intact: filled from the packs by the runner.
     let report = replay(&mut open().unwrap(), &common::options());
     assert_eq!(report.verdict, Verdict::Verified, "{:?}", report.error);
-    assert_eq!(report.timing.rehydrate_path, "files");
+    assert_eq!(report.timing.rehydrate_path, Some(RehydratePath::Files));
 
     // Flip a byte in the stored bytes of the input's last chunk: the fill
     // fails on its hash, and so does the engine's own decoding after it.

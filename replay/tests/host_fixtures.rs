@@ -7,7 +7,7 @@ mod common;
 
 use rrstore_format::{PartRole, RecordingId};
 use rrstore_replay::backend::host::fills_from_files;
-use rrstore_replay::{replay, ReplayReport, ReplaySource, Verdict};
+use rrstore_replay::{replay, RehydratePath, ReplayReport, ReplaySource, Verdict};
 use rrstore_store::{ImportOptions, Store};
 
 fn check(label: &str, src: &mut ReplaySource) -> ReplayReport {
@@ -21,11 +21,15 @@ fn check(label: &str, src: &mut ReplaySource) -> ReplayReport {
     );
     let size = src.recording.arena.size;
     let expected = if fills_from_files(size) {
-        "files"
+        RehydratePath::Files
     } else {
-        "engine"
+        RehydratePath::Engine
     };
-    assert_eq!(r.timing.rehydrate_path, expected, "{label}: {size} bytes");
+    assert_eq!(
+        r.timing.rehydrate_path,
+        Some(expected),
+        "{label}: {size} bytes"
+    );
     assert_eq!(r.backend, "host");
     assert_eq!(r.timing.kernel_ns.len(), 1);
     let out = src.recording.part(PartRole::Output).unwrap();

@@ -11,7 +11,8 @@ use anyhow::Context;
 use rrstore_replay::backend::host::Preload;
 use rrstore_replay::verify::tolerance::{DType, Tolerance};
 use rrstore_replay::{
-    BackendKind, ReplayError, ReplayOptions, ReplayReport, ReplaySource, Verdict, VerifyMode,
+    BackendKind, RehydratePath, ReplayError, ReplayOptions, ReplayReport, ReplaySource, Verdict,
+    VerifyMode,
 };
 use rrstore_store::Store;
 
@@ -196,7 +197,9 @@ fn print_text(r: &ReplayReport, history_row: Option<i64>) {
         let rate = t
             .rehydrate_bytes_per_s()
             .map(|b| match t.rehydrate_path {
-                "files" => format!(" ({:.2} GB/s, read from its files by the backend)", b / 1e9),
+                Some(RehydratePath::Files) => {
+                    format!(" ({:.2} GB/s, read from its files by the backend)", b / 1e9)
+                }
                 _ => format!(" ({:.2} GB/s)", b / 1e9),
             })
             .unwrap_or_default();

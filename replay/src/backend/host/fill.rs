@@ -9,10 +9,13 @@
 //!
 //! A fill runs before the runner loads the image, on one thread per core
 //! when it is large (which inputs the runner fills: `fills_from_files`).
-//! Overlapping a large fill with the load measured no faster on two cores
-//! (the fill's page faults and the loader's mappings contend), and the
-//! fill's own duration stays the rehydration time. The wire form of a plan
-//! is [`encode`] / [`decode`].
+//! Overlapping a large fill with the image load measured no faster on two
+//! cores (the fill's page faults and the loader's mappings contend), and
+//! the fill's own duration stays the rehydration time. In a spare that
+//! preloads the runtime ([`super::preload`]) the fill does run during that
+//! load, and the threads it starts wait for the loader's lock until the
+//! load ends (see [`fill`]). The wire form of a plan is [`encode`] /
+//! [`decode`].
 
 use std::os::unix::ffi::OsStrExt;
 use std::time::{Duration, Instant};

@@ -414,11 +414,15 @@ impl HostBackend {
         }))
     }
 
-    /// Whether the parent can use `process_vm_*` on the live runner.
-    fn live_vm_io(&self, lo: u64) -> bool {
-        self.live
+    /// Record that the live runner mapped the arena `base, size` (pages
+    /// from `lo`), and how to copy into it.
+    fn mapped(&mut self, base: u64, size: u64, lo: u64) -> Result<(), BackendError> {
+        let vm_io = self
+            .live
             .as_ref()
-            .is_some_and(|l| self.vm_io_allowed(l.pid, lo))
+            .is_some_and(|l| self.vm_io_allowed(l.pid, lo));
+        self.arena = Some(Arena { base, size, vm_io });
+        Ok(())
     }
 
     /// Whether this process may copy into runner `pid` with
@@ -705,12 +709,7 @@ impl Backend for HostBackend {
                 Ok(Ok(preloaded)) => {
                     self.forked = spare.forked;
                     self.preloaded = preloaded;
-                    self.arena = Some(Arena {
-                        base,
-                        size,
-                        vm_io: self.live_vm_io(lo),
-                    });
-                    return Ok(());
+                    return self.mapped(base, size, lo);
                 }
                 Ok(Err((ErrKind::Occupied | ErrKind::Incompatible, _))) => {
                     // Not waited for: it may be in the middle of its load.
@@ -732,13 +731,8 @@ impl Backend for HostBackend {
         if let Some(live) = self.fork_reserved(lo, len) {
             self.dead = None;
             self.live = Some(live);
-            self.arena = Some(Arena {
-                base,
-                size,
-                vm_io: self.live_vm_io(lo),
-            });
             self.forked = true;
-            return Ok(());
+            return self.mapped(base, size, lo);
         }
         // 3. Executed runners, each in a fresh address-space layout.
         self.forked = false;
@@ -746,14 +740,7 @@ impl Backend for HostBackend {
         for _ in 0..RESERVE_ATTEMPTS {
             let live = self.spawn()?;
             match self.reserve_in(live, lo, len)? {
-                Ok(_) => {
-                    self.arena = Some(Arena {
-                        base,
-                        size,
-                        vm_io: self.live_vm_io(lo),
-                    });
-                    return Ok(());
-                }
+                Ok(_) => return self.mapped(base, size, lo),
                 Err((ErrKind::Occupied, why)) => {
                     last = why;
                     self.kill("arena range occupied");

@@ -7,9 +7,9 @@
 //!   loading the OpenMP runtime and maps the arena when told its address
 //!   (`prestart`, what `rrstore replay` does before it opens the store: the
 //!   process is still small then, so neither side has many pages to copy
-//!   on write afterwards; see `preload`), or when the
-//!   arena is reserved, after the parent mapped it at the recorded address
-//!   (the child inherits the mapping). Only a single-threaded process may
+//!   on write afterwards; see `preload`), or when the arena is reserved,
+//!   after the parent mapped it at the recorded address (the child
+//!   inherits the mapping). Only a single-threaded process may
 //!   fork a runner: a child forked from a multi-threaded one may only call
 //!   async-signal-safe functions (a lock held by another thread at the
 //!   fork stays locked forever in the child), and the runner goes on to
