@@ -137,6 +137,15 @@ impl RunnerProcess {
             // handlers or flushing buffers copied from the parent.
             unsafe { libc::_exit(code) }
         }
+        // Linux queues a forked child on its parent's CPU, where it waits
+        // until the parent blocks or is preempted (about 1 ms into a replay
+        // here, at the first request to the runner) unless an idle CPU
+        // pulls it first. The runner's first job, loading the OpenMP
+        // runtime, is a small replay's critical path and the parent's next
+        // steps (arguments, index, manifest) are not: yield so the child
+        // starts now. Where the child already runs elsewhere this returns
+        // at once.
+        std::thread::yield_now();
         drop(child_end);
         Ok(RunnerProcess {
             pid,
