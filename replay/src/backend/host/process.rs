@@ -153,7 +153,14 @@ impl RunnerProcess {
         })
     }
 
+    /// Kill the runner (SIGKILL). Its threads are moved to `SCHED_IDLE`
+    /// first: a killed runner's teardown (unmapping the OpenMP runtime and
+    /// the arena: ~1 ms of CPU after a small replay) otherwise preempts
+    /// this process while it records and prints the result, and the next
+    /// replay while it loads the runtime. It then runs on CPUs that are
+    /// idle; [`reap_ended`] still waits for it before the next runner.
     pub fn kill(&self) {
+        idle_threads(self.pid);
         // SAFETY: signalling our own, not yet reaped child.
         unsafe { libc::kill(self.pid, libc::SIGKILL) };
     }
@@ -190,6 +197,23 @@ impl RunnerProcess {
                 let _ = self.wait();
             }
         }
+    }
+}
+
+/// Move every thread of process `pid` to the `SCHED_IDLE` policy (best
+/// effort: threads that start meanwhile, or a missing `/proc`, are left).
+fn idle_threads(pid: libc::pid_t) {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return;
+    };
+    let param = libc::sched_param { sched_priority: 0 };
+    for tid in tasks
+        .flatten()
+        .filter_map(|t| t.file_name().to_str()?.parse().ok())
+    {
+        // SAFETY: a thread of our own child; `param` is a valid struct for
+        // the call. Lowering a policy needs no privilege.
+        unsafe { libc::sched_setscheduler(tid, libc::SCHED_IDLE, &param) };
     }
 }
 
@@ -243,6 +267,49 @@ mod tests {
             ..r
         };
         let p = RunnerProcess::start(&r, &[]).unwrap();
+        p.kill();
+        assert_eq!(p.wait().unwrap().signal(), Some(libc::SIGKILL));
+    }
+
+    #[test]
+    fn idle_threads_lowers_every_thread_of_a_child() {
+        // A child with two threads, like a runner after a launch. The test
+        // harness runs other tests on other threads, so the forked child
+        // uses only glibc (which resets its own locks in a fork child), not
+        // std's locks that another thread may have held.
+        extern "C" fn sleeper(_: *mut libc::c_void) -> *mut libc::c_void {
+            // SAFETY: sleep has no preconditions.
+            unsafe { libc::sleep(30) };
+            std::ptr::null_mut()
+        }
+        let p = RunnerProcess::fork(&[], |_| {
+            let mut t: libc::pthread_t = 0;
+            // SAFETY: `sleeper` has the signature pthread_create expects
+            // and uses no argument; default attributes.
+            unsafe {
+                libc::pthread_create(&mut t, std::ptr::null(), sleeper, std::ptr::null_mut());
+                libc::sleep(30);
+            }
+            0
+        })
+        .unwrap();
+        let tids = || -> Vec<libc::pid_t> {
+            std::fs::read_dir(format!("/proc/{}/task", p.pid))
+                .unwrap()
+                .filter_map(|t| t.ok()?.file_name().to_str()?.parse().ok())
+                .collect()
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while tids().len() < 2 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let tids = tids();
+        assert_eq!(tids.len(), 2, "the child should run two threads");
+        // SAFETY: querying threads of our own child.
+        let policy = |tid| unsafe { libc::sched_getscheduler(tid) };
+        assert!(tids.iter().all(|&t| policy(t) == libc::SCHED_OTHER));
+        idle_threads(p.pid);
+        assert!(tids.iter().all(|&t| policy(t) == libc::SCHED_IDLE));
         p.kill();
         assert_eq!(p.wait().unwrap().signal(), Some(libc::SIGKILL));
     }
