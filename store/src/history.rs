@@ -31,8 +31,8 @@ pub struct HistoryEntry {
     pub detail: String,
 }
 
-/// Write-ahead log size above which appending a history row checkpoints and
-/// truncates the log (32 pages of 4 KiB plus their frame headers).
+/// Write-ahead log size above which [`Store::fold_history_log`] checkpoints
+/// and truncates the log (32 pages of 4 KiB plus their frame headers).
 const WAL_TRUNCATE_AT: u64 = 32 * 4120;
 
 impl Store {
@@ -51,28 +51,44 @@ impl Store {
             rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
             true,
         );
-        // The write-ahead log must still be folded back and emptied now and
-        // then: every process that opens the store is the first connection,
-        // rebuilds the WAL index by reading the whole log, and then cannot
-        // restart the log (its rebuilt index says nothing is checkpointed),
-        // so a log left behind only grows and SQLite's auto-checkpoint then
-        // runs (three fsyncs) on every later replay. So auto-checkpoints are
-        // off for this connection and the log is checkpointed and truncated
-        // to zero bytes explicitly once it exceeds WAL_TRUNCATE_AT: one
-        // checkpoint per ~8 replays, none in between.
+        // Auto-checkpoints are off for this row: see `fold_history_log`.
         conn.pragma_update(None, "wal_autocheckpoint", 0)
             .map_err(self.ierr("turning auto-checkpoints off for a history row"))?;
         let r = self.insert_history(e, &kernel_ns);
-        if r.is_ok() && self.wal_len() > WAL_TRUNCATE_AT {
-            // Best effort: a reader in another process can keep part of the
-            // log alive (SQLITE_BUSY); the next replay tries again.
-            let _ = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+        if r.is_ok() && self.wal_len() > 2 * WAL_TRUNCATE_AT {
+            // For callers that do not fold the log before their replays.
+            self.fold_history_log();
         }
         conn.pragma_update(None, "synchronous", "full")
             .map_err(self.ierr("restoring synchronous=full after a history row"))?;
         conn.pragma_update(None, "wal_autocheckpoint", 1000)
             .map_err(self.ierr("restoring auto-checkpoints after a history row"))?;
         r
+    }
+
+    /// Fold the index's write-ahead log back into the index and empty it,
+    /// if it has grown past WAL_TRUNCATE_AT (~8 history rows); best effort.
+    ///
+    /// The log must be folded back now and then: every process that opens
+    /// the store is the first connection, rebuilds the WAL index by reading
+    /// the whole log, and then cannot restart the log (its rebuilt index
+    /// says nothing is checkpointed), so a log left behind only grows, and
+    /// SQLite's auto-checkpoint would then run (three fsyncs) on every later
+    /// replay. So history rows are appended with auto-checkpoints off and
+    /// the log is checkpointed and truncated to zero bytes here: one
+    /// checkpoint per ~8 replays, none in between. Call it before a replay
+    /// (`rrstore replay` does, while its runner loads the OpenMP runtime),
+    /// not after, so the checkpoint's fsyncs are not in the time to the
+    /// result. [`Store::append_history`] folds the log itself only when it
+    /// has grown past twice that size, for callers that never do.
+    pub fn fold_history_log(&self) {
+        if self.wal_len() > WAL_TRUNCATE_AT {
+            // A reader in another process can keep part of the log alive
+            // (SQLITE_BUSY); a later call tries again.
+            let _ = self
+                .conn()
+                .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+        }
     }
 
     /// Bytes in the index's write-ahead log (0 when there is none).

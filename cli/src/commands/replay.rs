@@ -287,6 +287,9 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
     rrstore_replay::prestart(&opts);
     let mut store = Store::open_default(globals.store.as_deref())
         .context("opening the store (replays record their history there)")?;
+    // When the index's log is due to be folded back, do it now, while the
+    // runner loads the runtime, rather than after the replay.
+    store.fold_history_log();
     if let Some(spec) = &args.image {
         opts.image = Some(super::image::resolve_image(&mut store, spec)?.image);
     }
