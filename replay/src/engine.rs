@@ -250,6 +250,20 @@ pub struct ReplayReport {
 
 /// Replay `src` as `opts` say. See the module documentation.
 pub fn replay(src: &mut ReplaySource, opts: &ReplayOptions) -> ReplayReport {
+    replay_with(src, opts, &mut || {})
+}
+
+/// [`replay`], running `meanwhile` once while the backend loads the image
+/// (and fills the arena), when all the first launch needs was handed to it:
+/// with the host backend this process then only waits for its runner's
+/// `dlopen` of the OpenMP runtime (~10 ms). For work the caller has to do
+/// anyway, taken off the time to the result (`rrstore replay` folds the
+/// store index's log back there). Not run when the replay fails before.
+pub fn replay_with(
+    src: &mut ReplaySource,
+    opts: &ReplayOptions,
+    meanwhile: &mut dyn FnMut(),
+) -> ReplayReport {
     let t0 = Instant::now();
     let rec = &src.recording;
     let started_at = SystemTime::now()
@@ -282,7 +296,7 @@ pub fn replay(src: &mut ReplaySource, opts: &ReplayOptions) -> ReplayReport {
         image_hash: [0; 32],
         output_hash: None,
     };
-    if let Err(e) = run(src, opts, &mut report) {
+    if let Err(e) = run(src, opts, meanwhile, &mut report) {
         report.verdict = match &e {
             ReplayError::Backend(BackendError::Crashed { signal }) => {
                 Verdict::Crashed { signal: *signal }
@@ -569,6 +583,7 @@ fn upload_windows(
 fn run(
     src: &mut ReplaySource,
     opts: &ReplayOptions,
+    meanwhile: &mut dyn FnMut(),
     report: &mut ReplayReport,
 ) -> Result<(), ReplayError> {
     let (kind, verify, base) = preflight(&src.recording, opts)?;
@@ -641,6 +656,7 @@ fn run(
         Ok::<(), BackendError>(())
     };
     write_globals(&mut backend, report)?;
+    meanwhile();
     for rep in 0..report.repetitions {
         let t = Instant::now();
         // The fill's own duration (measured where it ran); when it failed

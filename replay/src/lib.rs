@@ -27,7 +27,8 @@ pub mod source;
 pub mod verify;
 
 pub use engine::{
-    prestart, replay, BackendKind, RehydratePath, ReplayOptions, ReplayReport, Verdict, VerifyMode,
+    prestart, replay, replay_with, BackendKind, RehydratePath, ReplayOptions, ReplayReport,
+    Verdict, VerifyMode,
 };
 pub use error::ReplayError;
 pub use source::{Origin, ReplaySource};

@@ -287,16 +287,15 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
     rrstore_replay::prestart(&opts);
     let mut store = Store::open_default(globals.store.as_deref())
         .context("opening the store (replays record their history there)")?;
-    // When the index's log is due to be folded back, do it now, while the
-    // runner loads the runtime, rather than after the replay.
-    store.fold_history_log();
     if let Some(spec) = &args.image {
         opts.image = Some(super::image::resolve_image(&mut store, spec)?.image);
     }
     let mut src = ReplaySource::open_in(&args.recording, &store)
         .map_err(into_anyhow)
         .with_context(|| format!("cannot open recording `{}`", args.recording))?;
-    let mut report = rrstore_replay::replay(&mut src, &opts);
+    // When the index's log is due to be folded back (every ~8 replays), it
+    // is done while the runner loads the image, not after the replay.
+    let mut report = rrstore_replay::replay_with(&mut src, &opts, &mut || store.fold_history_log());
     let row = rrstore_replay::history::record(&store, src.id, &report)
         .map_err(into_anyhow)
         .with_context(|| {
