@@ -113,7 +113,9 @@ pub fn run(
         })?;
         ropts.save_output = Some(t.clone());
     }
-    let report = crate::replay(&mut src, &ropts);
+    // Like `rrstore replay`: the index's log, when due, is folded back
+    // while the runner loads the image.
+    let report = crate::replay_with(&mut src, &ropts, &mut || store.fold_history_log());
     let recorded = src.recording.part(PartRole::Output).map(|p| p.blake3);
     // It reads through the store's connection; done with it before the
     // store is written below.
