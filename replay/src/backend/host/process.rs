@@ -153,14 +153,17 @@ impl RunnerProcess {
         })
     }
 
-    /// Kill the runner (SIGKILL). Its threads are moved to `SCHED_IDLE`
-    /// first: a killed runner's teardown (unmapping the OpenMP runtime and
-    /// the arena: ~1 ms of CPU after a small replay) otherwise preempts
-    /// this process while it records and prints the result, and the next
-    /// replay while it loads the runtime. It then runs on CPUs that are
-    /// idle; [`reap_ended`] still waits for it before the next runner.
+    /// Kill the runner (SIGKILL). A runner resident in at most
+    /// [`IDLE_TEARDOWN_MAX_RESIDENT`] bytes has its threads moved to
+    /// `SCHED_IDLE` first: a killed runner's teardown (unmapping the OpenMP
+    /// runtime and the arena: ~1 ms of CPU after a small replay) otherwise
+    /// preempts this process while it records and prints the result, and
+    /// the next replay while it loads the runtime. It then runs on CPUs
+    /// that are idle; [`reap_ended`] still waits for it before the next
+    /// runner. A larger runner tears down at its own priority, so that its
+    /// memory is returned promptly on a machine whose every core is busy.
     pub fn kill(&self) {
-        idle_threads(self.pid);
+        idle_teardown(self.pid, IDLE_TEARDOWN_MAX_RESIDENT);
         // SAFETY: signalling our own, not yet reaped child.
         unsafe { libc::kill(self.pid, libc::SIGKILL) };
     }
@@ -198,6 +201,28 @@ impl RunnerProcess {
             }
         }
     }
+}
+
+/// See [`RunnerProcess::kill`].
+pub const IDLE_TEARDOWN_MAX_RESIDENT: u64 = 1 << 30;
+
+/// Lower process `pid` to `SCHED_IDLE` ([`idle_threads`]) if it is resident
+/// in at most `max_resident` bytes; returns whether it did.
+fn idle_teardown(pid: libc::pid_t, max_resident: u64) -> bool {
+    let small = resident_bytes(pid).is_some_and(|r| r <= max_resident);
+    if small {
+        idle_threads(pid);
+    }
+    small
+}
+
+/// Resident memory of process `pid` (`/proc/PID/statm`), if readable.
+fn resident_bytes(pid: libc::pid_t) -> Option<u64> {
+    let statm = std::fs::read_to_string(format!("/proc/{pid}/statm")).ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    Some(pages * u64::try_from(page).ok()?)
 }
 
 /// Move every thread of process `pid` to the `SCHED_IDLE` policy (best
@@ -310,6 +335,51 @@ mod tests {
         assert!(tids.iter().all(|&t| policy(t) == libc::SCHED_OTHER));
         idle_threads(p.pid);
         assert!(tids.iter().all(|&t| policy(t) == libc::SCHED_IDLE));
+        p.kill();
+        assert_eq!(p.wait().unwrap().signal(), Some(libc::SIGKILL));
+    }
+
+    #[test]
+    fn only_a_small_runner_tears_down_at_idle_priority() {
+        // A child resident in at least 64 MiB (touched), then idle.
+        let p = RunnerProcess::fork(&[], |_| {
+            let len = 64 << 20;
+            // SAFETY: a fresh private anonymous mapping, written within its
+            // length; the child only sleeps afterwards.
+            unsafe {
+                let m = libc::mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                    -1,
+                    0,
+                );
+                if m != libc::MAP_FAILED {
+                    libc::memset(m, 1, len);
+                }
+                libc::sleep(30);
+            }
+            0
+        })
+        .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while resident_bytes(p.pid).unwrap_or(0) < 64 << 20 && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        // SAFETY: querying our own child.
+        let policy = || unsafe { libc::sched_getscheduler(p.pid) };
+        assert!(
+            !idle_teardown(p.pid, 32 << 20),
+            "64 MiB is over a 32 MiB limit"
+        );
+        assert_eq!(policy(), libc::SCHED_OTHER);
+        assert!(
+            idle_teardown(p.pid, 1 << 30),
+            "64 MiB is under a 1 GiB limit"
+        );
+        assert_eq!(policy(), libc::SCHED_IDLE);
         p.kill();
         assert_eq!(p.wait().unwrap().signal(), Some(libc::SIGKILL));
     }
