@@ -25,12 +25,19 @@ fn entry(n: u8) -> HistoryEntry {
     }
 }
 
-#[test]
-fn many_replays_keep_the_write_ahead_log_bounded() {
+/// A new store in a temporary directory: (the directory's guard, the
+/// store's directory, the index's write-ahead log).
+fn new_store() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("s");
     drop(Store::open(&dir).unwrap());
     let wal = dir.join("index.sqlite-wal");
+    (tmp, dir, wal)
+}
+
+#[test]
+fn many_replays_keep_the_write_ahead_log_bounded() {
+    let (_tmp, dir, wal) = new_store();
     let mut largest = 0;
     for n in 0..120u8 {
         let store = Store::open(&dir).unwrap();
@@ -49,10 +56,7 @@ fn many_replays_keep_the_write_ahead_log_bounded() {
 
 #[test]
 fn replays_that_fold_first_keep_the_log_small_and_append_without_a_checkpoint() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("s");
-    drop(Store::open(&dir).unwrap());
-    let wal = dir.join("index.sqlite-wal");
+    let (_tmp, dir, wal) = new_store();
     let len = || std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
     let (mut largest, mut folds) = (0, 0);
     for n in 0..120u8 {
