@@ -253,12 +253,13 @@ pub fn replay(src: &mut ReplaySource, opts: &ReplayOptions) -> ReplayReport {
     replay_with(src, opts, &mut || {})
 }
 
-/// [`replay`], running `meanwhile` once while the backend loads the image
-/// (and fills the arena), when all the first launch needs was handed to it:
-/// with the host backend this process then only waits for its runner's
-/// `dlopen` of the OpenMP runtime (~10 ms). For work the caller has to do
-/// anyway, taken off the time to the result (`rrstore replay` folds the
-/// store index's log back there). Not run when the replay fails before.
+/// [`replay`], running `meanwhile` once while the backend loads the image,
+/// when all the first launch needs was handed to it and this process has
+/// nothing to do but wait (with the host backend: for its runner's
+/// `dlopen` of the OpenMP runtime, ~10 ms, and the runner's fill where it
+/// fills the arena). For work the caller has to do anyway, taken off the
+/// time to the result (`rrstore replay` folds the store index's log back
+/// there). Not run when the replay fails before.
 pub fn replay_with(
     src: &mut ReplaySource,
     opts: &ReplayOptions,
@@ -656,7 +657,15 @@ fn run(
         Ok::<(), BackendError>(())
     };
     write_globals(&mut backend, report)?;
-    meanwhile();
+    // The caller's work runs once, when this process first has nothing to
+    // do but wait for the backend: before the fill's result where the
+    // backend fills the arena, else after the engine's own copy.
+    let mut meanwhile = Some(meanwhile);
+    let mut idle = || {
+        if let Some(f) = meanwhile.take() {
+            f();
+        }
+    };
     for rep in 0..report.repetitions {
         let t = Instant::now();
         // The fill's own duration (measured where it ran); when it failed
@@ -667,6 +676,7 @@ fn run(
                 if rep > 0 {
                     backend.start_fill(plan)?;
                 }
+                idle();
                 backend.finish_fill()?.ok()
             }
             None => None,
@@ -680,7 +690,9 @@ fn run(
                 fill_plan = None;
                 rehydrate(src, backend.as_mut())?;
                 report.timing.rehydrate_path = Some(RehydratePath::Engine);
-                t.elapsed().as_nanos() as u64
+                let ns = t.elapsed().as_nanos() as u64;
+                idle();
+                ns
             }
         };
         report.timing.rehydrate_ns.push(ns);

@@ -7,11 +7,12 @@ mod common;
 
 use rrstore_format::{PartRole, RecordingId};
 use rrstore_replay::backend::host::fills_from_files;
-use rrstore_replay::{replay, RehydratePath, ReplayReport, ReplaySource, Verdict};
+use rrstore_replay::{replay_with, RehydratePath, ReplayReport, ReplaySource, Verdict};
 use rrstore_store::{ImportOptions, Store};
 
 fn check(label: &str, src: &mut ReplaySource) -> ReplayReport {
-    let r = replay(src, &common::options());
+    let mut waits = 0;
+    let r = replay_with(src, &common::options(), &mut || waits += 1);
     assert_eq!(
         r.verdict,
         Verdict::Verified,
@@ -19,6 +20,8 @@ fn check(label: &str, src: &mut ReplaySource) -> ReplayReport {
         r.error,
         r.mismatch
     );
+    // On either rehydration path, the caller's work runs exactly once.
+    assert_eq!(waits, 1, "{label}");
     let size = src.recording.arena.size;
     let expected = if fills_from_files(size) {
         RehydratePath::Files

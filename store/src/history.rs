@@ -55,9 +55,9 @@ impl Store {
         conn.pragma_update(None, "wal_autocheckpoint", 0)
             .map_err(self.ierr("turning auto-checkpoints off for a history row"))?;
         let r = self.insert_history(e, &kernel_ns);
-        if r.is_ok() && self.wal_len() > 2 * WAL_TRUNCATE_AT {
-            // For callers that do not fold the log before their replays.
-            self.fold_history_log();
+        if r.is_ok() {
+            // For callers that do not fold the log during their replays.
+            self.fold_log_over(2 * WAL_TRUNCATE_AT);
         }
         conn.pragma_update(None, "synchronous", "full")
             .map_err(self.ierr("restoring synchronous=full after a history row"))?;
@@ -76,18 +76,24 @@ impl Store {
     /// SQLite's auto-checkpoint would then run (three fsyncs) on every later
     /// replay. So history rows are appended with auto-checkpoints off and
     /// the log is checkpointed and truncated to zero bytes here: one
-    /// checkpoint per ~8 replays, none in between. Call it before a replay
-    /// (`rrstore replay` does, while its runner loads the OpenMP runtime),
-    /// not after, so the checkpoint's fsyncs are not in the time to the
-    /// result. [`Store::append_history`] folds the log itself only when it
-    /// has grown past twice that size, for callers that never do.
+    /// checkpoint per ~8 replays, none in between. Call it during a replay,
+    /// while the backend works (`rrstore replay` does, through
+    /// `rrstore_replay::replay_with`, while its runner loads the image), so
+    /// the checkpoint's fsyncs are not in the time to the result.
+    /// [`Store::append_history`] folds the log itself only when it has
+    /// grown past twice that size, for callers that never do.
     ///
     /// The fold also starts the new log, with one small commit (the count
     /// of folds, `meta.history_log_folds`): SQLite syncs a log's header
     /// when it writes the log's first frame, and that sync (~1.7 ms here)
     /// then falls before the replay too, not on its history row.
     pub fn fold_history_log(&self) {
-        if self.wal_len() > WAL_TRUNCATE_AT {
+        self.fold_log_over(WAL_TRUNCATE_AT);
+    }
+
+    /// [`Store::fold_history_log`] once the log is larger than `limit` bytes.
+    fn fold_log_over(&self, limit: u64) {
+        if self.wal_len() > limit {
             // A reader in another process can keep part of the log alive
             // (SQLITE_BUSY); a later call tries again. Both steps are best
             // effort: a failure only leaves the log to the next fold.
