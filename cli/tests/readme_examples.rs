@@ -1,0 +1,432 @@
+//! README.md's examples, run, so the README cannot drift from what rrstore
+//! does (issue 16).
+//!
+//! Every line of every code block in README.md (fenced or indented) is,
+//! after its `# comment` is cut off, one of:
+//! - run as written by `bash -eo pipefail -c`, and must exit 0;
+//! - listed in [`PLANS`] with the concrete commands that stand for a
+//!   synopsis line (`[--json]`, `a|b`, `ID...`), each with the exit status
+//!   the README documents for it (`diff` of two different recordings: 1);
+//! - listed in [`PLANS`] as skipped, with the reason.
+//!
+//! A README line in none of these, or a [`PLANS`] entry that matches no
+//! README line, fails the test: a new example has to be runnable or
+//! explained here. Each `###` section runs in a fresh temporary store and
+//! working directory, in README order. The working directory has the
+//! repository's `tests/` (so `tests/fixtures/llvm22-host` resolves),
+//! `build/app.offload.so` (the image of recording d7e4), `img-0.so` ..
+//! `img-7.so` (d7e4's image, then from `img-4.so` on an image without its
+//! kernel, so `bisect` finds image 4), and `./my_offload_app` (a stand-in
+//! program that writes the saxpy recording into its working directory, as
+//! libomptarget does). Sections other than "Archives" and "The store" start
+//! with the fixtures imported with label `run1`. The `file://` remote
+//! examples run against a temporary directory, the `s3://` one against a
+//! moto S3 server on loopback (`remote_common`).
+#![cfg(feature = "s3")]
+
+mod remote_common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use remote_common::Moto;
+
+/// What to do with a README line other than running it as written.
+enum Plan {
+    /// Not run, and why.
+    Skip(&'static str),
+    /// A synopsis line: these commands (with their exit status) stand for it.
+    Variants(&'static [(&'static str, i32)]),
+}
+
+use Plan::*;
+
+/// README lines (comment cut off, trimmed) that are not run as written.
+const PLANS: &[(&str, Plan)] = &[
+    (
+        "./scripts/demo.sh",
+        Skip("builds rrstore and runs the examples below on the default store: this test runs them one by one"),
+    ),
+    (
+        "./scripts/test.sh",
+        Skip("runs the whole test suite, this test included"),
+    ),
+    (
+        "rrstore pack tests/fixtures/llvm22-host/saxpy -o saxpy.rra [--level 3]",
+        Variants(&[
+            ("rrstore pack tests/fixtures/llvm22-host/saxpy -o saxpy.rra", 0),
+            ("rrstore pack tests/fixtures/llvm22-host/saxpy -o saxpy3.rra --level 3", 0),
+        ]),
+    ),
+    (
+        "rrstore unpack saxpy.rra -o out/ [--layout kernel-named|native]",
+        Variants(&[
+            ("rrstore unpack saxpy.rra -o out/", 0),
+            ("rrstore unpack saxpy.rra -o out-kn/ --layout kernel-named", 0),
+            ("rrstore unpack saxpy.rra -o out-native/ --layout native", 0),
+        ]),
+    ),
+    (
+        "rrstore inspect saxpy.rra [--json]",
+        Variants(&[
+            ("rrstore inspect saxpy.rra", 0),
+            ("rrstore inspect saxpy.rra --json", 0),
+        ]),
+    ),
+    (
+        "rrstore ls --kernel '*main_l13' --target x86_64 --tag app=saxpy --label 'run*' --since 7d --sort size [--json]",
+        Variants(&[
+            ("rrstore ls --kernel '*main_l13' --target x86_64 --tag app=saxpy --label 'run*' --since 7d --sort size", 0),
+            ("rrstore ls --kernel '*main_l13' --target x86_64 --tag app=saxpy --label 'run*' --since 7d --sort size --json", 0),
+        ]),
+    ),
+    (
+        "rrstore export d7e4 -o out/ [--layout native]",
+        Variants(&[
+            ("rrstore export d7e4 -o out/", 0),
+            ("rrstore export d7e4 -o out-native/ --layout native", 0),
+            ("rrstore export d7e4 -o saxpy.rra", 0),
+        ]),
+    ),
+    (
+        "rrstore verify [--full] [ID...]",
+        Variants(&[
+            ("rrstore verify", 0),
+            ("rrstore verify --full", 0),
+            ("rrstore verify --full 7519 42ba", 0),
+        ]),
+    ),
+    (
+        "rrstore stats [--json]",
+        Variants(&[("rrstore stats", 0), ("rrstore stats --json", 0)]),
+    ),
+    (
+        "rrstore replay d7e4 --tolerance --dtype f32 --rtol 1e-5 --atol 1e-7 [--max-ulp 4]",
+        Variants(&[
+            ("rrstore replay d7e4 --tolerance --dtype f32 --rtol 1e-5 --atol 1e-7", 0),
+            ("rrstore replay d7e4 --tolerance --dtype f32 --rtol 1e-5 --atol 1e-7 --max-ulp 4", 0),
+        ]),
+    ),
+    (
+        "rrstore replay d7e4 --save-output arena.bin --num-teams 4 --num-threads 8 [--ignore-limits] --timeout 10",
+        Variants(&[
+            ("rrstore replay d7e4 --save-output arena.bin --num-teams 4 --num-threads 8 --timeout 10", 0),
+            ("rrstore replay d7e4 --save-output arena2.bin --num-teams 4 --num-threads 8 --ignore-limits --timeout 10", 0),
+        ]),
+    ),
+    (
+        // cuda and hip need an NVIDIA or AMD GPU and a device image for it;
+        // they are run by scripts/gpu-check.sh on GPU machines.
+        "rrstore replay d7e4 --backend host|cuda|hip|auto",
+        Variants(&[
+            ("rrstore replay d7e4 --backend host", 0),
+            ("rrstore replay d7e4 --backend auto", 0),
+        ]),
+    ),
+    (
+        "rrstore history [ID] [--json]",
+        Variants(&[
+            ("rrstore history", 0),
+            ("rrstore history d7e4 --json", 0),
+        ]),
+    ),
+    (
+        "rrstore devices [--json]",
+        Variants(&[("rrstore devices", 0), ("rrstore devices --json", 0)]),
+    ),
+    (
+        "rrstore check --image clang-22.1.8 --label run1 [--tolerance ...] [--json]",
+        Variants(&[
+            // The image holds one kernel: the other recordings regress.
+            ("rrstore check --image clang-22.1.8 --label run1", 1),
+            ("rrstore check --image clang-22.1.8 --label run1 --kernel \"$D7E4_KERNEL\" --tolerance --dtype f32 --rtol 1e-5 --json", 0),
+            ("rrstore check --label run1", 0),
+        ]),
+    ),
+    (
+        "rrstore diff d5e5 0b09 [--dtype f32]",
+        Variants(&[
+            // Two different recordings: exit 1, "diff found differences".
+            ("rrstore diff d5e5 0b09", 1),
+            ("rrstore diff d5e5 0b09 --dtype f32", 1),
+            // Two replay outputs of the same recording and image: equal.
+            ("rrstore replay d7e4 && rrstore replay d7e4 && rrstore diff h:1 h:2", 0),
+        ]),
+    ),
+    (
+        "rrstore bisect d7e4 --images img-0.so img-1.so ... img-7.so",
+        Variants(&[(
+            "rrstore bisect d7e4 --images img-0.so img-1.so img-2.so img-3.so img-4.so img-5.so img-6.so img-7.so | grep 'culprit: image 4'",
+            0,
+        )]),
+    ),
+    (
+        "rrstore bisect --label run1 --images ...",
+        Variants(&[("rrstore bisect --label run1 --kernel \"$D7E4_KERNEL\" --images img-0.so img-3.so img-4.so", 0)]),
+    ),
+    (
+        "rrstore remote add lab s3://rr-recordings/team-a --endpoint http://minio:9000 --allow-http --region us-east-1",
+        Variants(&[(
+            "rrstore remote add lab s3://rr-recordings/team-a --endpoint \"$MOTO_ENDPOINT\" --allow-http --region us-east-1",
+            0,
+        )]),
+    ),
+    (
+        "rrstore remote add nfs file:///mnt/shared/rrstore ; rrstore remote ls ; rrstore remote rm nfs",
+        Variants(&[(
+            "rrstore remote add nfs \"file://$REMOTE_DIR\" ; rrstore remote ls ; rrstore remote rm nfs",
+            0,
+        )]),
+    ),
+    (
+        "rrstore push lab --all | ID... | --kernel GLOB | --label GLOB",
+        Variants(&[
+            ("rrstore push lab d7e4 7519", 0),
+            ("rrstore push lab --kernel '*main_l13'", 0),
+            ("rrstore push lab --label 'run*'", 0),
+            ("rrstore push lab --all", 0),
+        ]),
+    ),
+    (
+        "rrstore pull lab --all | ID... | --kernel GLOB | --label GLOB",
+        Variants(&[
+            ("rrstore rm d7e4 7519 && rrstore pull lab d7e4 7519", 0),
+            ("rrstore pull lab --kernel '*main_l13'", 0),
+            ("rrstore pull lab --label 'run*'", 0),
+            ("rrstore rm 42ba && rrstore pull lab --all && rrstore verify --full", 0),
+        ]),
+    ),
+];
+
+/// One runnable README line and where it is.
+struct Example {
+    section: String,
+    line_no: usize,
+    text: String,
+}
+
+/// The line without its `# comment` (a `#` after whitespace, outside quotes).
+fn strip_comment(line: &str) -> &str {
+    let (mut single, mut double) = (false, false);
+    let mut prev_space = true;
+    for (i, c) in line.char_indices() {
+        match c {
+            '\'' if !double => single = !single,
+            '"' if !single => double = !double,
+            '#' if !single && !double && prev_space => return &line[..i],
+            _ => {}
+        }
+        prev_space = c.is_whitespace();
+    }
+    line
+}
+
+/// Every code-block line of `md` with a command on it.
+fn examples(md: &str) -> Vec<Example> {
+    let mut out = Vec::new();
+    let mut section = String::from("(top)");
+    let mut fenced = false;
+    let mut indented = false;
+    let mut prev_blank = true;
+    for (i, line) in md.lines().enumerate() {
+        let code = if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            false
+        } else if fenced {
+            true
+        } else {
+            if line.starts_with("#") {
+                section = line.trim_start_matches('#').trim().to_string();
+            }
+            indented = line.starts_with("    ") && (prev_blank || indented);
+            indented
+        };
+        prev_blank = line.trim().is_empty();
+        if !code {
+            continue;
+        }
+        let text = strip_comment(line).trim();
+        if !text.is_empty() {
+            out.push(Example {
+                section: section.clone(),
+                line_no: i + 1,
+                text: text.to_string(),
+            });
+        }
+    }
+    out
+}
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The first file in `dir` whose name ends with `suffix`.
+fn file_ending(dir: &Path, suffix: &str) -> PathBuf {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.to_string_lossy().ends_with(suffix))
+        .unwrap_or_else(|| panic!("no *{suffix} in {}", dir.display()))
+}
+
+/// A fresh store and working directory for one README section.
+struct Sandbox {
+    root: tempfile::TempDir,
+    moto: Option<Moto>,
+    d7e4_kernel: String,
+}
+
+impl Sandbox {
+    fn new(section: &str) -> Sandbox {
+        let root = tempfile::tempdir().unwrap();
+        let work = root.path().join("work");
+        std::fs::create_dir_all(work.join("build")).unwrap();
+        std::os::unix::fs::symlink(repo().join("tests"), work.join("tests")).unwrap();
+        let fixtures = repo().join("tests/fixtures/llvm22-host");
+        let app = work.join("my_offload_app");
+        std::fs::write(
+            &app,
+            format!(
+                "#!/bin/sh\n# Stand-in for an OpenMP offload program run with LIBOMPTARGET_RECORD=1.\n\
+                 cp {}/* .\n",
+                fixtures.join("saxpy").display()
+            ),
+        )
+        .unwrap();
+        std::process::Command::new("chmod")
+            .arg("+x")
+            .arg(&app)
+            .status()
+            .unwrap();
+        let mut sb = Sandbox {
+            root,
+            moto: None,
+            d7e4_kernel: String::new(),
+        };
+        if section != "Archives and recordings on disk" && section != "The store" {
+            sb.sh(
+                "rrstore import tests/fixtures/llvm22-host --label run1 >/dev/null",
+                0,
+            );
+            let out = sb.root.path().join("d7e4");
+            sb.sh(
+                &format!("rrstore export d7e4 -o {} >/dev/null", out.display()),
+                0,
+            );
+            let image = file_ending(&out, ".image");
+            let name = image.file_name().unwrap().to_string_lossy().into_owned();
+            sb.d7e4_kernel = name.trim_end_matches(".image").to_string();
+            std::fs::copy(&image, work.join("build/app.offload.so")).unwrap();
+            // An image of another kernel: replaying d7e4 with it fails.
+            let other = file_ending(&fixtures.join("reduction"), ".image");
+            for i in 0..8 {
+                let src = if i < 4 { &image } else { &other };
+                std::fs::copy(src, work.join(format!("img-{i}.so"))).unwrap();
+            }
+        }
+        sb
+    }
+
+    fn work(&self) -> PathBuf {
+        self.root.path().join("work")
+    }
+
+    /// Run `cmd` with bash in the working directory; it must exit `want`.
+    fn sh(&mut self, cmd: &str, want: i32) -> String {
+        if cmd.contains("$MOTO_ENDPOINT") && self.moto.is_none() {
+            let m = Moto::start(false);
+            m.create_bucket("rr-recordings");
+            self.moto = Some(m);
+        }
+        let bin = Path::new(env!("CARGO_BIN_EXE_rrstore"));
+        let path = format!(
+            "{}:{}",
+            bin.parent().unwrap().display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let t = self.root.path();
+        let o = Command::new("bash")
+            .args(["-eo", "pipefail", "-c", cmd])
+            .current_dir(self.work())
+            .env("PATH", path)
+            .env("RRSTORE_DIR", t.join("store"))
+            .env("XDG_DATA_HOME", t.join("xdg"))
+            .env("HOME", t)
+            .env("REMOTE_DIR", t.join("remote"))
+            .env("D7E4_KERNEL", &self.d7e4_kernel)
+            .env(
+                "MOTO_ENDPOINT",
+                self.moto.as_ref().map(Moto::endpoint).unwrap_or_default(),
+            )
+            .env("AWS_ACCESS_KEY_ID", "testing")
+            .env("AWS_SECRET_ACCESS_KEY", "testing")
+            .env("AWS_REGION", "us-east-1")
+            .env_remove("AWS_ENDPOINT_URL")
+            .env_remove("AWS_PROFILE")
+            .env_remove("RRSTORE_HOST_PRELOAD")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+        assert_eq!(
+            o.status.code(),
+            Some(want),
+            "`{cmd}` exited {:?}, not {want}\nstdout:\n{stdout}\nstderr:\n{}",
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        stdout
+    }
+}
+
+fn plan(text: &str) -> Option<&'static Plan> {
+    PLANS.iter().find(|(l, _)| *l == text).map(|(_, p)| p)
+}
+
+#[test]
+fn every_plan_names_a_readme_line() {
+    let md = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let lines: Vec<String> = examples(&md).into_iter().map(|e| e.text).collect();
+    for (l, _) in PLANS {
+        assert!(
+            lines.iter().any(|x| x == l),
+            "PLANS names `{l}`, which is no longer a README example line: update PLANS"
+        );
+    }
+}
+
+#[test]
+fn readme_examples_run() {
+    let md = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let examples = examples(&md);
+    assert!(
+        examples.len() >= 30,
+        "found only {} examples",
+        examples.len()
+    );
+    let mut sandbox: Option<(String, Sandbox)> = None;
+    let mut skipped = Vec::new();
+    for e in &examples {
+        if let Some(Skip(why)) = plan(&e.text) {
+            skipped.push(format!("README.md:{} `{}`: {why}", e.line_no, e.text));
+            continue;
+        }
+        if sandbox.as_ref().is_none_or(|(s, _)| *s != e.section) {
+            sandbox = Some((e.section.clone(), Sandbox::new(&e.section)));
+        }
+        let sb = &mut sandbox.as_mut().unwrap().1;
+        let runs: Vec<(&str, i32)> = match plan(&e.text) {
+            Some(Variants(v)) => v.to_vec(),
+            Some(Skip(_)) => unreachable!(),
+            None => vec![(e.text.as_str(), 0)],
+        };
+        for (cmd, want) in runs {
+            eprintln!("README.md:{} [{}] {cmd}", e.line_no, e.section);
+            sb.sh(cmd, want);
+        }
+    }
+    for s in &skipped {
+        eprintln!("not run: {s}");
+    }
+}
