@@ -13,7 +13,8 @@ use clap::{Parser, Subcommand};
 #[derive(Parser)]
 #[command(name = "rrstore", version, about, long_about = None)]
 pub struct Cli {
-    /// Store directory (default: $RRSTORE_DIR, else ~/.local/share/rrstore).
+    /// Store directory (default: $RRSTORE_DIR, else $XDG_DATA_HOME/rrstore, else
+    /// ~/.local/share/rrstore).
     #[arg(long, global = true, value_name = "DIR")]
     pub store: Option<PathBuf>,
     #[command(subcommand)]

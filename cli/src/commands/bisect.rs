@@ -39,6 +39,7 @@ pub struct Args {
     pub kernel: Option<String>,
     #[command(flatten)]
     pub run: RunArgs,
+    /// Print every recording's search steps and culprit as JSON (docs/json.md).
     #[arg(long)]
     pub json: bool,
 }

@@ -32,6 +32,7 @@ pub struct Args {
     /// Which snapshot of a recording side to compare.
     #[arg(long, value_parser = ["input", "output"], default_value = "output")]
     pub part: String,
+    /// Print the comparison as JSON (docs/json.md).
     #[arg(long)]
     pub json: bool,
 }

@@ -8,6 +8,7 @@ use crate::Globals;
 
 #[derive(clap::Args)]
 pub struct Args {
+    /// Print what was removed and the pack bytes before and after as JSON (docs/json.md).
     #[arg(long)]
     pub json: bool,
 }

@@ -32,6 +32,7 @@ pub enum ImageCommand {
     },
     /// List stored images, oldest first.
     Ls {
+        /// Print a JSON array of images (docs/json.md).
         #[arg(long)]
         json: bool,
     },

@@ -47,6 +47,7 @@ pub struct AddArgs {
 
 #[derive(clap::Args)]
 pub struct LsArgs {
+    /// Print the remotes as a JSON object keyed by name (docs/json.md).
     #[arg(long)]
     pub json: bool,
 }

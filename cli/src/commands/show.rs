@@ -12,6 +12,7 @@ use crate::Globals;
 pub struct Args {
     /// Recording ID or unique prefix (4+ hex digits).
     pub id: String,
+    /// Print inspect's JSON plus a `store` object (docs/json.md).
     #[arg(long)]
     pub json: bool,
 }
@@ -65,14 +66,24 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         println!("  shares chunks with no other recording");
     } else {
         println!("  shares chunks with:");
-        for s in &sharing.shared_with {
-            println!(
-                "    {}  {}  {}  {}",
-                &s.id[..12],
-                s.kernel,
-                bytes(s.shared_bytes),
-                s.label
-            );
+        // One table: columns padded to the widest cell, sizes right-aligned.
+        let rows: Vec<[String; 4]> = sharing
+            .shared_with
+            .iter()
+            .map(|s| {
+                [
+                    s.id.chars().take(12).collect(),
+                    s.kernel.clone(),
+                    bytes(s.shared_bytes),
+                    s.label.clone(),
+                ]
+            })
+            .collect();
+        let width = |c: usize| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0);
+        let (kw, bw) = (width(1), width(2));
+        for [id, kernel, size, label] in &rows {
+            let line = format!("    {id}  {kernel:<kw$}  {size:>bw$}  {label}");
+            println!("{}", line.trim_end());
         }
     }
     Ok(ExitCode::SUCCESS)

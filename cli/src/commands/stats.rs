@@ -7,6 +7,7 @@ use crate::Globals;
 
 #[derive(clap::Args)]
 pub struct Args {
+    /// Print the sizes and ratios as JSON (docs/json.md).
     #[arg(long)]
     pub json: bool,
 }

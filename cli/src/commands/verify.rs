@@ -14,6 +14,7 @@ pub struct Args {
     pub full: bool,
     /// Recordings to check (default: all).
     pub ids: Vec<String>,
+    /// Print the report, every problem included, as JSON (docs/json.md).
     #[arg(long)]
     pub json: bool,
 }
