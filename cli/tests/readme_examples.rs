@@ -1,27 +1,29 @@
-//! README.md's examples, run, so the README cannot drift from what rrstore
-//! does (issue 16).
+//! The examples of README.md and docs/store.md, run, so the docs cannot
+//! drift from what rrstore does (issue 16).
 //!
-//! Every line of every code block in README.md (fenced or indented) is,
-//! after its `# comment` is cut off, one of:
-//! - run as written by `bash -eo pipefail -c`, and must exit 0;
+//! Every line of every code block (fenced or indented) is, after its
+//! `# comment` is cut off, one of:
+//! - run as written by `bash -eo pipefail -c`, and must exit 0; the `#   `
+//!   lines right under it are lines of its output and must appear in its
+//!   stdout (`#   ...` stands for lines left out);
 //! - listed in [`PLANS`] with the concrete commands that stand for a
 //!   synopsis line (`[--json]`, `a|b`, `ID...`), each with the exit status
-//!   the README documents for it (`diff` of two different recordings: 1);
+//!   the docs give for it (`diff` of two different recordings: 1);
 //! - listed in [`PLANS`] as skipped, with the reason.
 //!
-//! A README line in none of these, or a [`PLANS`] entry that matches no
-//! README line, fails the test: a new example has to be runnable or
-//! explained here. Each `###` section runs in a fresh temporary store and
-//! working directory, in README order. The working directory has the
+//! A line in none of these, or a [`PLANS`] entry that matches no line,
+//! fails the test: a new example has to be runnable or explained here.
+//! Each section (heading) runs in a fresh temporary store and working
+//! directory, in document order. The working directory has the
 //! repository's `tests/` (so `tests/fixtures/llvm22-host` resolves),
 //! `build/app.offload.so` (the image of recording d7e4), `img-0.so` ..
 //! `img-7.so` (d7e4's image, then from `img-4.so` on an image without its
 //! kernel, so `bisect` finds image 4), and `./my_offload_app` (a stand-in
 //! program that writes the saxpy recording into its working directory, as
-//! libomptarget does). Sections other than "Archives" and "The store" start
-//! with the fixtures imported with label `run1`. The `file://` remote
-//! examples run against a temporary directory, the `s3://` one against a
-//! moto S3 server on loopback (`remote_common`).
+//! libomptarget does). Sections other than "Archives ..." and "The store
+//! ..." start with the fixtures imported with label `run1`. The `file://`
+//! remote examples run against a temporary directory, the `s3://` one
+//! against a moto S3 server on loopback (`remote_common`).
 #![cfg(feature = "s3")]
 
 mod remote_common;
@@ -81,6 +83,23 @@ const PLANS: &[(&str, Plan)] = &[
         ]),
     ),
     (
+        "rrstore ls [--kernel GLOB] [--target sm_90|gfx942|x86_64] [--tag K=V] [--label GLOB]",
+        Variants(&[
+            ("rrstore ls --kernel '*main_l13' --target x86_64 --tag app=saxpy --label 'saxpy*'", 0),
+            ("rrstore ls --target sm_90", 0),
+            ("rrstore ls --target gfx942", 0),
+        ]),
+    ),
+    (
+        // The continuation of the synopsis line above.
+        "[--since 2026-11-30|12h|7d] [--sort time|size|name] [--json]",
+        Variants(&[
+            ("rrstore ls --since 2026-11-30 --sort time", 0),
+            ("rrstore ls --since 12h --sort size --json", 0),
+            ("rrstore ls --since 7d --sort name", 0),
+        ]),
+    ),
+    (
         "rrstore export d7e4 -o out/ [--layout native]",
         Variants(&[
             ("rrstore export d7e4 -o out/", 0),
@@ -93,7 +112,7 @@ const PLANS: &[(&str, Plan)] = &[
         Variants(&[
             ("rrstore verify", 0),
             ("rrstore verify --full", 0),
-            ("rrstore verify --full 7519 42ba", 0),
+            ("rrstore verify --full 42ba 585f", 0),
         ]),
     ),
     (
@@ -198,11 +217,14 @@ const PLANS: &[(&str, Plan)] = &[
     ),
 ];
 
-/// One runnable README line and where it is.
+/// One runnable code-block line and where it is.
 struct Example {
     section: String,
     line_no: usize,
     text: String,
+    /// The `#   ` lines right under it: lines of its output (`...` for
+    /// lines left out).
+    shows: Vec<String>,
 }
 
 /// The line without its `# comment` (a `#` after whitespace, outside quotes).
@@ -223,11 +245,13 @@ fn strip_comment(line: &str) -> &str {
 
 /// Every code-block line of `md` with a command on it.
 fn examples(md: &str) -> Vec<Example> {
-    let mut out = Vec::new();
+    let mut out: Vec<Example> = Vec::new();
     let mut section = String::from("(top)");
     let mut fenced = false;
     let mut indented = false;
     let mut prev_blank = true;
+    // Whether the previous code line was a command or its output.
+    let mut under_command = false;
     for (i, line) in md.lines().enumerate() {
         let code = if line.trim_start().starts_with("```") {
             fenced = !fenced;
@@ -235,7 +259,7 @@ fn examples(md: &str) -> Vec<Example> {
         } else if fenced {
             true
         } else {
-            if line.starts_with("#") {
+            if line.starts_with('#') {
                 section = line.trim_start_matches('#').trim().to_string();
             }
             indented = line.starts_with("    ") && (prev_blank || indented);
@@ -243,6 +267,7 @@ fn examples(md: &str) -> Vec<Example> {
         };
         prev_blank = line.trim().is_empty();
         if !code {
+            under_command = false;
             continue;
         }
         let text = strip_comment(line).trim();
@@ -251,7 +276,18 @@ fn examples(md: &str) -> Vec<Example> {
                 section: section.clone(),
                 line_no: i + 1,
                 text: text.to_string(),
+                shows: Vec::new(),
             });
+            under_command = true;
+        } else if let (true, Some(shown)) = (under_command, line.trim_start().strip_prefix("#   "))
+        {
+            if let Some(e) = out.last_mut() {
+                if shown.trim() != "..." {
+                    e.shows.push(shown.trim().to_string());
+                }
+            }
+        } else {
+            under_command = false;
         }
     }
     out
@@ -305,7 +341,7 @@ impl Sandbox {
             moto: None,
             d7e4_kernel: String::new(),
         };
-        if section != "Archives and recordings on disk" && section != "The store" {
+        if !section.starts_with("Archives") && !section.starts_with("The store") {
             sb.sh(
                 "rrstore import tests/fixtures/llvm22-host --label run1 >/dev/null",
                 0,
@@ -384,36 +420,44 @@ fn plan(text: &str) -> Option<&'static Plan> {
     PLANS.iter().find(|(l, _)| *l == text).map(|(_, p)| p)
 }
 
+/// The documents whose code blocks are run, in order.
+const DOCS: &[&str] = &["README.md", "docs/store.md"];
+
+fn all_examples() -> Vec<(&'static str, Example)> {
+    DOCS.iter()
+        .flat_map(|d| {
+            let md = std::fs::read_to_string(repo().join(d)).unwrap();
+            examples(&md).into_iter().map(move |e| (*d, e))
+        })
+        .collect()
+}
+
 #[test]
-fn every_plan_names_a_readme_line() {
-    let md = std::fs::read_to_string(repo().join("README.md")).unwrap();
-    let lines: Vec<String> = examples(&md).into_iter().map(|e| e.text).collect();
+fn every_plan_names_a_doc_line() {
+    let lines: Vec<String> = all_examples().into_iter().map(|(_, e)| e.text).collect();
     for (l, _) in PLANS {
         assert!(
             lines.iter().any(|x| x == l),
-            "PLANS names `{l}`, which is no longer a README example line: update PLANS"
+            "PLANS names `{l}`, which is no longer an example line of {DOCS:?}: update PLANS"
         );
     }
 }
 
 #[test]
-fn readme_examples_run() {
-    let md = std::fs::read_to_string(repo().join("README.md")).unwrap();
-    let examples = examples(&md);
-    assert!(
-        examples.len() >= 30,
-        "found only {} examples",
-        examples.len()
-    );
+fn doc_examples_run() {
+    let examples = all_examples();
+    let readme = examples.iter().filter(|(d, _)| *d == "README.md").count();
+    assert!(readme >= 30, "found only {readme} README examples");
     let mut sandbox: Option<(String, Sandbox)> = None;
     let mut skipped = Vec::new();
-    for e in &examples {
+    for (doc, e) in &examples {
         if let Some(Skip(why)) = plan(&e.text) {
-            skipped.push(format!("README.md:{} `{}`: {why}", e.line_no, e.text));
+            skipped.push(format!("{doc}:{} `{}`: {why}", e.line_no, e.text));
             continue;
         }
-        if sandbox.as_ref().is_none_or(|(s, _)| *s != e.section) {
-            sandbox = Some((e.section.clone(), Sandbox::new(&e.section)));
+        let key = format!("{doc}#{}", e.section);
+        if sandbox.as_ref().is_none_or(|(s, _)| *s != key) {
+            sandbox = Some((key, Sandbox::new(&e.section)));
         }
         let sb = &mut sandbox.as_mut().unwrap().1;
         let runs: Vec<(&str, i32)> = match plan(&e.text) {
@@ -421,9 +465,21 @@ fn readme_examples_run() {
             Some(Skip(_)) => unreachable!(),
             None => vec![(e.text.as_str(), 0)],
         };
+        assert!(
+            e.shows.is_empty() || plan(&e.text).is_none(),
+            "{doc}:{}: output shown under a line that is not run as written",
+            e.line_no
+        );
         for (cmd, want) in runs {
-            eprintln!("README.md:{} [{}] {cmd}", e.line_no, e.section);
-            sb.sh(cmd, want);
+            eprintln!("{doc}:{} [{}] {cmd}", e.line_no, e.section);
+            let stdout = sb.sh(cmd, want);
+            for shown in &e.shows {
+                assert!(
+                    stdout.lines().any(|l| l.contains(shown.as_str())),
+                    "{doc}:{}: `{cmd}` does not print the line the doc shows:\n  {shown}\nstdout:\n{stdout}",
+                    e.line_no
+                );
+            }
         }
     }
     for s in &skipped {
