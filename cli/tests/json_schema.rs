@@ -365,6 +365,38 @@ fn every_json_output_matches_its_schema() {
     ok(&s, &["rm", a]);
     json_of(&s, "gc", &["gc", "--json"]);
     json_of(&s, "transfer", &["pull", "lab", a, "--json"]);
+
+    // A replay of an LLVM descriptor, outside any store.
+    let desc = std::fs::read_dir(fixtures().join("saxpy"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "json"))
+        .unwrap();
+    json_of(&s, "replay", &["replay", desc.to_str().unwrap(), "--json"]);
+
+    // verify with problems: a flipped bit in a store of its own.
+    let c = t.path().join("corrupt");
+    ok(&c, &["import", saxpy]);
+    let fan = std::fs::read_dir(c.join("packs"))
+        .unwrap()
+        .flatten()
+        .next()
+        .unwrap();
+    let pack = std::fs::read_dir(fan.path())
+        .unwrap()
+        .flatten()
+        .next()
+        .unwrap()
+        .path();
+    let mut bytes = std::fs::read(&pack).unwrap();
+    let at = bytes.len() / 2;
+    bytes[at] ^= 0x10;
+    std::fs::write(&pack, &bytes).unwrap();
+    let o = run(&c, &["verify", "--full", "--json"]);
+    assert_eq!(o.status.code(), Some(5));
+    let v = validate("verify", &String::from_utf8_lossy(&o.stdout));
+    assert!(!v["problems"].as_array().unwrap().is_empty());
 }
 
 /// Every key a schema names is documented in docs/json.md's section for it.
