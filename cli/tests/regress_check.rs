@@ -157,6 +157,7 @@ fn check_times_repetitions_and_compares_medians_with_the_baseline() {
     let r = row(&v, "_l13");
     assert_eq!(r["baseline"]["row"], first_row);
     let t = &r["time"];
+    assert_eq!(t["baseline_rows"], serde_json::json!([first_row]), "{v:#}");
     assert_eq!(t["run"]["samples"], 3, "{v:#}");
     assert_eq!(t["baseline"]["samples"], 5, "{v:#}");
     assert_eq!(t["enough_samples"], true);
@@ -171,7 +172,8 @@ fn check_times_repetitions_and_compares_medians_with_the_baseline() {
     let ratio = n(&t["run"]["median_ns"]) as f64 / n(&t["baseline"]["median_ns"]) as f64;
     assert!((t["ratio"].as_f64().unwrap() - ratio).abs() < 1e-9, "{t:#}");
     assert_eq!(r["time_ratio"], t["ratio"]);
-    // Flagged only when outside the noise (the rule of docs/regress.md).
+    // Flagged only when outside the noise (the rule of docs/regress.md;
+    // with one baseline run its spread is the baseline's).
     let slower = t["slower"].as_bool().unwrap();
     assert_eq!(
         slower,
@@ -179,6 +181,11 @@ fn check_times_repetitions_and_compares_medians_with_the_baseline() {
         "{t:#}"
     );
     assert_eq!(v["slower"], u64::from(slower));
+    // The next check's baseline is both earlier runs.
+    let (_, v) = check(&s, &["--kernel", SCALE]);
+    let t = &row(&v, "_l13")["time"];
+    assert_eq!(t["baseline_rows"].as_array().unwrap().len(), 2, "{v:#}");
+    assert_eq!(t["baseline"]["samples"], 8, "{v:#}");
 
     // The table shows both spreads; a bad count is a usage error.
     let out = ok(&s, &["check", "--kernel", SCALE]);

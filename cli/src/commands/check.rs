@@ -136,13 +136,18 @@ fn time_cells(r: &CheckRow) -> [String; 2] {
     } else if t.faster {
         " faster"
     } else if !t.enough_samples {
-        " (too few runs to judge)"
+        " (too few launches to judge)"
     } else {
         ""
     };
     [
         format!("{:.2}x{flag}", t.ratio),
-        format!("{} vs {}", spread_text(&t.run), spread_text(&t.baseline)),
+        format!(
+            "{} vs {} ({} run(s))",
+            spread_text(&t.run),
+            spread_text(&t.baseline),
+            t.baseline_rows.len()
+        ),
     ]
 }
 
@@ -223,7 +228,7 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
             line(r.each_ref().map(String::as_str));
         }
         println!(
-            "{} recording(s), {} regressed, {} slower beyond the noise (median over {:.0}% above the baseline's, interquartile ranges apart); {} replay(s) run of {} launch(es) each, {} from the history{}",
+            "{} recording(s), {} regressed, {} slower beyond the noise (median over {:.0}% above every baseline run's, interquartile ranges apart); {} replay(s) run of {} launch(es) each, {} from the history{}",
             report.rows.len(),
             report.regressed,
             report.slower,
