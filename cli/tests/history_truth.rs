@@ -118,13 +118,19 @@ fn failed_replays_are_not_output_changes() {
     let tmp = tempfile::tempdir().unwrap();
     let s = tmp.path().join("store");
     let id = import(&s, SAXPY);
-    for args in [
-        vec!["replay", &id[..12]],
-        vec!["replay", &id[..12], "--backend", "cuda"],
-        vec!["replay", &id[..12]],
+    // An image without the recording's kernel: the replay cannot start.
+    let wrong = fixture("llvm22-host/globals/__omp_offloading_fe00_9ae057_main_l13.image");
+    for (args, code) in [
+        (vec!["replay", &id[..12]], 0),
+        (vec!["replay", &id[..12], "--backend", "cuda"], 9),
+        (vec!["replay", &id[..12], "--image", &wrong], 11),
+        (vec!["replay", &id[..12]], 0),
     ] {
-        rr(&s, Some("2"), &args);
+        let o = rr(&s, Some("2"), &args);
+        assert_eq!(o.status.code(), Some(code), "{args:?}: {}", text(&o));
     }
+    let rows = json_of(&rr(&s, None, &["history", "--json"]));
+    assert_eq!(rows.as_array().unwrap().len(), 4, "{rows:#}");
     let t = ok(&s, &["history", "--changes"]);
     assert!(
         t.contains("no recording changed its output between completed replays"),
@@ -245,6 +251,10 @@ fn gc_says_why_it_kept_packs_and_dry_run_changes_nothing() {
     );
     ok(&s, &["verify"]);
     assert_eq!(ls_ids(&s).len(), 6);
+    // The rewritten pack has no unused byte: nothing to rewrite again.
+    let r = json_of(&rr(&s, None, &["gc", "--max-unused", "0", "--json"]));
+    assert_eq!(r["packs_rewritten"], 0, "{r:#}");
+    assert_eq!(r["packs_kept_with_unused"], 0, "{r:#}");
 
     // A bad percentage is a usage error that leaves the store alone.
     let before = all_bytes(&s);

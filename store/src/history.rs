@@ -1,5 +1,8 @@
 //! Replay history: one row per replay, appended by the replay engine (the
-//! only write a replay makes to the store) and listed by `rrstore history`.
+//! only write a replay makes to the store) and listed by `rrstore history`:
+//! what ran (image, backend, device), its launch (team/thread counts and
+//! overrides), times, output hash and verdict. In JSON every hash and ID is
+//! a hex string.
 
 use rrstore_format::RecordingId;
 use serde::{Deserialize, Serialize};
