@@ -211,6 +211,11 @@ fn gc_says_why_it_kept_packs_and_dry_run_changes_nothing() {
     let mut rm = vec!["rm"];
     rm.extend(ids.iter().take(5).map(|i| i.as_str()));
     ok(&s, &rm);
+    // A replay leaves its history row in the index's write-ahead log, which
+    // a dry run must not fold back either.
+    let o = rr(&s, Some("2"), &["replay", &ids[10][..12]]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(s.join("index.sqlite-wal").is_file());
 
     // --dry-run: says what it would do and changes nothing.
     let before = all_bytes(&s);

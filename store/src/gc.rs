@@ -141,8 +141,14 @@ impl Store {
     /// rewrite now, from read-only queries. `bytes_after` is the estimate
     /// (rewritten packs shrink to their live bytes).
     fn gc_plan(&mut self, opts: &GcOptions) -> Result<GcReport> {
-        let ierr = self.ierr("gc --dry-run: reading what is unreferenced");
+        let ierr = self.ierr("gc (dry run): reading what is unreferenced");
         let conn = self.conn();
+        // The last connection to close folds the write-ahead log back into
+        // the index: not this one, so that no file of the store changes.
+        let _ = conn.set_db_config(
+            rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
+            true,
+        );
         let count = |sql: &str| -> Result<u64> {
             conn.query_row(sql, [], |r| r.get::<_, i64>(0))
                 .map(u)
