@@ -131,14 +131,13 @@ fn time_cells(r: &CheckRow) -> [String; 2] {
     let Some(t) = &r.time else {
         return ["-".into(), "-".into()];
     };
-    let flag = if t.slower {
-        " SLOWER"
-    } else if t.faster {
-        " faster"
-    } else if !t.enough_samples {
-        " (too few launches to judge)"
-    } else {
-        ""
+    let flag = match (t.slower, t.confirmed_by) {
+        (true, Some(row)) => format!(" SLOWER (confirmed by h:{row})"),
+        (true, None) => " SLOWER".to_string(),
+        (false, Some(row)) => format!(" (noise: h:{row} was as slow)"),
+        _ if t.faster => " faster".to_string(),
+        _ if !t.enough_samples => " (too few launches to judge)".to_string(),
+        _ => String::new(),
     };
     [
         format!("{:.2}x{flag}", t.ratio),

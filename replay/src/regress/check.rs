@@ -15,7 +15,9 @@
 //! Time: each replay launches the kernel `repetitions` times (see
 //! [`DEFAULT_REPETITIONS`]); the run's launches are compared with the
 //! recent recorded-image runs of the history, and a slowdown is flagged
-//! only outside the noise (rule: [`timing`]). A slowdown is reported, not
+//! only outside the noise (rule: [`timing`]) and when a second replay of
+//! the recorded image, right after, confirms it (a busy machine slows
+//! every replay while it lasts). A slowdown is reported, not
 //! counted as a regression (the exit status is about outputs).
 
 use rrstore_store::{LsFilter, Store};
@@ -72,6 +74,37 @@ pub struct CheckOptions {
     pub image: Option<ImageOverride>,
     pub filter: LsFilter,
     pub run: RunOptions,
+}
+
+/// A run slower than the history may have met a busy machine: the
+/// recorded image is replayed once more, right away, and the slowdown
+/// stands only if, with `--image`, the run is also slower than that replay,
+/// or, without (the run is the recorded image), that replay is also slower
+/// than the history. Updates `t`; returns the confirming run.
+fn confirm_slowdown(
+    store: &mut Store,
+    id: &rrstore_format::RecordingId,
+    opts: &CheckOptions,
+    the_run: &Run,
+    history: &[(i64, Vec<u64>)],
+    t: &mut TimeCompare,
+) -> Result<Run, RegressError> {
+    let fresh_opts = RunOptions {
+        use_cache: false,
+        keep_output: false,
+        ..opts.run.clone()
+    };
+    let fresh = run(store, id, None, &fresh_opts)?;
+    let again = match &opts.image {
+        Some(_) => TimeCompare::of(
+            &the_run.kernel_times_ns,
+            &[(fresh.row, fresh.kernel_times_ns.clone())],
+        ),
+        None => TimeCompare::of(&fresh.kernel_times_ns, history),
+    };
+    t.slower = again.is_some_and(|a| a.slower);
+    t.confirmed_by = Some(fresh.row);
+    Ok(fresh)
 }
 
 /// Run the check; `on_row` sees each row as it is done.
@@ -143,16 +176,17 @@ pub fn check(
         if regressed {
             report.regressed += 1;
         }
-        let time = match &baseline {
-            Some(_) => {
-                let recorded_image = super::run::image_hash(store, &id, None)?;
-                let device = store.history_entry(the_run.row)?.device;
-                let base =
-                    timing::baseline_runs(store, &id, &recorded_image, &device, the_run.row)?;
-                TimeCompare::of(&the_run.kernel_times_ns, &base)
+        let mut time = None;
+        if baseline.is_some() {
+            let recorded_image = super::run::image_hash(store, &id, None)?;
+            let device = store.history_entry(the_run.row)?.device;
+            let base = timing::baseline_runs(store, &id, &recorded_image, &device, the_run.row)?;
+            time = TimeCompare::of(&the_run.kernel_times_ns, &base);
+            if let Some(t) = time.as_mut().filter(|t| t.slower) {
+                let fresh = confirm_slowdown(store, &id, opts, &the_run, &base, t)?;
+                report.replays += u32::from(!fresh.cached);
             }
-            None => None,
-        };
+        }
         if time.as_ref().is_some_and(|t| t.slower) {
             report.slower += 1;
         }

@@ -77,6 +77,9 @@ pub struct TimeCompare {
     pub faster: bool,
     /// The run and the baseline both have [`MIN_SAMPLES`] launches.
     pub enough_samples: bool,
+    /// The history row of the replay that confirmed or refuted a slowdown
+    /// (`check` replays the recorded image once more when `slower`).
+    pub confirmed_by: Option<i64>,
 }
 
 impl TimeCompare {
@@ -110,6 +113,7 @@ impl TimeCompare {
             slower: enough && slower,
             faster: enough && faster,
             enough_samples: enough,
+            confirmed_by: None,
         })
     }
 }
