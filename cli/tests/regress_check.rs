@@ -131,3 +131,71 @@ fn bisect_check_and_diff_find_the_change_in_at_most_four_replays() {
         assert!(rows <= 4, "{rows} replays for {glob}");
     }
 }
+
+#[test]
+fn check_times_repetitions_and_compares_medians_with_the_baseline() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = tmp.path().join("store");
+    setup(&s);
+    // First check: five launches per replay by default, no earlier run to
+    // compare the time with.
+    let (code, v) = check(&s, &["--kernel", SCALE]);
+    assert_eq!(code, 0, "{v:#}");
+    assert_eq!(v["repetitions"], 5);
+    let r = row(&v, "_l13");
+    assert_eq!(r["run"]["kernel_times_ns"].as_array().unwrap().len(), 5);
+    assert!(r["time"].is_null(), "{v:#}");
+    let first_row = r["run"]["row"].clone();
+    // The history row keeps every launch's time.
+    let id = rec_id(&s, SCALE);
+    let h = history_rows(&s, &id);
+    assert_eq!(h[0]["kernel_ns"].as_array().unwrap().len(), 5);
+
+    // Second check, three launches: compared with the first run's five.
+    let (code, v) = check(&s, &["--kernel", SCALE, "--repetitions", "3"]);
+    assert_eq!(code, 0, "{v:#}");
+    let r = row(&v, "_l13");
+    assert_eq!(r["baseline"]["row"], first_row);
+    let t = &r["time"];
+    assert_eq!(t["baseline_rows"], serde_json::json!([first_row]), "{v:#}");
+    assert_eq!(t["run"]["samples"], 3, "{v:#}");
+    assert_eq!(t["baseline"]["samples"], 5, "{v:#}");
+    assert_eq!(t["enough_samples"], true);
+    let n = |x: &serde_json::Value| x.as_u64().unwrap();
+    for side in ["run", "baseline"] {
+        let sp = &t[side];
+        assert!(n(&sp["min_ns"]) <= n(&sp["q1_ns"]), "{sp:#}");
+        assert!(n(&sp["q1_ns"]) <= n(&sp["median_ns"]), "{sp:#}");
+        assert!(n(&sp["median_ns"]) <= n(&sp["q3_ns"]), "{sp:#}");
+        assert!(n(&sp["q3_ns"]) <= n(&sp["max_ns"]), "{sp:#}");
+    }
+    let ratio = n(&t["run"]["median_ns"]) as f64 / n(&t["baseline"]["median_ns"]) as f64;
+    assert!((t["ratio"].as_f64().unwrap() - ratio).abs() < 1e-9, "{t:#}");
+    assert_eq!(r["time_ratio"], t["ratio"]);
+    // Flagged only when outside the noise (the rule of docs/regress.md;
+    // with one baseline run its spread is the baseline's), and then only
+    // when a second replay right after confirms it.
+    let slower = t["slower"].as_bool().unwrap();
+    let outside = ratio > 1.10 && n(&t["run"]["q1_ns"]) > n(&t["baseline"]["q3_ns"]);
+    assert_eq!(t["confirmed_by"].is_null(), !outside, "{t:#}");
+    assert!(outside || !slower, "{t:#}");
+    assert_eq!(v["slower"], u64::from(slower));
+    assert_eq!(v["replays"], if outside { 2 } else { 1 }, "{v:#}");
+    // The next check's baseline is every earlier recorded-image run.
+    let (_, v) = check(&s, &["--kernel", SCALE]);
+    let t = &row(&v, "_l13")["time"];
+    let earlier: Vec<serde_json::Value> = history_rows(&s, &id)
+        .iter()
+        .filter(|h| h["id"] != row(&v, "_l13")["run"]["row"])
+        .map(|h| h["id"].clone())
+        .collect();
+    assert!(earlier.len() >= 2);
+    assert_eq!(t["baseline_rows"], serde_json::json!(earlier), "{v:#}");
+
+    // The table shows both spreads; a bad count is a usage error.
+    let out = ok(&s, &["check", "--kernel", SCALE]);
+    assert!(out.contains("ms x5 vs "), "{out}");
+    assert!(out.contains("slower beyond the noise"), "{out}");
+    let (code, err) = fails(&s, &["check", "--repetitions", "0"]);
+    assert_eq!(code, 2, "{err}");
+}

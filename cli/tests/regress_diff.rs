@@ -73,6 +73,12 @@ fn diff_recordings_and_replay_outputs() {
         &["diff", &format!("h:{base_row}"), &format!("h:{bad_row}")],
     );
     assert!(text.contains("in the buffer of argument 1"), "{text}");
+    summary_agrees_with_listed_ranges(&d, &text);
+    // History sides carry hex IDs, not arrays of integers.
+    for side in ["a", "b"] {
+        let id = d[side]["history"]["recording"].as_str().unwrap();
+        assert_eq!(id, scale, "{d:#}");
+    }
 
     // A plain replay keeps no output: diff re-runs it (same output hash).
     let r = json(&s, &["replay", &square, "--image", "build-3", "--json"]);
@@ -94,6 +100,48 @@ fn diff_recordings_and_replay_outputs() {
     assert!(err.contains("no history row 9999"), "{err}");
     let (code, _) = fails(&s, &["diff", &scale, "ffff"]);
     assert_eq!(code, 3);
+}
+
+/// The summary's byte and range counts equal those of the listed ranges
+/// plus the unlisted ones, in the JSON and in the text.
+fn summary_agrees_with_listed_ranges(d: &serde_json::Value, text: &str) {
+    let m = &d["arena"]["mismatch"];
+    let listed = m["largest"].as_array().unwrap();
+    let n = |v: &serde_json::Value| v.as_u64().unwrap();
+    let listed_bytes: u64 = listed.iter().map(|r| n(&r["differing_bytes"])).sum();
+    assert_eq!(
+        listed_bytes + n(&m["unlisted_differing_bytes"]),
+        n(&m["differing_bytes"]),
+        "{m:#}"
+    );
+    assert_eq!(
+        listed.len() as u64 + n(&m["unlisted_ranges"]),
+        n(&m["ranges"]),
+        "{m:#}"
+    );
+    assert!(listed
+        .iter()
+        .all(|r| n(&r["span"]) >= n(&r["differing_bytes"])));
+    // Text: "N bytes differ in R range(s)", one "K differing byte(s)" line
+    // per listed range and "the other U range(s) hold B".
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let before = |w: [&str; 2]| -> Vec<u64> {
+        words
+            .windows(3)
+            .filter(|p| p[1..] == w)
+            .filter_map(|p| p[0].parse().ok())
+            .collect()
+    };
+    let total = before(["bytes", "differ"])[0];
+    let per_range: u64 = before(["differing", "byte(s)"]).iter().sum();
+    let rest = text
+        .split("range(s) hold ")
+        .nth(1)
+        .and_then(|t| t.split(|c: char| !c.is_ascii_digit()).next())
+        .map(|t| t.parse::<u64>().unwrap())
+        .unwrap_or(0);
+    assert_eq!(per_range + rest, total, "{text}");
+    assert!(text.contains("merged into one range"), "{text}");
 }
 
 fn ok_or_mismatch(s: &std::path::Path, args: &[&str]) -> String {

@@ -1,15 +1,70 @@
 //! The replay history row: what [`crate::engine::replay`] did, as the
-//! store's [`HistoryEntry`]. Appending it is the only write a replay makes
-//! to a store.
+//! store's [`HistoryEntry`], with the launch it used (team/thread counts and
+//! what overrode the recorded ones). Appending it is the only write a replay
+//! makes to a store.
+
+use std::collections::BTreeMap;
 
 use rrstore_format::RecordingId;
 use rrstore_store::{HistoryEntry, Store};
 
-use crate::engine::ReplayReport;
+use crate::engine::{ReplayOptions, ReplayReport};
 use crate::error::ReplayError;
 
-/// The history row for `report` of recording `id`.
+/// The history row for `report` of recording `id`, when the options it ran
+/// with are not known (only the environment's `OMP_*` is recorded as an
+/// override).
 pub fn entry(id: RecordingId, report: &ReplayReport) -> HistoryEntry {
+    row(id, report, None)
+}
+
+/// The history row for `report` of recording `id`, run with `opts`.
+pub fn entry_for(id: RecordingId, report: &ReplayReport, opts: &ReplayOptions) -> HistoryEntry {
+    row(id, report, Some(opts))
+}
+
+/// What overrode the recorded launch: `num_teams=N` / `num_threads=N` for
+/// the options, then the host runner's `OMP_*` environment (inherited from
+/// this process, plus the options' extra environment; the variables the
+/// count options set themselves are left out: the option says it).
+/// Other backends take no `OMP_*` from the environment.
+fn overrides(report: &ReplayReport, opts: Option<&ReplayOptions>) -> String {
+    let mut out = Vec::new();
+    let mut set_by_options: &[&str] = &[];
+    if let Some(o) = opts {
+        if o.num_teams.is_some() {
+            out.push(format!("num_teams={}", report.num_teams));
+        }
+        if o.num_threads.is_some() {
+            out.push(format!("num_threads={}", report.num_threads));
+        }
+        set_by_options = match (o.num_teams.is_some(), o.num_threads.is_some()) {
+            (true, true) => &["OMP_NUM_TEAMS", "OMP_NUM_THREADS", "OMP_TEAMS_THREAD_LIMIT"],
+            (true, false) => &["OMP_NUM_TEAMS"],
+            (false, true) => &["OMP_NUM_THREADS", "OMP_TEAMS_THREAD_LIMIT"],
+            (false, false) => &[],
+        };
+    }
+    if report.backend == "host" {
+        let mut env: BTreeMap<String, String> = std::env::vars_os()
+            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.to_string_lossy().into_owned())))
+            .filter(|(k, _)| k.starts_with("OMP_"))
+            .collect();
+        for (k, v) in opts.map(|o| o.host_env.as_slice()).unwrap_or_default() {
+            if let Some(k) = k.to_str().filter(|k| k.starts_with("OMP_")) {
+                env.insert(k.to_string(), v.to_string_lossy().into_owned());
+            }
+        }
+        for (k, v) in env {
+            if !set_by_options.contains(&k.as_str()) {
+                out.push(format!("{k}={v}"));
+            }
+        }
+    }
+    out.join(" ")
+}
+
+fn row(id: RecordingId, report: &ReplayReport, opts: Option<&ReplayOptions>) -> HistoryEntry {
     let mut detail = report.error.clone().unwrap_or_default();
     if let Some(m) = &report.mismatch {
         detail = m.describe(report.arena_base).join("\n");
@@ -38,10 +93,25 @@ pub fn entry(id: RecordingId, report: &ReplayReport) -> HistoryEntry {
         output_blake3: report.output_hash,
         verdict: report.verdict.as_str().to_string(),
         detail,
+        num_teams: Some(report.num_teams),
+        num_threads: Some(report.num_threads),
+        launch_overrides: overrides(report, opts),
     }
 }
 
-/// Append the row for `report` to `store`; returns the row ID.
+/// Append the row for `report` to `store`; returns the row ID. Prefer
+/// [`record_for`], which also records the options' launch overrides.
 pub fn record(store: &Store, id: RecordingId, report: &ReplayReport) -> Result<i64, ReplayError> {
     Ok(store.append_history(&entry(id, report))?)
+}
+
+/// Append the row for `report`, run with `opts`, to `store`; returns the
+/// row ID.
+pub fn record_for(
+    store: &Store,
+    id: RecordingId,
+    report: &ReplayReport,
+    opts: &ReplayOptions,
+) -> Result<i64, ReplayError> {
+    Ok(store.append_history(&entry_for(id, report, opts))?)
 }

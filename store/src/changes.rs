@@ -1,7 +1,9 @@
-//! `rrstore history --changes`: recordings whose replays did not all produce
-//! the same output, grouped by output hash, with the images, backends and
-//! devices that produced each output. A run without an output (crashed,
-//! timed out, failed) is its own group, keyed by its verdict.
+//! `rrstore history --changes`: recordings whose completed replays did not
+//! all produce the same output, grouped by output hash, with the images,
+//! backends, devices and launches (team/thread counts and overrides such as
+//! `OMP_NUM_THREADS`) that produced each output. Only completed replays
+//! count: a replay that failed (could not start, wrong target, crashed,
+//! timed out) produced no output to compare; its rows are listed apart.
 
 use std::collections::BTreeMap;
 
@@ -13,8 +15,8 @@ use crate::Store;
 /// The runs of one recording that produced one output.
 #[derive(Clone, Debug, Serialize)]
 pub struct OutputGroup {
-    /// blake3 of the output arena (hex), or `None` for runs without output.
-    pub output: Option<String>,
+    /// blake3 of the output arena (hex).
+    pub output: String,
     /// Whether this output is the recorded output snapshot.
     pub recorded: bool,
     pub verdicts: Vec<String>,
@@ -24,6 +26,9 @@ pub struct OutputGroup {
     pub images: Vec<(String, String)>,
     pub backends: Vec<String>,
     pub devices: Vec<String>,
+    /// Launches of these runs: `TEAMSxTHREADS` and overrides, e.g.
+    /// `1x1 OMP_NUM_THREADS=3` (see [`crate::HistoryEntry::launch_text`]).
+    pub launches: Vec<String>,
     pub first_at: i64,
     pub last_at: i64,
 }
@@ -36,31 +41,36 @@ pub struct RecordingChanges {
     pub label: String,
     /// Oldest group first.
     pub outputs: Vec<OutputGroup>,
+    /// History rows of this recording's failed replays (not counted).
+    pub failed_rows: Vec<i64>,
 }
 
 impl Store {
-    /// Recordings whose output hash differs between replays.
+    /// Recordings whose output hash differs between completed replays.
     pub fn history_changes(&self) -> Result<Vec<RecordingChanges>> {
         let mut by_rec: BTreeMap<String, BTreeMap<String, OutputGroup>> = BTreeMap::new();
+        let mut failed: BTreeMap<String, Vec<i64>> = BTreeMap::new();
         let mut recs = BTreeMap::new();
         for e in self.history(None)? {
-            let key = match &e.output_blake3 {
-                Some(h) => rrstore_format::id::hex(h),
-                None => format!("no output: {}", e.verdict),
-            };
             recs.entry(e.recording.to_hex()).or_insert(e.recording);
+            let Some(out) = e.output_blake3.filter(|_| e.completed()) else {
+                failed.entry(e.recording.to_hex()).or_default().push(e.id);
+                continue;
+            };
+            let key = rrstore_format::id::hex(&out);
             let g = by_rec
                 .entry(e.recording.to_hex())
                 .or_default()
-                .entry(key)
+                .entry(key.clone())
                 .or_insert_with(|| OutputGroup {
-                    output: e.output_blake3.map(|h| rrstore_format::id::hex(&h)),
+                    output: key.clone(),
                     recorded: false,
                     verdicts: Vec::new(),
                     rows: Vec::new(),
                     images: Vec::new(),
                     backends: Vec::new(),
                     devices: Vec::new(),
+                    launches: Vec::new(),
                     first_at: e.started_at,
                     last_at: e.started_at,
                 });
@@ -70,6 +80,7 @@ impl Store {
             push_unique(&mut g.verdicts, &e.verdict);
             push_unique(&mut g.backends, &e.backend);
             push_unique(&mut g.devices, &e.device);
+            push_unique(&mut g.launches, &e.launch_text());
             let img = rrstore_format::id::hex(&e.image_hash);
             if !g.images.iter().any(|(h, _)| *h == img) {
                 let label = self.image_label(&e.image_hash)?;
@@ -95,10 +106,12 @@ impl Store {
             };
             let mut outputs: Vec<OutputGroup> = groups.into_values().collect();
             for g in &mut outputs {
-                g.recorded = g.output.is_some() && g.output == recorded_output;
+                g.recorded = Some(&g.output) == recorded_output.as_ref();
             }
             outputs.sort_by_key(|g| (g.first_at, g.rows.first().copied().unwrap_or(0)));
+            let failed_rows = failed.remove(&hex).unwrap_or_default();
             out.push(RecordingChanges {
+                failed_rows,
                 recording: hex,
                 kernel,
                 label,

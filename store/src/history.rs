@@ -1,5 +1,8 @@
 //! Replay history: one row per replay, appended by the replay engine (the
-//! only write a replay makes to the store) and listed by `rrstore history`.
+//! only write a replay makes to the store) and listed by `rrstore history`:
+//! what ran (image, backend, device), its launch (team/thread counts and
+//! overrides), times, output hash and verdict. In JSON every hash and ID is
+//! a hex string.
 
 use rrstore_format::RecordingId;
 use serde::{Deserialize, Serialize};
@@ -13,6 +16,8 @@ use crate::Store;
 pub struct HistoryEntry {
     /// Row ID (assigned by [`Store::append_history`]; ignored on append).
     pub id: i64,
+    /// Recording ID (64 hex digits in JSON).
+    #[serde(with = "hex_id")]
     pub recording: RecordingId,
     /// blake3 of the image actually run.
     #[serde(with = "hex32")]
@@ -29,6 +34,42 @@ pub struct HistoryEntry {
     /// verified | mismatch | crashed | timed-out | error
     pub verdict: String,
     pub detail: String,
+    /// Team and thread counts the launch was given (None in rows written
+    /// before they were recorded).
+    #[serde(default)]
+    pub num_teams: Option<u64>,
+    #[serde(default)]
+    pub num_threads: Option<u64>,
+    /// What overrode the recorded launch, e.g. `num_threads=4 (--num-threads)
+    /// OMP_NUM_THREADS=4`; empty when nothing did.
+    #[serde(default)]
+    pub launch_overrides: String,
+}
+
+impl HistoryEntry {
+    /// The replay ran to completion and produced an output (whatever its
+    /// comparison with the recorded output said).
+    pub fn completed(&self) -> bool {
+        self.output_blake3.is_some()
+            && matches!(
+                self.verdict.as_str(),
+                "verified" | "within-tolerance" | "mismatch" | "unverified"
+            )
+    }
+
+    /// `TEAMSxTHREADS` plus the overrides, e.g. `1x1 OMP_NUM_THREADS=3`;
+    /// `-` when the row predates launch recording.
+    pub fn launch_text(&self) -> String {
+        let counts = match (self.num_teams, self.num_threads) {
+            (Some(t), Some(n)) => format!("{t}x{n}"),
+            _ => "-".to_string(),
+        };
+        if self.launch_overrides.is_empty() {
+            counts
+        } else {
+            format!("{counts} {}", self.launch_overrides)
+        }
+    }
 }
 
 /// Write-ahead log size above which [`Store::fold_history_log`] checkpoints
@@ -129,8 +170,9 @@ impl Store {
         self.conn()
             .prepare_cached(
                 "INSERT INTO replay_history (recording, image_hash, backend, device, \
-                 runtime_versions, started_at, wall_ns, kernel_ns, output_blake3, verdict, detail) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+                 runtime_versions, started_at, wall_ns, kernel_ns, output_blake3, verdict, detail, \
+                 num_teams, num_threads, launch_overrides) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
             )
             .and_then(|mut s| {
                 s.execute(rusqlite::params![
@@ -145,6 +187,9 @@ impl Store {
                     e.output_blake3.as_ref().map(|h| &h[..]),
                     e.verdict,
                     e.detail,
+                    e.num_teams.map(i),
+                    e.num_threads.map(i),
+                    e.launch_overrides,
                 ])
             })
             .map_err(self.ierr("appending a replay history row"))?;
@@ -154,8 +199,8 @@ impl Store {
     /// History rows, oldest first, of one recording or of all.
     pub fn history(&self, filter: Option<RecordingId>) -> Result<Vec<HistoryEntry>> {
         let sql = "SELECT id, recording, image_hash, backend, device, runtime_versions, \
-                   started_at, wall_ns, kernel_ns, output_blake3, verdict, detail \
-                   FROM replay_history";
+                   started_at, wall_ns, kernel_ns, output_blake3, verdict, detail, \
+                   num_teams, num_threads, launch_overrides FROM replay_history";
         let map = |r: &rusqlite::Row| -> rusqlite::Result<HistoryEntry> {
             let kernel_ns: String = r.get(8)?;
             Ok(HistoryEntry {
@@ -171,6 +216,9 @@ impl Store {
                 output_blake3: r.get::<_, Option<Vec<u8>>>(9)?.map(hash32),
                 verdict: r.get(10)?,
                 detail: r.get(11)?,
+                num_teams: r.get::<_, Option<i64>>(12)?.map(u),
+                num_threads: r.get::<_, Option<i64>>(13)?.map(u),
+                launch_overrides: r.get(14)?,
             })
         };
         let rows = match filter {
@@ -186,6 +234,18 @@ impl Store {
                 .and_then(|mut s| s.query_map([], map)?.collect()),
         };
         rows.map_err(self.ierr("reading the replay history"))
+    }
+}
+
+mod hex_id {
+    use rrstore_format::RecordingId;
+    use serde::{Deserialize, Deserializer, Serializer};
+    pub fn serialize<S: Serializer>(v: &RecordingId, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&v.to_hex())
+    }
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<RecordingId, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
     }
 }
 

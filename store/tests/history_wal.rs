@@ -22,6 +22,9 @@ fn entry(n: u8) -> HistoryEntry {
         output_blake3: Some([n; 32]),
         verdict: "verified".into(),
         detail: "x".repeat(600),
+        num_teams: Some(1),
+        num_threads: Some(1),
+        launch_overrides: String::new(),
     }
 }
 

@@ -1,13 +1,48 @@
-//! `rrstore history --changes [--json]`: recordings whose replays produced
-//! more than one output, each output with its runs, images (hash and
-//! label), backends and devices. Logic: rrstore_store::changes.
+//! `rrstore history --changes [--json]`: recordings whose completed replays
+//! produced more than one output, each output with its runs, launches
+//! (team/thread counts and overrides), images (hash and label), backends
+//! and devices. Logic: rrstore_store::changes.
 
 use std::process::ExitCode;
 
 use anyhow::Context;
+use rrstore_store::changes::OutputGroup;
 use rrstore_store::Store;
 
 use super::storeutil::utc;
+
+const HEAD: [&str; 5] = [
+    "output",
+    "verdicts",
+    "rows",
+    "first .. last (UTC)",
+    "launch",
+];
+
+fn cells(g: &OutputGroup) -> [String; 5] {
+    [
+        g.output[..12.min(g.output.len())].to_string(),
+        if g.recorded {
+            format!("{} =recorded", g.verdicts.join(","))
+        } else {
+            g.verdicts.join(",")
+        },
+        g.rows
+            .iter()
+            .map(|r| r.to_string())
+            .collect::<Vec<_>>()
+            .join(","),
+        format!("{} .. {}", utc(g.first_at), utc(g.last_at)),
+        g.launches.join(" | "),
+    ]
+}
+
+fn rows_text(rows: &[i64]) -> String {
+    rows.iter()
+        .map(|r| r.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
+}
 
 pub fn run(store: &Store, json: bool) -> anyhow::Result<ExitCode> {
     let changes = store
@@ -18,22 +53,47 @@ pub fn run(store: &Store, json: bool) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     if changes.is_empty() {
-        println!("no recording changed its output between replays");
+        println!("no recording changed its output between completed replays");
         return Ok(ExitCode::SUCCESS);
     }
     for c in &changes {
         println!(
-            "{} {} {}: {} different outputs",
+            "{} {}{}: {} different outputs{}",
             &c.recording[..12],
             c.kernel,
             if c.label.is_empty() {
                 String::new()
             } else {
-                format!("[{}]", c.label)
+                format!(" [{}]", c.label)
             },
-            c.outputs.len()
+            c.outputs.len(),
+            if c.failed_rows.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " ({} failed replay(s) not counted: rows {})",
+                    c.failed_rows.len(),
+                    rows_text(&c.failed_rows)
+                )
+            }
         );
-        for g in &c.outputs {
+        let rows: Vec<[String; 5]> = c.outputs.iter().map(cells).collect();
+        let mut w = HEAD.map(str::len);
+        for r in &rows {
+            for (i, x) in r.iter().enumerate() {
+                w[i] = w[i].max(x.len());
+            }
+        }
+        let line = |c: [&str; 5]| {
+            let mut s = String::from(" ");
+            for (i, x) in c.iter().enumerate() {
+                s += &format!(" {:<width$} ", x, width = w[i]);
+            }
+            println!("{}", s.trim_end());
+        };
+        line(HEAD);
+        for (r, g) in rows.iter().zip(&c.outputs) {
+            line(r.each_ref().map(String::as_str));
             let images: Vec<String> = g
                 .images
                 .iter()
@@ -46,24 +106,8 @@ pub fn run(store: &Store, json: bool) -> anyhow::Result<ExitCode> {
                 })
                 .collect();
             println!(
-                "  output {:<14} {:<18} rows {:<14} {} .. {}",
-                g.output.as_deref().map(|h| &h[..12]).unwrap_or("none"),
-                if g.recorded {
-                    format!("{} =recorded", g.verdicts.join(","))
-                } else {
-                    g.verdicts.join(",")
-                },
-                g.rows
-                    .iter()
-                    .map(|r| r.to_string())
-                    .collect::<Vec<_>>()
-                    .join(","),
-                utc(g.first_at),
-                utc(g.last_at)
-            );
-            println!("      images {}", images.join(", "));
-            println!(
-                "      backends {}; devices {}",
+                "      images {}; backends {}; devices {}",
+                images.join(", "),
                 g.backends.join(", "),
                 g.devices.join(" | ")
             );

@@ -1,12 +1,15 @@
 //! `rrstore check [--image HASH|FILE] [--kernel GLOB] [--label GLOB]
-//! [--tolerance --dtype f32|f64 --rtol X --atol Y] [--json]`: replay every
-//! matching recording and print one aligned line per recording; exit 1
+//! [--repetitions N] [--tolerance --dtype f32|f64 --rtol X --atol Y]
+//! [--json]`: replay every matching recording and print one aligned line
+//! per recording (kernel time as median ratio with both spreads); exit 1
 //! (MISMATCH) when any regressed. Logic: rrstore_replay::regress::check.
 
 use std::process::ExitCode;
 use std::time::Duration;
 
-use rrstore_replay::regress::check::{check, CheckOptions, CheckRow};
+use rrstore_replay::regress::check::{
+    check, CheckOptions, CheckRow, Spread, DEFAULT_REPETITIONS, SLOWDOWN_THRESHOLD,
+};
 use rrstore_replay::regress::run::RunOptions;
 use rrstore_replay::verify::tolerance::{DType, Tolerance};
 use rrstore_replay::{ReplayOptions, VerifyMode};
@@ -88,6 +91,11 @@ pub struct Args {
     /// baseline always comes from the history when present).
     #[arg(long)]
     pub use_cache: bool,
+    /// Kernel launches per replay; the median is compared, and a slowdown
+    /// is flagged only when the spreads do not overlap (docs/regress.md).
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_REPETITIONS,
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub repetitions: u32,
     #[command(flatten)]
     pub run: RunArgs,
     /// Print the report as JSON.
@@ -103,7 +111,47 @@ fn yes_no(v: Option<bool>) -> &'static str {
     }
 }
 
-fn cells(r: &CheckRow) -> [String; 8] {
+/// `median [q1..q3]` in milliseconds, with the sample count.
+fn spread_text(s: &Spread) -> String {
+    let ms = |ns: u64| format!("{:.3}", ns as f64 / 1e6);
+    if s.samples == 1 {
+        format!("{}ms x1", ms(s.median_ns))
+    } else {
+        format!(
+            "{} [{}..{}]ms x{}",
+            ms(s.median_ns),
+            ms(s.q1_ns),
+            ms(s.q3_ns),
+            s.samples
+        )
+    }
+}
+
+fn time_cells(r: &CheckRow) -> [String; 2] {
+    let Some(t) = &r.time else {
+        return ["-".into(), "-".into()];
+    };
+    let flag = match (t.slower, t.confirmed_by) {
+        (true, Some(row)) => format!(" SLOWER (confirmed by h:{row})"),
+        (true, None) => " SLOWER".to_string(),
+        (false, Some(row)) => format!(" (noise: h:{row} was as slow)"),
+        _ if t.faster => " faster".to_string(),
+        _ if !t.enough_samples => " (too few launches to judge)".to_string(),
+        _ => String::new(),
+    };
+    [
+        format!("{:.2}x{flag}", t.ratio),
+        format!(
+            "{} vs {} ({} run(s))",
+            spread_text(&t.run),
+            spread_text(&t.baseline),
+            t.baseline_rows.len()
+        ),
+    ]
+}
+
+fn cells(r: &CheckRow) -> [String; 9] {
+    let [ratio, spreads] = time_cells(r);
     [
         r.kernel.clone(),
         r.recording[..12.min(r.recording.len())].to_string(),
@@ -114,9 +162,8 @@ fn cells(r: &CheckRow) -> [String; 8] {
         },
         yes_no(r.changed_vs_recorded).into(),
         yes_no(r.changed_vs_baseline).into(),
-        r.time_ratio
-            .map(|t| format!("{t:.2}x"))
-            .unwrap_or_else(|| "-".into()),
+        ratio,
+        spreads,
         format!(
             "h:{}{}",
             r.run.row,
@@ -132,6 +179,8 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         Some(spec) => Some(resolve_image(&mut store, spec)?.image),
         None => None,
     };
+    let mut run = args.run.options(args.use_cache)?;
+    run.replay.repetitions = args.repetitions;
     let opts = CheckOptions {
         image,
         filter: LsFilter {
@@ -140,7 +189,7 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
             sort: rrstore_store::LsSort::Name,
             ..LsFilter::default()
         },
-        run: args.run.options(args.use_cache)?,
+        run,
     };
     let report = check(&mut store, &opts, &mut |_| {}).map_err(regress_err)?;
     if args.json {
@@ -155,17 +204,18 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
             "vs recorded",
             "vs base",
             "time",
+            "kernel: run vs base, median [quartiles]",
             "run",
             "label",
         ];
-        let rows: Vec<[String; 8]> = report.rows.iter().map(cells).collect();
+        let rows: Vec<[String; 9]> = report.rows.iter().map(cells).collect();
         let mut w = head.map(str::len);
         for r in &rows {
             for (i, c) in r.iter().enumerate() {
                 w[i] = w[i].max(c.len());
             }
         }
-        let line = |c: [&str; 8]| {
+        let line = |c: [&str; 9]| {
             let mut s = String::new();
             for (i, x) in c.iter().enumerate() {
                 s += &format!("{:<width$}  ", x, width = w[i]);
@@ -177,10 +227,13 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
             line(r.each_ref().map(String::as_str));
         }
         println!(
-            "{} recording(s), {} regressed; {} replay(s) run, {} from the history{}",
+            "{} recording(s), {} regressed, {} slower beyond the noise (median over {:.0}% above every baseline run's, interquartile ranges apart); {} replay(s) run of {} launch(es) each, {} from the history{}",
             report.rows.len(),
             report.regressed,
+            report.slower,
+            SLOWDOWN_THRESHOLD * 100.0,
             report.replays,
+            report.repetitions,
             report.cached,
             report
                 .image

@@ -20,8 +20,9 @@ pub struct Args {
     /// Print a JSON array of rows.
     #[arg(long)]
     pub json: bool,
-    /// Only recordings whose output differs between runs, grouped by
-    /// output, with the images, backends and devices involved.
+    /// Only recordings whose output differs between completed replays,
+    /// grouped by output, with the launches (team/thread counts, overrides
+    /// such as OMP_NUM_THREADS), images, backends and devices involved.
     #[arg(long, conflicts_with = "recording")]
     pub changes: bool,
 }
@@ -46,25 +47,43 @@ fn unreachable_store() -> Result<Store, rrstore_replay::ReplayError> {
     ))
 }
 
-fn text_row(e: &HistoryEntry) -> String {
-    let kmin = e.kernel_ns.iter().min().copied().unwrap_or(0);
-    let kernel = if e.kernel_ns.len() > 1 {
-        format!("{:.3}ms x{}", kmin as f64 / 1e6, e.kernel_ns.len())
-    } else {
-        format!("{:.3}ms", kmin as f64 / 1e6)
+/// Kernel time (fastest repetition, and the count) and wall time; `-` for
+/// what a failed replay did not measure.
+fn times(e: &HistoryEntry) -> (String, String) {
+    let kernel = match e.kernel_ns.iter().min() {
+        None => "-".to_string(),
+        Some(k) if e.kernel_ns.len() > 1 => {
+            format!("{:.3}ms x{}", *k as f64 / 1e6, e.kernel_ns.len())
+        }
+        Some(k) => format!("{:.3}ms", *k as f64 / 1e6),
     };
+    let wall = if e.wall_ns == 0 || (e.kernel_ns.is_empty() && e.verdict == "error") {
+        "-".to_string()
+    } else {
+        format!("{:.1}ms", e.wall_ns as f64 / 1e6)
+    };
+    (kernel, wall)
+}
+
+fn text_row(e: &HistoryEntry) -> String {
+    let (kernel, wall) = times(e);
     format!(
-        "{:<5} {}  {}  {:<7} {:<16} {:>14} {:>11}  {}",
+        "{:<5} {}  {}  {:<7} {:<16} {:>14} {:>11}  {:<12}  {}",
         e.id,
         utc(e.started_at),
         &e.recording.to_hex()[..12],
-        e.backend,
+        if e.backend.is_empty() {
+            "-"
+        } else {
+            &e.backend
+        },
         e.verdict,
         kernel,
-        format!("{:.1}ms", e.wall_ns as f64 / 1e6),
+        wall,
         e.output_blake3
             .map(|h| hex(&h)[..12].to_string())
             .unwrap_or_else(|| "-".into()),
+        e.launch_text(),
     )
 }
 
@@ -99,8 +118,8 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     println!(
-        "{:<5} {:<19}  {:<12}  {:<7} {:<16} {:>14} {:>11}  output",
-        "row", "started (UTC)", "recording", "backend", "verdict", "kernel", "wall"
+        "{:<5} {:<19}  {:<12}  {:<7} {:<16} {:>14} {:>11}  {:<12}  launch",
+        "row", "started (UTC)", "recording", "backend", "verdict", "kernel", "wall", "output"
     );
     for e in &rows {
         println!("{}", text_row(e));

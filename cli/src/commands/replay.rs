@@ -296,7 +296,7 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
     // When the index's log is due to be folded back (every ~8 replays), it
     // is done while the runner loads the image, not after the replay.
     let mut report = rrstore_replay::replay_with(&mut src, &opts, &mut || store.fold_history_log());
-    let row = rrstore_replay::history::record(&store, src.id, &report)
+    let row = rrstore_replay::history::record_for(&store, src.id, &report, &opts)
         .map_err(into_anyhow)
         .with_context(|| {
             format!(

@@ -11,9 +11,21 @@
 //! A recording regressed when its run mismatches the recorded output
 //! (outside `--tolerance`), crashes, times out or fails, or, without an
 //! output snapshot, when its output differs from the baseline run's.
+//!
+//! Time: each replay launches the kernel `repetitions` times (see
+//! [`DEFAULT_REPETITIONS`]); the run's launches are compared with the
+//! recent recorded-image runs of the history, and a slowdown is flagged
+//! only outside the noise (rule: [`timing`]) and when a second replay of
+//! the recorded image, right after, confirms it (a busy machine slows
+//! every replay while it lasts). A slowdown is reported, not
+//! counted as a regression (the exit status is about outputs).
 
 use rrstore_store::{LsFilter, Store};
 use serde::Serialize;
+
+pub mod timing;
+
+pub use timing::{Spread, TimeCompare, DEFAULT_REPETITIONS, SLOWDOWN_THRESHOLD};
 
 use super::image::ImageOverride;
 use super::run::{run, Run, RunOptions};
@@ -34,8 +46,10 @@ pub struct CheckRow {
     pub changed_vs_recorded: Option<bool>,
     /// Output differs from the baseline run's output.
     pub changed_vs_baseline: Option<bool>,
-    /// Kernel time of the run divided by the baseline's.
+    /// Median kernel time of the run divided by the baseline's.
     pub time_ratio: Option<f64>,
+    /// The time comparison (medians, spreads, whether outside the noise).
+    pub time: Option<TimeCompare>,
     pub regressed: bool,
 }
 
@@ -49,6 +63,10 @@ pub struct CheckReport {
     pub replays: u32,
     pub cached: u32,
     pub regressed: u32,
+    /// Rows whose kernel time is slower beyond the noise.
+    pub slower: u32,
+    /// Kernel launches per replay.
+    pub repetitions: u32,
 }
 
 /// What to check.
@@ -58,10 +76,35 @@ pub struct CheckOptions {
     pub run: RunOptions,
 }
 
-fn ratio(run: &Run, base: Option<&Run>) -> Option<f64> {
-    let a = run.kernel_ns?;
-    let b = base?.kernel_ns?;
-    (b > 0).then(|| a as f64 / b as f64)
+/// A run slower than the history may have met a busy machine: the
+/// recorded image is replayed once more, right away, and the slowdown
+/// stands only if, with `--image`, the run is also slower than that replay,
+/// or, without (the run is the recorded image), that replay is also slower
+/// than the history. Updates `t`; returns the confirming run.
+fn confirm_slowdown(
+    store: &mut Store,
+    id: &rrstore_format::RecordingId,
+    opts: &CheckOptions,
+    the_run: &Run,
+    history: &[(i64, Vec<u64>)],
+    t: &mut TimeCompare,
+) -> Result<Run, RegressError> {
+    let fresh_opts = RunOptions {
+        use_cache: false,
+        keep_output: false,
+        ..opts.run.clone()
+    };
+    let fresh = run(store, id, None, &fresh_opts)?;
+    let again = match &opts.image {
+        Some(_) => TimeCompare::of(
+            &the_run.kernel_times_ns,
+            &[(fresh.row, fresh.kernel_times_ns.clone())],
+        ),
+        None => TimeCompare::of(&fresh.kernel_times_ns, history),
+    };
+    t.slower = again.is_some_and(|a| a.slower);
+    t.confirmed_by = Some(fresh.row);
+    Ok(fresh)
 }
 
 /// Run the check; `on_row` sees each row as it is done.
@@ -80,6 +123,8 @@ pub fn check(
         replays: 0,
         cached: 0,
         regressed: 0,
+        slower: 0,
+        repetitions: opts.run.replay.repetitions.max(1),
     };
     let cached_opts = RunOptions {
         use_cache: true,
@@ -99,16 +144,7 @@ pub fn check(
                 let recorded_image = super::run::image_hash(store, &id, None)?;
                 let prev = store.cached_run(&id, &recorded_image)?;
                 let r = run(store, &id, None, &opts.run)?;
-                let prev = prev.map(|e| Run {
-                    row: e.id,
-                    cached: true,
-                    image: e.image_hash,
-                    verdict: e.verdict.clone(),
-                    output: e.output_blake3,
-                    kernel_ns: e.kernel_ns.iter().min().copied(),
-                    detail: String::new(),
-                    output_kept: false,
-                });
+                let prev = prev.map(|e| Run::from_history(&e));
                 (r, prev.filter(|p| p.row != 0))
             }
         };
@@ -140,11 +176,26 @@ pub fn check(
         if regressed {
             report.regressed += 1;
         }
+        let mut time = None;
+        if baseline.is_some() {
+            let recorded_image = super::run::image_hash(store, &id, None)?;
+            let device = store.history_entry(the_run.row)?.device;
+            let base = timing::baseline_runs(store, &id, &recorded_image, &device, the_run.row)?;
+            time = TimeCompare::of(&the_run.kernel_times_ns, &base);
+            if let Some(t) = time.as_mut().filter(|t| t.slower) {
+                let fresh = confirm_slowdown(store, &id, opts, &the_run, &base, t)?;
+                report.replays += u32::from(!fresh.cached);
+            }
+        }
+        if time.as_ref().is_some_and(|t| t.slower) {
+            report.slower += 1;
+        }
         let row = CheckRow {
             recording: s.id.clone(),
             kernel: s.kernel.clone(),
             label: s.label.clone(),
-            time_ratio: ratio(&the_run, baseline.as_ref()),
+            time_ratio: time.as_ref().map(|t| t.ratio),
+            time,
             run: the_run,
             baseline,
             changed_vs_recorded,

@@ -4,9 +4,10 @@
 //!
 //! Descriptor and argument differences come from the manifests (and the
 //! history rows); the arena comparison streams both sides chunk by chunk
-//! from the store (1 MiB pieces, bounded memory) through the replay
-//! verifier's comparers: differing ranges mapped to the argument buffers
-//! they fall in, and with `--dtype` element-wise error statistics.
+//! from the store (1 MiB pieces, bounded memory): differing ranges (see
+//! [`ranges`]: each with its span and differing bytes, so the summary and
+//! the listed ranges agree) mapped to the argument buffers they fall in,
+//! and with `--dtype` the replay verifier's element-wise error statistics.
 //!
 //! Replay output bytes: `check` and `bisect` keep every run's output in the
 //! store (see [`super::run`]). For a history row whose output was not kept
@@ -23,8 +24,11 @@ use serde::Serialize;
 use super::image::ImageOverride;
 use super::run::{run, RunOptions};
 use super::RegressError;
-use crate::verify::exact::{ExactComparer, MismatchReport};
 use crate::verify::tolerance::{DType, Tolerance, ToleranceComparer, ToleranceReport};
+
+pub mod ranges;
+
+use ranges::{RangeReport, RangeTally};
 
 const PIECE: usize = 1 << 20;
 
@@ -64,7 +68,7 @@ pub struct FieldDiff {
 pub struct ArenaDiff {
     pub compared_bytes: u64,
     pub identical: bool,
-    pub mismatch: Option<MismatchReport>,
+    pub mismatch: Option<RangeReport>,
     pub tolerance: Option<ToleranceReport>,
 }
 
@@ -307,7 +311,7 @@ pub fn diff(
         tolerance: None,
     };
     if !arena.identical || opts.dtype.is_some() {
-        let mut exact = ExactComparer::new(pointers);
+        let mut exact = RangeTally::new(pointers);
         let mut tol = opts.dtype.map(|dtype| {
             ToleranceComparer::new(Tolerance {
                 dtype,

@@ -42,6 +42,11 @@ pub struct Run {
     pub output: Option<[u8; 32]>,
     /// Fastest kernel time, nanoseconds.
     pub kernel_ns: Option<u64>,
+    /// Kernel time of every repetition, nanoseconds (empty when the
+    /// kernel did not run).
+    pub kernel_times_ns: Vec<u64>,
+    /// Team and thread counts and the launch overrides (history row).
+    pub launch: String,
     /// Why it failed, or what differs (history detail).
     pub detail: String,
     /// The output is kept in the store (for `diff h:ROW`).
@@ -57,9 +62,16 @@ impl Run {
             verdict: e.verdict.clone(),
             output: e.output_blake3,
             kernel_ns: e.kernel_ns.iter().min().copied(),
+            kernel_times_ns: e.kernel_ns.clone(),
+            launch: e.launch_text(),
             detail: e.detail.clone(),
             output_kept: kept,
         }
+    }
+
+    /// The run as the history row `e` recorded it (nothing replayed).
+    pub fn from_history(e: &HistoryEntry) -> Run {
+        Run::from_entry(e, true, false)
     }
 
     /// The run produced no output (crashed, timed out, failed).
@@ -120,7 +132,7 @@ pub fn run(
     // It reads through the store's connection; done with it before the
     // store is written below.
     drop(src);
-    let row = crate::history::record(store, *id, &report)?;
+    let row = crate::history::record_for(store, *id, &report, &ropts)?;
     let mut kept = false;
     if let (Some(t), Some(out)) = (&tmp, report.output_hash) {
         if t.is_file() {
@@ -135,7 +147,7 @@ pub fn run(
     if let Some(t) = &tmp {
         let _ = std::fs::remove_file(t);
     }
-    let entry = crate::history::entry(*id, &report);
+    let entry = crate::history::entry_for(*id, &report, &ropts);
     let mut r = Run::from_entry(&entry, false, kept);
     r.row = row;
     Ok(r)

@@ -2,7 +2,7 @@
 //! version is `PRAGMA user_version`; each migration moves it up by one.
 
 /// Highest schema version this build understands.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// Migrations, index i takes the schema from version i to i + 1.
 pub const MIGRATIONS: &[&str] = &[
@@ -132,4 +132,16 @@ CREATE TABLE manifests (
 INSERT INTO manifests (id, manifest) SELECT id, manifest FROM recordings;
 ALTER TABLE recordings DROP COLUMN manifest;
 "#,
+    HISTORY_LAUNCH_COLUMNS,
 ];
+
+/// 3 -> 4: the launch a replay used (store/src/history.rs): the effective
+/// team and thread counts (NULL in rows written before) and the overrides
+/// that set them (`--num-teams`/`--num-threads`, `OMP_*` in the runner's
+/// environment), so `history --changes` can tell a change the thread count
+/// caused. Additive only; another migration may be placed before it.
+const HISTORY_LAUNCH_COLUMNS: &str = r#"
+ALTER TABLE replay_history ADD COLUMN num_teams INTEGER;
+ALTER TABLE replay_history ADD COLUMN num_threads INTEGER;
+ALTER TABLE replay_history ADD COLUMN launch_overrides TEXT NOT NULL DEFAULT '';
+"#;
