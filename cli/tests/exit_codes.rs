@@ -481,19 +481,20 @@ fn code_70_and_the_table_is_the_contract() {
 }
 
 /// `rrstore ARGS | (closed)`: stdout is a pipe whose read end is closed
-/// before the command writes. Returns exit code and stderr.
+/// before the command starts, so its first write fails. Returns exit code
+/// and stderr.
 fn into_closed_pipe(store: &Path, args: &[&str]) -> (Option<i32>, String) {
-    let mut child = Command::new(bin())
+    let (read_end, write_end) = std::io::pipe().unwrap();
+    drop(read_end);
+    let o: Output = Command::new(bin())
         .arg("--store")
         .arg(store)
         .args(args)
         .env_remove("RRSTORE_DIR")
-        .stdout(Stdio::piped())
+        .stdout(write_end)
         .stderr(Stdio::piped())
-        .spawn()
+        .output()
         .unwrap();
-    drop(child.stdout.take());
-    let o: Output = child.wait_with_output().unwrap();
     (
         o.status.code(),
         String::from_utf8_lossy(&o.stderr).into_owned(),
