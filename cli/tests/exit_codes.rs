@@ -484,8 +484,10 @@ fn code_70_and_the_table_is_the_contract() {
 /// before the command starts, so its first write fails. Returns exit code
 /// and stderr.
 fn into_closed_pipe(store: &Path, args: &[&str]) -> (Option<i32>, String) {
-    let (read_end, write_end) = std::io::pipe().unwrap();
-    drop(read_end);
+    // The write end of a pipe whose only reader, `true`, has exited.
+    let mut reader = Command::new("true").stdin(Stdio::piped()).spawn().unwrap();
+    let write_end = reader.stdin.take().unwrap();
+    reader.wait().unwrap();
     let o: Output = Command::new(bin())
         .arg("--store")
         .arg(store)
