@@ -51,6 +51,11 @@ pub const NOT_REPLAYABLE: u8 = 19;
 pub const LAUNCH_LIMITS: u8 = 20;
 /// Anything else (a bug in rrstore: please report it).
 pub const INTERNAL: u8 = 70;
+/// Standard output was closed before the command finished (`rrstore
+/// history | head -1`): the command stops quietly with 128 + SIGPIPE, the
+/// status git and a SIGPIPE-killed ripgrep give, so that `set -o pipefail`
+/// still sees that the command did not run to its end.
+pub const BROKEN_PIPE: u8 = 141;
 
 /// A command line that parses but asks for something impossible (e.g.
 /// several recordings into one `.rra`): exit code [`USAGE`].
@@ -65,6 +70,60 @@ impl std::fmt::Display for UsageError {
 
 impl std::error::Error for UsageError {}
 
+/// A command line that parses but names nothing (e.g. `check --kernel GLOB`
+/// matching no recording): exit code [`NOT_FOUND`].
+#[derive(Debug)]
+pub struct NotFoundError(pub String);
+
+impl std::fmt::Display for NotFoundError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for NotFoundError {}
+
+/// Whether writing to a closed pipe is what failed, anywhere in the chain
+/// (also inside a library error that carries an `io::Error`).
+pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+            || cause
+                .downcast_ref::<serde_json::Error>()
+                .and_then(|e| e.io_error_kind())
+                .is_some_and(|k| k == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// Whether a panic is `print!`/`println!` failing on a closed stdout
+/// (std's message: "failed printing to stdout: Broken pipe (os error 32)").
+fn is_broken_pipe_panic(payload: &(dyn std::any::Any + Send)) -> bool {
+    let msg = payload
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| payload.downcast_ref::<&str>().copied())
+        .unwrap_or("");
+    msg.starts_with("failed printing to stdout") && msg.contains("Broken pipe")
+}
+
+/// Make a `println!` into a closed pipe end the process quietly with
+/// [`BROKEN_PIPE`], as the default SIGPIPE action does for git (Rust ignores
+/// SIGPIPE, so the write fails and `println!` panics instead). Exiting from
+/// the hook, before any unwinding, is what SIGPIPE would do: the store is
+/// safe against a process that stops at any point. Every other panic is
+/// reported as before.
+pub fn quiet_broken_pipe_panics() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if is_broken_pipe_panic(info.payload()) {
+            std::process::exit(i32::from(BROKEN_PIPE));
+        }
+        default(info);
+    }));
+}
+
 /// Map an error to its exit code.
 pub fn code_for(err: &anyhow::Error) -> u8 {
     use rrstore_format::FormatError;
@@ -75,18 +134,19 @@ pub fn code_for(err: &anyhow::Error) -> u8 {
         if cause.downcast_ref::<UsageError>().is_some() {
             return USAGE;
         }
-        if let Some(e) = cause.downcast_ref::<FormatError>() {
-            return match e {
-                FormatError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
-                    NOT_FOUND
-                }
-                FormatError::Io { .. } => NOT_FOUND,
-                FormatError::Write { .. } => STORE,
-                FormatError::Chunk { .. } => CORRUPT,
-                FormatError::Corrupt { .. } => CORRUPT,
-                FormatError::UnsupportedVersion { .. } => UNSUPPORTED_VERSION,
-                _ => INVALID_INPUT,
-            };
+        if cause.downcast_ref::<NotFoundError>().is_some() {
+            return NOT_FOUND;
+        }
+        // A format error also arrives inside the `io::Error` of a part
+        // read (an archive's chunk failing its hash mid-replay).
+        let format = cause.downcast_ref::<FormatError>().or_else(|| {
+            cause
+                .downcast_ref::<std::io::Error>()
+                .and_then(|io| io.get_ref())
+                .and_then(|inner| inner.downcast_ref::<FormatError>())
+        });
+        if let Some(e) = format {
+            return format_code(e);
         }
         if let Some(e) = cause.downcast_ref::<rrstore_replay::backend::BackendError>() {
             use rrstore_replay::backend::BackendError as B;
@@ -99,7 +159,7 @@ pub fn code_for(err: &anyhow::Error) -> u8 {
                 B::MissingKernel(_) => SYMBOL,
                 B::MissingGlobal { .. } | B::GlobalSize { .. } => GLOBAL,
                 B::TargetMismatch { .. } => TARGET_MISMATCH,
-                B::Crashed { .. } => CRASHED,
+                B::Crashed { .. } | B::RunnerExited { .. } => CRASHED,
                 B::TimedOut(_) => TIMED_OUT,
             };
         }
@@ -111,7 +171,9 @@ pub fn code_for(err: &anyhow::Error) -> u8 {
                 R::Limits { .. } => return LAUNCH_LIMITS,
                 R::Tolerance(_) => return USAGE,
                 R::BadSpec(_) => return NOT_FOUND,
-                R::PartSize { .. } | R::GlobalBounds { .. } => return INVALID_INPUT,
+                R::PartSize { .. } | R::GlobalBounds { .. } | R::UnknownTarget { .. } => {
+                    return INVALID_INPUT
+                }
                 R::SaveOutput { .. } => return NOT_FOUND,
                 R::WrongImage { .. } => return SYMBOL,
                 // Wrapped library errors: keep walking the chain.
@@ -136,10 +198,39 @@ pub fn code_for(err: &anyhow::Error) -> u8 {
     INTERNAL
 }
 
+fn format_code(e: &rrstore_format::FormatError) -> u8 {
+    use rrstore_format::FormatError;
+    match e {
+        FormatError::Io { .. } => NOT_FOUND,
+        FormatError::Write { .. } => STORE,
+        FormatError::Chunk { .. } | FormatError::Corrupt { .. } => CORRUPT,
+        FormatError::UnsupportedVersion { .. } => UNSUPPORTED_VERSION,
+        _ => INVALID_INPUT,
+    }
+}
+
 /// Print `err` with its causes and return its exit code.
 pub fn report(err: &anyhow::Error) -> ExitCode {
-    eprintln!("error: {err:#}");
+    eprintln!("error: {}", message(err));
     ExitCode::from(code_for(err))
+}
+
+/// The error and its causes joined by ": ", each cause once: library
+/// errors often show their source in their own message too (`cannot read
+/// X: <the io error>`), and the chain would repeat it.
+fn message(err: &anyhow::Error) -> String {
+    let mut msg = String::new();
+    for cause in err.chain() {
+        let s = cause.to_string();
+        if s.is_empty() || msg.contains(&s) {
+            continue;
+        }
+        if !msg.is_empty() {
+            msg.push_str(": ");
+        }
+        msg.push_str(&s);
+    }
+    msg
 }
 
 /// Store errors (also when carried inside an `io::Error` from a
@@ -171,14 +262,7 @@ fn store_code_for(err: &anyhow::Error) -> Option<u8> {
             S::BadPrefix(_) | S::Invalid(_) | S::SourceChanged { .. } => INVALID_INPUT,
             S::CorruptPart { .. } | S::CorruptPack { .. } | S::CorruptIndex { .. } => CORRUPT,
             S::SourceRead { .. } | S::Source { .. } | S::NoRecordings(_) => NOT_FOUND,
-            S::Format(f) => match f {
-                rrstore_format::FormatError::Io { .. } => NOT_FOUND,
-                rrstore_format::FormatError::Write { .. } => STORE,
-                rrstore_format::FormatError::Chunk { .. }
-                | rrstore_format::FormatError::Corrupt { .. } => CORRUPT,
-                rrstore_format::FormatError::UnsupportedVersion { .. } => UNSUPPORTED_VERSION,
-                _ => INVALID_INPUT,
-            },
+            S::Format(f) => format_code(f),
         });
     }
     None

@@ -86,6 +86,7 @@ fn main() -> ExitCode {
         commands::replay::prestart_early();
     }
     let cli = Cli::parse();
+    exit::quiet_broken_pipe_panics();
     let globals = Globals { store: cli.store };
     let result = match cli.command {
         Command::Pack(a) => commands::pack::run(a, &globals),
@@ -114,6 +115,7 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(code) => code,
+        Err(err) if exit::is_broken_pipe(&err) => ExitCode::from(exit::BROKEN_PIPE),
         Err(err) => exit::report(&err),
     }
 }

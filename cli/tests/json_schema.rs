@@ -203,7 +203,7 @@ impl Checker<'_> {
 
 /// Outputs whose IDs and hashes another change turns from byte arrays into
 /// hex strings (issue 16); until it lands their byte arrays are accepted.
-const LEGACY: &[&str] = &["history", "history-changes", "diff", "check", "bisect"];
+const LEGACY: &[&str] = &[];
 
 /// Where `v` does not match `root` (empty: it matches).
 fn errors(root: &Value, v: &Value, legacy_bytes: bool) -> Vec<String> {

@@ -58,10 +58,15 @@ fn check_flags_changed_images_and_passes_unchanged_ones() {
     let (code, v) = check(&s, &["--image", "build-4", "--kernel", SCALE]);
     assert_eq!(code, 0);
     assert_eq!(v["rows"].as_array().unwrap().len(), 1);
-    // --label matches nothing: nothing to check.
-    let (code, v) = check(&s, &["--image", "build-4", "--label", "other-*"]);
-    assert_eq!(code, 0);
-    assert_eq!(v["rows"].as_array().unwrap().len(), 0);
+    // --label matches nothing: not found (3), so a typo cannot pass CI.
+    let o = run(
+        &s,
+        &[
+            "check", "--json", "--image", "build-4", "--label", "other-*",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("other-*"));
     // Build 5's fused multiply-add is within a 1e-6 relative tolerance.
     let (code, v) = check(
         &s,

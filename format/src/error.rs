@@ -45,6 +45,15 @@ pub enum FormatError {
         found: u32,
         supported: u32,
     },
+    /// An archive's manifest describes a recording that cannot be (e.g.
+    /// more argument values than offsets, a global outside the globals part,
+    /// a descriptor saying otherwise): exit code "malformed input".
+    #[error("{path}: the archived recording is inconsistent: {source}; the archive was edited or written by a faulty tool, re-create it from the LLVM recording")]
+    Inconsistent {
+        path: PathBuf,
+        #[source]
+        source: crate::validate::Inconsistency,
+    },
     /// Archived data fails its checksum, is truncated, or points outside the
     /// file (exit code "corrupt").
     #[error("{path}: at byte {offset}: {message}")]

@@ -9,6 +9,8 @@
 //! * [`archive`]: the single-file `.rra` archive, version 1 (spec/FORMAT.md).
 //! * [`extents`]: where a part's stored bytes lie in files, for readers that
 //!   decode a part themselves (the host replay runner).
+//! * [`validate`]: consistency checks of a recording's metadata (what an
+//!   archive reader refuses).
 //! * [`image`]: what kind of device image a recording carries (x86-64 ELF,
 //!   cubin sm_XX, AMDGPU gfxNNN, PTX).
 //!
@@ -23,6 +25,7 @@ pub mod image;
 pub mod inspect;
 pub mod llvm;
 pub mod model;
+pub mod validate;
 
 pub use error::FormatError;
 pub use id::RecordingId;

@@ -178,6 +178,12 @@ impl Recording {
         self.parts.iter().map(|p| p.len).sum::<u64>() + self.descriptor.len() as u64
     }
 
+    /// Check that the metadata holds together (see [`crate::validate`]):
+    /// what a reader of metadata it did not build itself must call.
+    pub fn validate(&self) -> Result<(), crate::validate::Inconsistency> {
+        crate::validate::recording(self)
+    }
+
     /// The content address of this recording (see [`crate::id`]).
     pub fn id(&self) -> crate::RecordingId {
         crate::id::recording_id(self)

@@ -65,10 +65,10 @@ impl BackendKind {
     /// What this backend's device is, for target-mismatch errors.
     fn device_words(self) -> &'static str {
         match self {
-            BackendKind::Host => "host x86_64 (this CPU)",
-            BackendKind::Cuda => "an NVIDIA GPU (cubin/PTX)",
-            BackendKind::Hip => "an AMD GPU (AMDGPU code object)",
-            BackendKind::Auto => "any",
+            BackendKind::Host => "x86_64 (this CPU)",
+            BackendKind::Cuda => "cubin/PTX (an NVIDIA GPU)",
+            BackendKind::Hip => "AMDGPU code object (an AMD GPU)",
+            BackendKind::Auto => "any target",
         }
     }
 }
@@ -353,18 +353,19 @@ fn preflight(
     let wanted = BackendKind::for_target(image_target);
     let kind = match (opts.backend, wanted) {
         (BackendKind::Auto, Some(k)) => k,
+        // Not a device image rrstore knows: the recording (or --image) is
+        // malformed input, not a backend missing here.
         (BackendKind::Auto, None) => {
-            return Err(BackendError::Unavailable(format!(
-                "no backend runs images of target {}; pass --backend to force one",
-                image_target
-            ))
-            .into())
+            return Err(ReplayError::UnknownTarget {
+                kernel: rec.kernel.clone(),
+                target: image_target.describe(),
+            })
         }
         (k, Some(w)) if k == w => k,
         (k, _) => {
             return Err(BackendError::TargetMismatch {
                 image: image_target.describe(),
-                device: format!("the {} backend's {}", k.as_str(), k.device_words()),
+                device: format!("{} of the {} backend", k.device_words(), k.as_str()),
             }
             .into())
         }

@@ -17,6 +17,10 @@ pub enum ReplayError {
     BadSpec(String),
     #[error("recording {kernel} cannot be replayed: {why}; record it again with LLVM 18 or newer (which saves the image and the arena address)")]
     NotReplayable { kernel: String, why: String },
+    /// The image is none of the targets a backend runs (x86-64 ELF,
+    /// cubin/PTX/fatbin, AMDGPU): malformed input.
+    #[error("the image of {kernel} (detected target: {target}) is not a device image any backend runs (x86-64 ELF, cubin, PTX, fatbin or AMDGPU code object); the recording's image is damaged or is not a device image")]
+    UnknownTarget { kernel: String, target: String },
     #[error("--verify was given but recording {kernel} has no output snapshot (record with LIBOMPTARGET_RR_SAVE_OUTPUT=1, or replay without --verify)")]
     NoOutput { kernel: String },
     #[error("{what} {value} is outside the recorded limits [{min}, {max}] ({key}); pass --ignore-limits to launch anyway")]

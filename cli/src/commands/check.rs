@@ -2,7 +2,8 @@
 //! [--repetitions N] [--tolerance --dtype f32|f64 --rtol X --atol Y]
 //! [--json]`: replay every matching recording and print one aligned line
 //! per recording (kernel time as median ratio with both spreads); exit 1
-//! (MISMATCH) when any regressed. Logic: rrstore_replay::regress::check.
+//! (MISMATCH) when any regressed, 3 (NOT_FOUND) when none matches. Logic:
+//! rrstore_replay::regress::check.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -45,7 +46,12 @@ impl RunArgs {
     pub fn options(&self, use_cache: bool) -> anyhow::Result<RunOptions> {
         let timeout = match self.timeout {
             Some(s) if s > 0.0 && s.is_finite() => Some(Duration::from_secs_f64(s)),
-            Some(s) => anyhow::bail!("--timeout must be a positive number of seconds, got {s}"),
+            Some(s) => {
+                return Err(crate::exit::UsageError(format!(
+                    "--timeout must be a positive number of seconds, got {s}"
+                ))
+                .into())
+            }
             None => None,
         };
         let tolerance = self.tolerance.then(|| Tolerance {
@@ -173,6 +179,24 @@ fn cells(r: &CheckRow) -> [String; 9] {
     ]
 }
 
+fn no_match(args: &Args) -> String {
+    let mut by = Vec::new();
+    if let Some(k) = &args.kernel {
+        by.push(format!("--kernel '{k}'"));
+    }
+    if let Some(l) = &args.label {
+        by.push(format!("--label '{l}'"));
+    }
+    if by.is_empty() {
+        "the store holds no recording to check; import some first".into()
+    } else {
+        format!(
+            "no stored recording matches {}; `rrstore ls` lists kernels and labels",
+            by.join(" and ")
+        )
+    }
+}
+
 pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
     let mut store = storeutil::open(globals)?;
     let image = match &args.image {
@@ -192,10 +216,12 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         run,
     };
     let report = check(&mut store, &opts, &mut |_| {}).map_err(regress_err)?;
+    if report.rows.is_empty() {
+        // Nothing checked must not pass CI: a typo in a glob would.
+        return Err(crate::exit::NotFoundError(no_match(&args)).into());
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
-    } else if report.rows.is_empty() {
-        println!("no recording matches");
     } else {
         let head = [
             "kernel",

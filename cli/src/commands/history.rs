@@ -2,6 +2,7 @@
 //! oldest first; ID is a hex prefix of a recording ID, or a `.json`/`.rra`
 //! file whose recording ID is computed.
 
+use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -103,31 +104,55 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
                 .is_none_or(|p| e.recording.to_hex().starts_with(p))
         })
         .collect();
+    if let (Some(spec), Some(p), true) = (&args.recording, &prefix, rows.is_empty()) {
+        // No row: fine for a recording that exists but never ran; an ID
+        // that names nothing is a typo (exit 3, like every other command).
+        if !Path::new(spec).is_file() {
+            use rrstore_store::StoreError as S;
+            match store.resolve(p) {
+                Ok(_) | Err(S::Ambiguous { .. }) => {}
+                Err(S::NotFound(_) | S::BadPrefix(_)) => {
+                    return Err(crate::exit::NotFoundError(format!(
+                        "no stored recording and no replay history row matches `{spec}`; `rrstore ls` lists the stored recordings"
+                    ))
+                    .into())
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+    // Written through a checked handle: a closed pipe (`| head`) is an
+    // error that `main` turns into a quiet exit, not a panic.
+    let mut out = std::io::stdout().lock();
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+        serde_json::to_writer_pretty(&mut out, &rows)?;
+        writeln!(out)?;
         return Ok(ExitCode::SUCCESS);
     }
     if rows.is_empty() {
-        println!(
+        writeln!(
+            out,
             "no replays recorded{}",
             match &prefix {
                 Some(p) => format!(" for {p}"),
                 None => String::new(),
             }
-        );
+        )?;
         return Ok(ExitCode::SUCCESS);
     }
-    println!(
+    writeln!(
+        out,
         "{:<5} {:<19}  {:<12}  {:<7} {:<16} {:>14} {:>11}  {:<12}  launch",
         "row", "started (UTC)", "recording", "backend", "verdict", "kernel", "wall", "output"
-    );
+    )?;
     for e in &rows {
-        println!("{}", text_row(e));
+        writeln!(out, "{}", text_row(e))?;
         if !e.detail.is_empty() && e.verdict != "verified" {
             for line in e.detail.lines().take(3) {
-                println!("      {line}");
+                writeln!(out, "      {line}")?;
             }
         }
     }
+    out.flush()?;
     Ok(ExitCode::SUCCESS)
 }

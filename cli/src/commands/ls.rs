@@ -89,8 +89,11 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         }
     };
     match written {
-        // `rrstore ls | head`: the reader is gone, nothing left to say.
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
+        // `rrstore ls | head`: the reader is gone, nothing left to say
+        // (quietly, with the code every command gives: README "Exit codes").
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+            Ok(ExitCode::from(crate::exit::BROKEN_PIPE))
+        }
         Err(e) => Err(anyhow::Error::new(e).context("cannot write the listing")),
         Ok(()) => Ok(ExitCode::SUCCESS),
     }

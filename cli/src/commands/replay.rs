@@ -56,11 +56,11 @@ pub struct Args {
     /// report min/median kernel time.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub repetitions: u32,
-    /// Override the number of teams (host: OMP_NUM_TEAMS).
-    #[arg(long)]
+    /// Override the number of teams (host: OMP_NUM_TEAMS); at least 1.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub num_teams: Option<u64>,
-    /// Override the number of threads (host: OMP_NUM_THREADS).
-    #[arg(long)]
+    /// Override the number of threads (host: OMP_NUM_THREADS); at least 1.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub num_threads: Option<u64>,
     /// Do not check --num-teams/--num-threads against the recorded limits.
     #[arg(long)]
@@ -95,7 +95,12 @@ pub enum DTypeArg {
 fn options(args: &Args) -> anyhow::Result<ReplayOptions> {
     let timeout = match args.timeout {
         Some(s) if s > 0.0 && s.is_finite() => Some(Duration::from_secs_f64(s)),
-        Some(s) => anyhow::bail!("--timeout must be a positive number of seconds, got {s}"),
+        Some(s) => {
+            return Err(crate::exit::UsageError(format!(
+                "--timeout must be a positive number of seconds, got {s}"
+            ))
+            .into())
+        }
         None => None,
     };
     Ok(ReplayOptions {

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use rrstore_store::recordings::parse_tag;
 
 use super::storeutil;
+use crate::exit::UsageError;
 use crate::Globals;
 
 #[derive(clap::Args)]
@@ -23,13 +24,15 @@ pub struct Args {
 }
 
 pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
-    let mut store = storeutil::open(globals)?;
-    let id = store.resolve(&args.id)?;
+    // A malformed KEY=VALUE is a bad command line (exit 2), found before
+    // the store is opened.
     let set = args
         .tags
         .iter()
-        .map(|t| parse_tag(t))
+        .map(|t| parse_tag(t).map_err(|e| UsageError(e.to_string())))
         .collect::<Result<Vec<_>, _>>()?;
+    let mut store = storeutil::open(globals)?;
+    let id = store.resolve(&args.id)?;
     store.tag(&id, &set, &args.remove)?;
     let tags = store.tags(&id)?;
     if args.json {

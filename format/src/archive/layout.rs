@@ -225,3 +225,51 @@ pub struct Index {
 pub fn hash_of(e: &ChunkEntry) -> ChunkHash {
     e.0 .0
 }
+
+/// Re-seal a complete archive after `edit` changed its manifest: the
+/// manifest is re-encoded with the recording ID recomputed, and the trailer
+/// gets fresh offsets and checksums, so a reader's *validation* (not a
+/// checksum) is what judges the edited recording. For tests and fuzzing
+/// (hand-made hostile archives); `None` when `archive` is not a complete
+/// version 1 archive.
+#[doc(hidden)]
+pub fn reseal_with(archive: &[u8], edit: impl FnOnce(&mut Manifest)) -> Option<Vec<u8>> {
+    reseal_both(archive, |m, _| edit(m))
+}
+
+/// [`reseal_with`] editing the index too (e.g. a part dropped or repeated
+/// in both, so that only the recording's own consistency is wrong).
+#[doc(hidden)]
+pub fn reseal_both(
+    archive: &[u8],
+    edit: impl FnOnce(&mut Manifest, &mut Index),
+) -> Option<Vec<u8>> {
+    let tail = archive.len().checked_sub(TRAILER_LEN as usize)?;
+    let t = Trailer::decode(archive[tail..].try_into().ok()?)?;
+    let block = |off: u64, len: u64| {
+        let start = usize::try_from(off).ok()?;
+        archive.get(start..start.checked_add(usize::try_from(len).ok()?)?)
+    };
+    let mut manifest: Manifest =
+        rmp_serde::from_slice(block(t.manifest_offset, t.manifest_len)?).ok()?;
+    let mut index: Index = rmp_serde::from_slice(block(t.index_offset, t.index_len)?).ok()?;
+    edit(&mut manifest, &mut index);
+    manifest.id = Bytes32(manifest.recording.id().0);
+    let manifest = rmp_serde::to_vec_named(&manifest).ok()?;
+    let index = rmp_serde::to_vec_named(&index).ok()?;
+    let mut out = archive[..usize::try_from(t.manifest_offset).ok()?].to_vec();
+    let manifest_offset = out.len() as u64;
+    out.extend_from_slice(&manifest);
+    let index_offset = out.len() as u64;
+    out.extend_from_slice(&index);
+    let trailer = Trailer {
+        manifest_offset,
+        manifest_len: manifest.len() as u64,
+        index_offset,
+        index_len: index.len() as u64,
+        manifest_blake3: *blake3::hash(&manifest).as_bytes(),
+        index_blake3: *blake3::hash(&index).as_bytes(),
+    };
+    out.extend_from_slice(&trailer.encode());
+    Some(out)
+}

@@ -1,5 +1,6 @@
 //! `.rra` reader: opens and validates an archive (header, trailer, checksums
-//! of manifest and index, recording ID, every index entry against the file),
+//! of manifest and index, recording ID, the recording's consistency
+//! ([`crate::validate`]), every index entry against the file),
 //! then serves parts as a [`PartSource`] and chunks as stored.
 //!
 //! Everything a reader returns is verified: each chunk against its blake3
@@ -210,6 +211,14 @@ impl Reader {
             .map_err(|(i, m)| invalid(t.index_offset, format!("chunk table row {i}: {m}")))?;
         let parts = validate_parts(&manifest.recording, &index, &chunks)
             .map_err(|m| invalid(t.index_offset, m))?;
+        // The structure holds together; now what it describes must too.
+        manifest
+            .recording
+            .validate()
+            .map_err(|source| FormatError::Inconsistent {
+                path: path.to_path_buf(),
+                source,
+            })?;
         Ok(Reader {
             path: Arc::from(path),
             file: Arc::new(file),

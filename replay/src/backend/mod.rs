@@ -62,6 +62,11 @@ pub enum BackendError {
     Driver { op: String, reason: String },
     #[error("the kernel crashed (signal {signal})")]
     Crashed { signal: i32 },
+    /// The host runner process ended without a signal before the kernel
+    /// returned (the kernel or a library it loaded called `exit`/`_exit`):
+    /// for the user the kernel did not complete, like a crash.
+    #[error("the kernel ended the replay process ({status}) before it returned: it or a library it loaded called exit; the kernel cannot be replayed as recorded")]
+    RunnerExited { status: String },
     #[error("the kernel did not finish within {0:?} and was killed")]
     TimedOut(Duration),
 }

@@ -360,11 +360,8 @@ impl HostBackend {
             Some(s) if s.signal().is_some() => BackendError::Crashed {
                 signal: s.signal().unwrap_or(0),
             },
-            Some(s) => BackendError::Driver {
-                op: "host runner".into(),
-                reason: format!(
-                    "the runner exited unexpectedly ({s}); the kernel or a library it loaded called exit"
-                ),
+            Some(s) => BackendError::RunnerExited {
+                status: s.to_string(),
             },
             None => BackendError::Driver {
                 op: "host runner".into(),
