@@ -21,7 +21,9 @@ pub const INVALID_INPUT: u8 = 4;
 pub const CORRUPT: u8 = 5;
 /// An ID prefix matches more than one recording.
 pub const AMBIGUOUS: u8 = 6;
-/// The store cannot be opened or written (permissions, disk full, locked, index error).
+/// The store, or an output file, cannot be opened or written (permissions,
+/// disk full, locked, index error; an existing output file or a symbolic
+/// link at an output name without --force).
 pub const STORE: u8 = 7;
 /// The replay backend is not usable here (no driver, missing runtime library).
 pub const BACKEND_UNAVAILABLE: u8 = 8;
@@ -81,7 +83,10 @@ pub fn code_for(err: &anyhow::Error) -> u8 {
                     NOT_FOUND
                 }
                 FormatError::Io { .. } => NOT_FOUND,
-                FormatError::Write { .. } => STORE,
+                FormatError::Write { .. }
+                | FormatError::Exists { .. }
+                | FormatError::Symlink { .. }
+                | FormatError::NoSpace { .. } => STORE,
                 FormatError::Chunk { .. } => CORRUPT,
                 FormatError::Corrupt { .. } => CORRUPT,
                 FormatError::UnsupportedVersion { .. } => UNSUPPORTED_VERSION,
@@ -173,7 +178,10 @@ fn store_code_for(err: &anyhow::Error) -> Option<u8> {
             S::SourceRead { .. } | S::Source { .. } | S::NoRecordings(_) => NOT_FOUND,
             S::Format(f) => match f {
                 rrstore_format::FormatError::Io { .. } => NOT_FOUND,
-                rrstore_format::FormatError::Write { .. } => STORE,
+                rrstore_format::FormatError::Write { .. }
+                | rrstore_format::FormatError::Exists { .. }
+                | rrstore_format::FormatError::Symlink { .. }
+                | rrstore_format::FormatError::NoSpace { .. } => STORE,
                 rrstore_format::FormatError::Chunk { .. }
                 | rrstore_format::FormatError::Corrupt { .. } => CORRUPT,
                 rrstore_format::FormatError::UnsupportedVersion { .. } => UNSUPPORTED_VERSION,
