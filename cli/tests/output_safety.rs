@@ -266,7 +266,16 @@ fn unpack_checks_free_space_before_writing_a_huge_claimed_part() {
     std::fs::write(&huge, &hostile).unwrap();
 
     let out = tmp.path().join("out");
-    let (code, err) = fails(&store, &["unpack", s(&huge), "-o", s(&out)]);
+    // Should the check be missing, the file size limit stops the write at
+    // 64 MiB (SIGXFSZ) instead of filling the disk.
+    let o = std::process::Command::new("sh")
+        .args(["-c", "ulimit -f 131072 && exec \"$0\" \"$@\""])
+        .arg(bin())
+        .args(["--store", s(&store), "unpack", s(&huge), "-o", s(&out)])
+        .env_remove("RRSTORE_DIR")
+        .output()
+        .unwrap();
+    let (code, err) = expect_failure(o, &["unpack"]);
     assert_eq!(code, 7, "{err}");
     assert!(
         err.contains("not enough free space") && err.contains(&format!("need {needed} bytes")),
