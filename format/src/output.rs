@@ -3,7 +3,7 @@
 //! none does, and nothing outside them is touched.
 //!
 //! * Each file is written to a temporary file created with `O_EXCL` in its
-//!   target directory (`.rrstore-tmp-<pid>-<n>-<name>`), fsynced, and renamed
+//!   target directory (`.rrstore-tmp-<pid>-<n>`), fsynced, and renamed
 //!   into place only when every file of the set is complete.
 //! * A destination that exists is refused unless `force`; a destination that
 //!   is a symbolic link is refused unless `force`, and even then the link
@@ -47,6 +47,14 @@ pub struct Staging {
     /// Bytes promised per file system (by device number) and one directory
     /// on it, for the free-space check.
     needed: HashMap<u64, (PathBuf, u64)>,
+}
+
+/// The directory `path` is in (`.` for a bare file name).
+fn parent_dir(path: &Path) -> &Path {
+    match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    }
 }
 
 fn write_err(path: &Path, source: io::Error) -> FormatError {
@@ -148,17 +156,17 @@ impl Staging {
     /// A new temporary file that [`Staging::commit`] renames to `dest`.
     pub fn create(&mut self, dest: &Path) -> Result<File> {
         self.check(dest)?;
-        let name = dest.file_name().ok_or_else(|| FormatError::Invalid {
-            path: dest.to_path_buf(),
-            message: "names no file".into(),
-        })?;
-        let dir = dest.parent().unwrap_or(Path::new("."));
+        if dest.file_name().is_none() {
+            return Err(FormatError::Invalid {
+                path: dest.to_path_buf(),
+                message: "names no file".into(),
+            });
+        }
+        let dir = parent_dir(dest);
+        // Not derived from the file name, which may already be near NAME_MAX.
         loop {
             let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-            let mut tmp_name =
-                std::ffi::OsString::from(format!("{TMP_PREFIX}{}-{n}-", std::process::id()));
-            tmp_name.push(name);
-            let tmp = dir.join(tmp_name);
+            let tmp = dir.join(format!("{TMP_PREFIX}{}-{n}", std::process::id()));
             match OpenOptions::new().write(true).create_new(true).open(&tmp) {
                 Ok(f) => {
                     self.files.push(Staged {
@@ -199,11 +207,7 @@ impl Staging {
             }
             return Err(e);
         }
-        let mut dirs: Vec<&Path> = self
-            .files
-            .iter()
-            .map(|f| f.dest.parent().unwrap_or(Path::new(".")))
-            .collect();
+        let mut dirs: Vec<&Path> = self.files.iter().map(|f| parent_dir(&f.dest)).collect();
         dirs.dedup();
         for d in dirs {
             // Best effort: the files are complete; only their names might
