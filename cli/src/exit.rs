@@ -21,7 +21,9 @@ pub const INVALID_INPUT: u8 = 4;
 pub const CORRUPT: u8 = 5;
 /// An ID prefix matches more than one recording.
 pub const AMBIGUOUS: u8 = 6;
-/// The store cannot be opened or written (permissions, disk full, locked, index error).
+/// The store, or an output file, cannot be opened or written (permissions,
+/// disk full, locked, index error; an existing output file or a symbolic
+/// link at an output name without --force).
 pub const STORE: u8 = 7;
 /// The replay backend is not usable here (no driver, missing runtime library).
 pub const BACKEND_UNAVAILABLE: u8 = 8;
@@ -202,7 +204,10 @@ fn format_code(e: &rrstore_format::FormatError) -> u8 {
     use rrstore_format::FormatError;
     match e {
         FormatError::Io { .. } => NOT_FOUND,
-        FormatError::Write { .. } => STORE,
+        FormatError::Write { .. }
+        | FormatError::Exists { .. }
+        | FormatError::Symlink { .. }
+        | FormatError::NoSpace { .. } => STORE,
         FormatError::Chunk { .. } | FormatError::Corrupt { .. } => CORRUPT,
         FormatError::UnsupportedVersion { .. } => UNSUPPORTED_VERSION,
         _ => INVALID_INPUT,

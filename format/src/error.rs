@@ -27,6 +27,23 @@ pub enum FormatError {
         key: String,
         message: String,
     },
+    /// An output file exists and replacing it was not asked for.
+    #[error("{path} already exists; refusing to overwrite it")]
+    Exists { path: PathBuf },
+    /// An output path is a symbolic link (never written through).
+    #[error("{path} is a symbolic link; refusing to write through it or replace it")]
+    Symlink { path: PathBuf },
+    /// The output's file system has less space available than the files need.
+    #[error("not enough free space in {path}: the files need {needed} bytes, its file system has {available} bytes available; free some space or write elsewhere")]
+    NoSpace {
+        path: PathBuf,
+        needed: u64,
+        available: u64,
+    },
+    /// A part file is a symbolic link leading outside its recording's
+    /// directory.
+    #[error("{path} is a symbolic link to {target}, outside the recording's directory; refusing to read it")]
+    LinkOutside { path: PathBuf, target: PathBuf },
     #[error("{path}: at byte {offset}: {message}")]
     At {
         path: PathBuf,

@@ -14,6 +14,9 @@
 //! * [`image`]: what kind of device image a recording carries (x86-64 ELF,
 //!   cubin sm_XX, AMDGPU gfxNNN, PTX).
 //!
+//! * [`output`]: output files written all-or-nothing, never through a
+//!   symbolic link, never over an existing file unless asked.
+//!
 //! Nothing here touches a store or a device; it only reads and writes bytes.
 
 pub mod archive;
@@ -25,6 +28,7 @@ pub mod image;
 pub mod inspect;
 pub mod llvm;
 pub mod model;
+pub mod output;
 pub mod validate;
 
 pub use error::FormatError;

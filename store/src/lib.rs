@@ -53,7 +53,7 @@ pub use history::HistoryEntry;
 pub use import::{ImportOptions, ImportReport};
 pub use listing::{LsRow, LsTable};
 pub use query::{LsFilter, LsSort, RecordingSummary};
-pub use sources::{find_sources, Source};
+pub use sources::{find_sources, find_sources_skipped, Source};
 
 /// An open store: its directory, a connection to its index and, while
 /// importing, the pack files this process is writing.

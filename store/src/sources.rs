@@ -40,7 +40,14 @@ pub fn is_archive(path: &Path) -> bool {
 /// is searched recursively for LLVM recordings and `.rra` archives; a
 /// directory with none is an error, as is a path that does not exist.
 pub fn find_sources(paths: &[PathBuf]) -> Result<Vec<Source>> {
+    Ok(find_sources_skipped(paths)?.0)
+}
+
+/// [`find_sources`], and the partial LLVM recordings (a descriptor without
+/// its snapshot) passed over in the directories searched.
+pub fn find_sources_skipped(paths: &[PathBuf]) -> Result<(Vec<Source>, Vec<llvm::Skipped>)> {
     let mut out = Vec::new();
+    let mut skipped = Vec::new();
     for p in paths {
         let meta = std::fs::metadata(p).map_err(|e| StoreError::Source {
             path: p.clone(),
@@ -48,9 +55,9 @@ pub fn find_sources(paths: &[PathBuf]) -> Result<Vec<Source>> {
         })?;
         if meta.is_dir() {
             let before = out.len();
-            for d in llvm::find_recordings(p)? {
-                out.push(Source::Llvm(d));
-            }
+            let (found, passed) = llvm::find_recordings_skipped(p)?;
+            out.extend(found.into_iter().map(Source::Llvm));
+            skipped.extend(passed);
             find_archives(p, &mut out)?;
             if out.len() == before {
                 return Err(StoreError::NoRecordings(p.clone()));
@@ -61,7 +68,7 @@ pub fn find_sources(paths: &[PathBuf]) -> Result<Vec<Source>> {
             out.push(Source::Llvm(p.clone()));
         }
     }
-    Ok(out)
+    Ok((out, skipped))
 }
 
 fn find_archives(dir: &Path, out: &mut Vec<Source>) -> Result<()> {
@@ -87,10 +94,24 @@ fn find_archives(dir: &Path, out: &mut Vec<Source>) -> Result<()> {
 
 impl Store {
     /// Load and import one source. `opts.source` defaults to its path.
+    /// Part files linked outside their recording's directory are followed.
     pub fn import_source(
         &mut self,
         src: &Source,
         opts: &ImportOptions,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<(ImportReport, Vec<String>)> {
+        self.import_source_links(src, opts, true, progress)
+    }
+
+    /// [`Store::import_source`]; unless `follow_symlinks`, an LLVM part file
+    /// that is a symbolic link leading outside its recording's directory
+    /// fails the import (`FormatError::LinkOutside`).
+    pub fn import_source_links(
+        &mut self,
+        src: &Source,
+        opts: &ImportOptions,
+        follow_symlinks: bool,
         progress: &mut dyn FnMut(u64),
     ) -> Result<(ImportReport, Vec<String>)> {
         let mut opts = opts.clone();
@@ -104,7 +125,7 @@ impl Store {
         match src {
             Source::Llvm(p) => {
                 // Parts are hashed in the importer's one pass over them.
-                let mut rec = llvm::load_unhashed(p)?;
+                let mut rec = llvm::load_unhashed_links(p, follow_symlinks)?;
                 let mut r = rec.recording.clone();
                 let report = self.import_unhashed(&mut r, &mut rec, &opts, progress)?;
                 Ok((report, rec.warnings))

@@ -1,14 +1,17 @@
 //! `rrstore export ID... -o DIR|X.rra`: write stored recordings back as LLVM
 //! files (byte-identical to what was imported) or one as a `.rra` archive.
 //! Several IDs go into one subdirectory each, named by the short ID, so a
-//! whole run is rehydrated by one process.
+//! whole run is rehydrated by one process. The files of all the recordings
+//! appear together once every one is written, or none does; existing files
+//! are kept unless `--force`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Context;
 use rrstore_format::archive;
 use rrstore_format::llvm::{self, Layout};
+use rrstore_format::output::{self, Staging};
+use rrstore_format::FormatError;
 
 use super::storeutil;
 use crate::exit::UsageError;
@@ -26,6 +29,23 @@ pub struct Args {
     /// File layout for LLVM files (default: the one it was recorded in).
     #[arg(long, value_name = "kernel-named|native")]
     pub layout: Option<Layout>,
+    /// Replace files that exist at the output names (a symbolic link there
+    /// is replaced itself, never written through).
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// `what` as the context of an output error, with the hint for the
+/// refusals `--force` overrides.
+pub fn output_context(e: FormatError, what: String) -> anyhow::Error {
+    let hint = match e {
+        FormatError::Exists { .. } => " (give --force to replace existing files)",
+        FormatError::Symlink { .. } => {
+            " (give --force to replace the link itself; it is never written through)"
+        }
+        _ => "",
+    };
+    anyhow::Error::new(e).context(format!("{what}{hint}"))
 }
 
 pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
@@ -46,36 +66,45 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         ))
         .into());
     }
+    if to_archive && args.layout.is_some() {
+        return Err(UsageError(
+            "--layout applies to LLVM files, not to a .rra archive: drop it or export to a directory".into(),
+        )
+        .into());
+    }
+    if to_archive {
+        let id = &ids[0];
+        let mut src = store.part_source(id)?;
+        let rec = src.recording().clone();
+        output::write_one(&args.output, args.force, |w| {
+            archive::write(&rec, &mut src, w, &archive::WriteOptions::default())
+        })
+        .map_err(|e| {
+            output_context(
+                e,
+                format!("cannot export {} to {}", id, args.output.display()),
+            )
+        })?;
+        println!("{}", args.output.display());
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut staging = Staging::new(args.force);
     for id in &ids {
         let mut src = store.part_source(id)?;
         let rec = src.recording().clone();
-        if to_archive {
-            if args.layout.is_some() {
-                return Err(UsageError(
-                    "--layout applies to LLVM files, not to a .rra archive: drop it or export to a directory".into(),
-                )
-                .into());
-            }
-            archive::write_path(
-                &rec,
-                &mut src,
-                &args.output,
-                &archive::WriteOptions::default(),
-            )
-            .with_context(|| format!("cannot export {} to {}", id, args.output.display()))?;
-            println!("{}", args.output.display());
-            continue;
-        }
         let dir = if ids.len() > 1 {
             args.output.join(id.short())
         } else {
             args.output.clone()
         };
-        let files = llvm::export(&rec, &mut src, &dir, args.layout)
-            .with_context(|| format!("cannot export {} to {}", id, dir.display()))?;
-        for f in files {
-            println!("{}", f.display());
-        }
+        llvm::export_into(&mut staging, &rec, &mut src, &dir, args.layout)
+            .map_err(|e| output_context(e, format!("cannot export {} to {}", id, dir.display())))?;
+    }
+    let files = staging
+        .commit()
+        .map_err(|e| output_context(e, format!("cannot export to {}", args.output.display())))?;
+    for f in files {
+        println!("{}", f.display());
     }
     Ok(ExitCode::SUCCESS)
 }

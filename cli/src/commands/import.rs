@@ -1,14 +1,17 @@
 //! `rrstore import PATH...`: LLVM recording directories (recursively, any
 //! generation) and `.rra` archives into the store, with a progress bar on a
-//! terminal and a summary.
+//! terminal and a summary. A recording that fails is reported and the run
+//! goes on to the next (unless `--fail-fast`); the exit code is the first
+//! failure's. Partial LLVM recordings found in directories are named as
+//! skipped.
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
-use rrstore_store::{find_sources, ImportOptions, ImportReport};
+use rrstore_format::FormatError;
+use rrstore_store::{find_sources_skipped, ImportOptions, ImportReport};
 
 use super::storeutil::{self, bytes, ratio};
 use crate::Globals;
@@ -24,6 +27,41 @@ pub struct Args {
     /// Print the per-recording results and the summary as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Stop at the first recording that fails (the ones before it stay
+    /// imported) instead of going on with the rest.
+    #[arg(long)]
+    pub fail_fast: bool,
+    /// Read part files that are symbolic links leading outside their
+    /// recording's directory (refused by default: the target would be stored
+    /// and shared).
+    #[arg(long)]
+    pub follow_symlinks: bool,
+}
+
+/// How [`import_paths_with`] treats failures and links.
+#[derive(Clone, Copy, Default)]
+pub struct RunOptions {
+    pub fail_fast: bool,
+    pub follow_symlinks: bool,
+    /// Print each failure as it happens (off when the caller returns it).
+    pub print_failures: bool,
+}
+
+/// A recording that could not be imported.
+#[derive(serde::Serialize)]
+pub struct Failure {
+    pub path: PathBuf,
+    pub error: String,
+    pub exit_code: u8,
+    #[serde(skip)]
+    pub cause: Option<anyhow::Error>,
+}
+
+/// A descriptor passed over because it is not a complete recording.
+#[derive(serde::Serialize)]
+pub struct SkippedFile {
+    pub path: PathBuf,
+    pub reason: String,
 }
 
 /// Totals over an import run.
@@ -35,6 +73,8 @@ pub struct Summary {
     pub bytes_new: u64,
     pub bytes_stored: u64,
     pub recordings: Vec<ImportReport>,
+    pub failed: Vec<Failure>,
+    pub skipped: Vec<SkippedFile>,
 }
 
 impl Summary {
@@ -51,8 +91,12 @@ impl Summary {
     }
 
     pub fn print(&self) {
+        let failed = match self.failed.len() {
+            0 => String::new(),
+            n => format!(", failed {n}"),
+        };
         println!(
-            "imported {} recording(s), {} already present; read {}, newly stored {} ({} before compression); dedup {}, compression {}",
+            "imported {} recording(s), {} already present{failed}; read {}, newly stored {} ({} before compression); dedup {}, compression {}",
             self.imported,
             self.present,
             bytes(self.bytes_read),
@@ -64,14 +108,45 @@ impl Summary {
     }
 }
 
-/// Import `paths` into the store; shared with `record`.
+/// Import `paths` into the store, stopping at the first failure, which is
+/// returned as the error; used by `record`.
 pub fn import_paths(
     globals: &Globals,
     paths: &[PathBuf],
     label: &str,
     quiet: bool,
 ) -> anyhow::Result<Summary> {
-    let sources = find_sources(paths)?;
+    let run = RunOptions {
+        fail_fast: true,
+        follow_symlinks: false,
+        print_failures: false,
+    };
+    let mut summary = import_paths_with(globals, paths, label, quiet, run)?;
+    match summary.failed.pop().and_then(|f| f.cause) {
+        Some(e) => Err(e),
+        None => Ok(summary),
+    }
+}
+
+/// Import `paths` into the store: every recording is tried (unless
+/// `run.fail_fast`), failures are printed as they happen and kept in the
+/// summary; partial recordings found are printed as skipped.
+pub fn import_paths_with(
+    globals: &Globals,
+    paths: &[PathBuf],
+    label: &str,
+    quiet: bool,
+    run: RunOptions,
+) -> anyhow::Result<Summary> {
+    let (sources, skipped) = find_sources_skipped(paths)?;
+    let mut summary = Summary::default();
+    for s in skipped {
+        eprintln!("warning: skipped {}: {}", s.path.display(), s.reason);
+        summary.skipped.push(SkippedFile {
+            path: s.path,
+            reason: s.reason,
+        });
+    }
     let mut store = storeutil::open(globals)?;
     let total: u64 = sources
         .iter()
@@ -93,40 +168,80 @@ pub fn import_paths(
         label: label.to_string(),
         source: String::new(),
     };
-    let mut summary = Summary::default();
     let start = std::time::Instant::now();
     let mut seen_total = 0u64;
     for (n, src) in sources.iter().enumerate() {
         let rate = n as f64 / start.elapsed().as_secs_f64().max(1e-3);
         bar.set_message(format!("{n}/{} recordings ({rate:.1}/s)", sources.len()));
-        let (report, warnings) = store
-            .import_source(src, &opts, &mut |b| {
+        let imported = store
+            .import_source_links(src, &opts, run.follow_symlinks, &mut |b| {
                 seen_total += b;
                 if seen_total > bar.length().unwrap_or(0) {
                     bar.set_length(seen_total);
                 }
                 bar.inc(b);
             })
-            .with_context(|| format!("cannot import {}", src.path().display()))?;
-        for w in warnings {
-            bar.suspend(|| eprintln!("warning: {}: {w}", src.path().display()));
+            .map_err(|e| import_context(e, src.path()));
+        match imported {
+            Ok((report, warnings)) => {
+                for w in warnings {
+                    bar.suspend(|| eprintln!("warning: {}: {w}", src.path().display()));
+                }
+                summary.add(report);
+            }
+            Err(e) => {
+                if run.print_failures {
+                    bar.suspend(|| eprintln!("error: {e:#}"));
+                }
+                summary.failed.push(Failure {
+                    path: src.path().to_path_buf(),
+                    error: format!("{e:#}"),
+                    exit_code: crate::exit::code_for(&e),
+                    cause: Some(e),
+                });
+                if run.fail_fast {
+                    break;
+                }
+            }
         }
-        summary.add(report);
     }
     bar.finish_and_clear();
     Ok(summary)
 }
 
+/// The error of importing `path`, with the flag that overrides a refused link.
+fn import_context(e: rrstore_store::StoreError, path: &std::path::Path) -> anyhow::Error {
+    let link = matches!(
+        &e,
+        rrstore_store::StoreError::Format(FormatError::LinkOutside { .. })
+    );
+    let hint = if link {
+        " (give --follow-symlinks to read linked part files anyway)"
+    } else {
+        ""
+    };
+    anyhow::Error::new(e).context(format!("cannot import {}{hint}", path.display()))
+}
+
 pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
-    let summary = import_paths(globals, &args.paths, &args.label, args.json)?;
+    let run = RunOptions {
+        fail_fast: args.fail_fast,
+        follow_symlinks: args.follow_symlinks,
+        print_failures: true,
+    };
+    let summary = import_paths_with(globals, &args.paths, &args.label, args.json, run)?;
+    let code = match summary.failed.first() {
+        Some(f) => ExitCode::from(f.exit_code),
+        None => ExitCode::SUCCESS,
+    };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
-        return Ok(ExitCode::SUCCESS);
+        return Ok(code);
     }
     for r in &summary.recordings {
         let state = if r.present { "present " } else { "imported" };
         println!("{state} {} {}", &r.id[..12], r.kernel);
     }
     summary.print();
-    Ok(ExitCode::SUCCESS)
+    Ok(code)
 }

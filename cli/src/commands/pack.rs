@@ -1,5 +1,6 @@
 //! `rrstore pack`: one LLVM recording (its `.json`, or a directory holding
-//! exactly one) into a single `.rra` archive.
+//! exactly one) into a single `.rra` archive, which appears only once
+//! complete and never replaces a file unless `--force`.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -7,6 +8,9 @@ use std::process::ExitCode;
 use anyhow::{bail, Context};
 use rrstore_format::archive::{self, WriteOptions, LEVELS};
 use rrstore_format::llvm;
+use rrstore_format::output;
+
+use super::export::output_context;
 
 use crate::Globals;
 
@@ -15,9 +19,17 @@ pub struct Args {
     /// The recording: its `.json` descriptor, or a directory holding exactly one recording.
     #[arg(value_name = "RECORDING")]
     pub input: PathBuf,
-    /// Archive to write (replaced atomically if it exists).
+    /// Archive to write; it appears only once complete.
     #[arg(short, long, value_name = "X.rra")]
     pub output: PathBuf,
+    /// Replace the archive if it exists (a symbolic link there is replaced
+    /// itself, never written through).
+    #[arg(long)]
+    pub force: bool,
+    /// Read part files that are symbolic links leading outside the
+    /// recording's directory (refused by default: the target would be archived).
+    #[arg(long)]
+    pub follow_symlinks: bool,
     /// zstd level, 1 (fastest) to 19 (smallest). Changes the archive's bytes, never its ID.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(i32).range(*LEVELS.start() as i64..=*LEVELS.end() as i64))]
     pub level: i32,
@@ -57,8 +69,18 @@ fn descriptor(input: &Path) -> anyhow::Result<PathBuf> {
 pub fn run(args: Args, _globals: &Globals) -> anyhow::Result<ExitCode> {
     let desc = descriptor(&args.input)?;
     // Parts are hashed by the writer in the one pass it makes over them.
-    let mut rec = llvm::load_unhashed(&desc)
-        .with_context(|| format!("cannot load the recording {}", desc.display()))?;
+    let mut rec = llvm::load_unhashed_links(&desc, args.follow_symlinks).map_err(|e| {
+        let hint = match e {
+            rrstore_format::FormatError::LinkOutside { .. } => {
+                " (give --follow-symlinks to read linked part files anyway)"
+            }
+            _ => "",
+        };
+        anyhow::Error::new(e).context(format!(
+            "cannot load the recording {}{hint}",
+            desc.display()
+        ))
+    })?;
     for w in &rec.warnings {
         eprintln!("warning: {w}");
     }
@@ -75,14 +97,19 @@ pub fn run(args: Args, _globals: &Globals) -> anyhow::Result<ExitCode> {
             recording.stem
         );
     }
-    let stats = archive::write_path_unhashed(&mut recording, &mut rec, &args.output, &opts)
-        .with_context(|| {
+    let stats = output::write_one(&args.output, args.force, |w| {
+        archive::write_unhashed(&mut recording, &mut rec, w, &opts)
+    })
+    .map_err(|e| {
+        output_context(
+            e,
             format!(
                 "cannot pack {} into {}",
                 desc.display(),
                 args.output.display()
-            )
-        })?;
+            ),
+        )
+    })?;
     let ratio = if stats.archive_bytes == 0 {
         0.0
     } else {

@@ -20,7 +20,8 @@ use crate::Globals;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Store ID (or unique prefix), .rra archive, or LLVM recording .json.
+    /// Store ID (or unique prefix), .rra archive, LLVM recording .json, or
+    /// a directory holding exactly one recording.
     pub recording: String,
     /// Backend: auto picks it from the image target (x86_64 -> host,
     /// cubin/PTX -> cuda, AMDGPU -> hip).
@@ -295,7 +296,15 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
     if let Some(spec) = &args.image {
         opts.image = Some(super::image::resolve_image(&mut store, spec)?.image);
     }
-    let mut src = ReplaySource::open_in(&args.recording, &store)
+    // A directory holding one recording names it (as for inspect and pack).
+    let spec = if std::path::Path::new(&args.recording).is_dir() {
+        let desc = rrstore_format::llvm::single_recording(std::path::Path::new(&args.recording))
+            .with_context(|| format!("cannot open recording `{}`", args.recording))?;
+        desc.to_string_lossy().into_owned()
+    } else {
+        args.recording.clone()
+    };
+    let mut src = ReplaySource::open_in(&spec, &store)
         .map_err(into_anyhow)
         .with_context(|| format!("cannot open recording `{}`", args.recording))?;
     // When the index's log is due to be folded back (every ~8 replays), it

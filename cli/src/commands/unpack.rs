@@ -1,5 +1,6 @@
 //! `rrstore unpack`: a `.rra` archive back into LLVM recording files, in the
-//! layout it was packed from or converted to another.
+//! layout it was packed from or converted to another. All files appear
+//! together or none does; existing files are kept unless `--force`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -7,7 +8,9 @@ use std::process::ExitCode;
 use anyhow::Context;
 use rrstore_format::archive::Reader;
 use rrstore_format::llvm::{self, Layout};
+use rrstore_format::output::Staging;
 
+use super::export::output_context;
 use crate::Globals;
 
 #[derive(clap::Args)]
@@ -22,20 +25,27 @@ pub struct Args {
     /// Default: the layout the recording was packed from, byte for byte.
     #[arg(long, value_name = "LAYOUT")]
     pub layout: Option<Layout>,
+    /// Replace files that exist at the output names (a symbolic link there
+    /// is replaced itself, never written through).
+    #[arg(long)]
+    pub force: bool,
 }
 
 pub fn run(args: Args, _globals: &Globals) -> anyhow::Result<ExitCode> {
     let mut reader = Reader::open(&args.archive)
         .with_context(|| format!("cannot open the archive {}", args.archive.display()))?;
     let rec = reader.recording().clone();
-    let written =
-        llvm::export(&rec, &mut reader, &args.output, args.layout).with_context(|| {
-            format!(
-                "cannot unpack {} into {}",
-                args.archive.display(),
-                args.output.display()
-            )
-        })?;
+    let what = || {
+        format!(
+            "cannot unpack {} into {}",
+            args.archive.display(),
+            args.output.display()
+        )
+    };
+    let mut staging = Staging::new(args.force);
+    llvm::export_into(&mut staging, &rec, &mut reader, &args.output, args.layout)
+        .map_err(|e| output_context(e, what()))?;
+    let written = staging.commit().map_err(|e| output_context(e, what()))?;
     println!("{}  {}", reader.id(), rec.kernel);
     for p in written {
         println!("  {}", p.display());

@@ -10,17 +10,22 @@
 //!   uses dynamic shared memory (LLVM 18-22 cannot record it) or a global
 //!   larger than 4 GiB (u32 sizes).
 //!
+//! Files are written through [`Staging`]: all of a recording's files appear
+//! together or none does, an existing file or a symbolic link at a
+//! destination is refused (unless forced), and free space is checked first.
+//!
 //! Parts are streamed; the globals table is re-encoded entry by entry while
 //! streaming, never buffered. Every part is checked against the length and
 //! blake3 the recording states.
 
-use std::fs::{self, File};
+use std::fs::File;
 use std::io::{self, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
 use super::{globals, hashes, kernel_named, native, Layout};
 use crate::error::{FormatError, Result};
 use crate::model::{PartRole, PartSource, Recording};
+use crate::output::Staging;
 
 /// `VAllocSize` written when converting a kernel-named recording, which
 /// does not record it: 1 GiB, the script's default (or the snapshot size
@@ -31,19 +36,64 @@ const COPY_BUF: usize = 1 << 20;
 
 /// Write `rec` into `dir` (created if needed) and return the written paths,
 /// descriptor first. `layout: None` = the layout it came from, losslessly.
+/// All or nothing, never over an existing file or through a symbolic link
+/// ([`Staging`]); [`export_into`] to write several recordings at once.
 pub fn export(
     rec: &Recording,
     parts: &mut dyn PartSource,
     dir: &Path,
     layout: Option<Layout>,
 ) -> Result<Vec<PathBuf>> {
-    fs::create_dir_all(dir).map_err(|e| write_err(dir, e))?;
+    let mut staging = Staging::new(false);
+    export_into(&mut staging, rec, parts, dir, layout)?;
+    staging.commit()
+}
+
+/// Stage `rec`'s files for `dir` in `staging`: nothing appears under their
+/// names before [`Staging::commit`]. Every destination and the free space
+/// are checked before any byte is written.
+pub fn export_into(
+    staging: &mut Staging,
+    rec: &Recording,
+    parts: &mut dyn PartSource,
+    dir: &Path,
+    layout: Option<Layout>,
+) -> Result<()> {
     let from = Layout::of(rec.generation);
-    match layout.unwrap_or(from) {
-        l if l == from => lossless(rec, parts, dir),
-        Layout::Native => to_native(rec, parts, dir),
-        Layout::KernelNamed => to_kernel_named(rec, parts, dir),
+    let to = layout.unwrap_or(from);
+    let plan = match to {
+        l if l == from => lossless(rec, dir)?,
+        Layout::Native => to_native(rec, dir)?,
+        Layout::KernelNamed => to_kernel_named(rec, dir)?,
+    };
+    staging.dir(dir)?;
+    let mut bytes = 0u64;
+    for (path, what) in &plan {
+        staging.check(path)?;
+        bytes = bytes.saturating_add(match what {
+            What::Bytes(b) => b.len() as u64,
+            What::Part(role) | What::Globals(role) => rec.part(*role).map_or(0, |p| p.len),
+        });
     }
+    staging.reserve(dir, bytes)?;
+    for (path, what) in plan {
+        match what {
+            What::Bytes(b) => stage_file(staging, &path, &b)?,
+            What::Part(role) => copy_part(staging, rec, parts, role, &path)?,
+            What::Globals(_) => convert_globals(staging, rec, parts, &path, to)?,
+        }
+    }
+    Ok(())
+}
+
+/// What one output file holds.
+enum What {
+    /// These bytes (a descriptor).
+    Bytes(Vec<u8>),
+    /// A part verbatim.
+    Part(PartRole),
+    /// The globals part re-encoded for the target layout.
+    Globals(PartRole),
 }
 
 fn write_err(path: &Path, source: io::Error) -> FormatError {
@@ -110,11 +160,11 @@ struct Sink {
 }
 
 impl Sink {
-    fn create(path: PathBuf) -> Result<Sink> {
-        let f = File::create(&path).map_err(|e| write_err(&path, e))?;
+    fn create(staging: &mut Staging, path: &Path) -> Result<Sink> {
+        let f = staging.create(path)?;
         Ok(Sink {
             w: BufWriter::with_capacity(COPY_BUF, f),
-            path,
+            path: path.to_path_buf(),
             hash: blake3::Hasher::new(),
             len: 0,
         })
@@ -149,31 +199,32 @@ impl Sink {
         Ok(copied)
     }
 
-    fn finish(mut self) -> Result<(PathBuf, u64, [u8; 32])> {
+    fn finish(mut self) -> Result<(u64, [u8; 32])> {
         self.w.flush().map_err(|e| write_err(&self.path, e))?;
-        Ok((self.path, self.len, *self.hash.finalize().as_bytes()))
+        Ok((self.len, *self.hash.finalize().as_bytes()))
     }
 }
 
 /// Stream one part verbatim to `path`, checking its length and blake3.
 fn copy_part(
+    staging: &mut Staging,
     rec: &Recording,
     parts: &mut dyn PartSource,
     role: PartRole,
-    path: PathBuf,
-) -> Result<PathBuf> {
+    path: &Path,
+) -> Result<()> {
     let Some(info) = rec.part(role) else {
-        return Ok(path);
+        return Ok(());
     };
-    let mut sink = Sink::create(path)?;
+    let mut sink = Sink::create(staging, path)?;
     {
         let mut r = parts.open_part(role).map_err(|e| source_err(role, e))?;
         sink.copy_from(&mut r, None, role)?;
     }
-    let (path, len, hash) = sink.finish()?;
+    let (len, hash) = sink.finish()?;
     if len != info.len || hash != info.blake3 {
         return Err(FormatError::Invalid {
-            path,
+            path: path.to_path_buf(),
             message: format!(
                 "the {role} part read back {len} bytes that do not match the recording ({} bytes, blake3 {}); the source is corrupt or changed while exporting",
                 info.len,
@@ -181,41 +232,37 @@ fn copy_part(
             ),
         });
     }
-    Ok(path)
+    Ok(())
 }
 
-fn write_file(path: PathBuf, bytes: &[u8]) -> Result<PathBuf> {
-    fs::write(&path, bytes).map_err(|e| write_err(&path, e))?;
-    Ok(path)
+fn stage_file(staging: &mut Staging, path: &Path, bytes: &[u8]) -> Result<()> {
+    let mut f = staging.create(path)?;
+    f.write_all(bytes).map_err(|e| write_err(path, e))
 }
 
-fn lossless(rec: &Recording, parts: &mut dyn PartSource, dir: &Path) -> Result<Vec<PathBuf>> {
+fn lossless(rec: &Recording, dir: &Path) -> Result<Vec<(PathBuf, What)>> {
     let stem = checked_stem(&rec.stem)?;
-    let mut out = vec![write_file(
+    let mut plan = vec![(
         dir.join(format!("{stem}.json")),
-        &rec.descriptor,
-    )?];
+        What::Bytes(rec.descriptor.clone()),
+    )];
     for info in &rec.parts {
         let ext = super::extension(rec.generation, info.role);
-        out.push(copy_part(
-            rec,
-            parts,
-            info.role,
-            dir.join(format!("{stem}{ext}")),
-        )?);
+        plan.push((dir.join(format!("{stem}{ext}")), What::Part(info.role)));
     }
-    Ok(out)
+    Ok(plan)
 }
 
 /// Stream the globals part re-encoded: `count` (native only) then each
 /// entry's new header and its data.
 fn convert_globals(
+    staging: &mut Staging,
     rec: &Recording,
     parts: &mut dyn PartSource,
-    path: PathBuf,
+    path: &Path,
     to: Layout,
-) -> Result<PathBuf> {
-    let mut sink = Sink::create(path)?;
+) -> Result<()> {
+    let mut sink = Sink::create(staging, path)?;
     if to == Layout::Native {
         let count = u32::try_from(rec.globals.len())
             .map_err(|_| cannot(rec, to, "more than 2^32 globals".into()))?;
@@ -255,10 +302,11 @@ fn convert_globals(
             pos = g.data_offset + g.size;
         }
     }
-    Ok(sink.finish()?.0)
+    sink.finish()?;
+    Ok(())
 }
 
-fn to_native(rec: &Recording, parts: &mut dyn PartSource, dir: &Path) -> Result<Vec<PathBuf>> {
+fn to_native(rec: &Recording, dir: &Path) -> Result<Vec<(PathBuf, What)>> {
     let to = Layout::Native;
     let base = rec.arena.base.ok_or_else(|| {
         cannot(
@@ -270,26 +318,22 @@ fn to_native(rec: &Recording, parts: &mut dyn PartSource, dir: &Path) -> Result<
     let l = &rec.launch;
     let stem = hashes::native_stem(&rec.kernel, l.num_teams, l.num_threads, l.shared_memory);
     let json = native_descriptor(rec, base);
-    let mut out = vec![write_file(
+    let mut plan = vec![(
         dir.join(format!("{stem}.json")),
-        json.as_bytes(),
-    )?];
+        What::Bytes(json.into_bytes()),
+    )];
     for role in PartRole::ALL {
         let path = dir.join(format!("{stem}{}", native::extension(role)));
         if role == PartRole::Globals {
-            out.push(convert_globals(rec, parts, path, to)?);
+            plan.push((path, What::Globals(role)));
         } else if rec.part(role).is_some() {
-            out.push(copy_part(rec, parts, role, path)?);
+            plan.push((path, What::Part(role)));
         }
     }
-    Ok(out)
+    Ok(plan)
 }
 
-fn to_kernel_named(
-    rec: &Recording,
-    parts: &mut dyn PartSource,
-    dir: &Path,
-) -> Result<Vec<PathBuf>> {
+fn to_kernel_named(rec: &Recording, dir: &Path) -> Result<Vec<(PathBuf, What)>> {
     let to = Layout::KernelNamed;
     if rec.launch.shared_memory != 0 {
         return Err(cannot(
@@ -307,22 +351,22 @@ fn to_kernel_named(
         .ok_or_else(|| cannot(rec, to, "it has no arena address (VAllocAddr)".into()))?;
     let stem = checked_stem(&rec.kernel)?;
     let json = kernel_named_descriptor(rec, base);
-    let mut out = vec![write_file(
+    let mut plan = vec![(
         dir.join(format!("{stem}.json")),
-        json.as_bytes(),
-    )?];
+        What::Bytes(json.into_bytes()),
+    )];
     for role in PartRole::ALL {
         if rec.part(role).is_none() {
             continue;
         }
         let path = dir.join(format!("{stem}{}", kernel_named::extension(role)));
         if role == PartRole::Globals {
-            out.push(convert_globals(rec, parts, path, to)?);
+            plan.push((path, What::Globals(role)));
         } else {
-            out.push(copy_part(rec, parts, role, path)?);
+            plan.push((path, What::Part(role)));
         }
     }
-    Ok(out)
+    Ok(plan)
 }
 
 fn join<T: ToString>(v: impl IntoIterator<Item = T>) -> String {

@@ -54,7 +54,7 @@ fn json_err(path: &Path, e: JsonError) -> FormatError {
 /// generation. Parts are hashed by streaming; only the descriptor is read
 /// into memory.
 pub fn load(descriptor: &Path) -> Result<LlvmRecording> {
-    load_mode(descriptor, true)
+    load_mode(descriptor, true, true)
 }
 
 /// [`load`] without hashing the parts: every check of [`load`] is made
@@ -66,10 +66,19 @@ pub fn load(descriptor: &Path) -> Result<LlvmRecording> {
 /// ([`crate::archive::write_path_unhashed`], the store's importer), or call
 /// [`LlvmRecording::hash_parts`].
 pub fn load_unhashed(descriptor: &Path) -> Result<LlvmRecording> {
-    load_mode(descriptor, false)
+    load_mode(descriptor, false, true)
 }
 
-fn load_mode(descriptor: &Path, hash: bool) -> Result<LlvmRecording> {
+/// [`load_unhashed`] for callers that store or share what they read:
+/// unless `follow_symlinks`, a part file that is a symbolic link leading
+/// outside the recording's directory is refused
+/// ([`FormatError::LinkOutside`]), so a `.memory` linked to a system file is
+/// never read in. Links inside the directory are always fine.
+pub fn load_unhashed_links(descriptor: &Path, follow_symlinks: bool) -> Result<LlvmRecording> {
+    load_mode(descriptor, false, follow_symlinks)
+}
+
+fn load_mode(descriptor: &Path, hash: bool, follow_symlinks: bool) -> Result<LlvmRecording> {
     let file_name = descriptor
         .file_name()
         .and_then(|n| n.to_str())
@@ -118,6 +127,9 @@ fn load_mode(descriptor: &Path, hash: bool) -> Result<LlvmRecording> {
                 continue;
             }
             Err(e) => return Err(io_err(&path, e)),
+        }
+        if !follow_symlinks {
+            check_link(dir, &path)?;
         }
         let (info, head) = if hash {
             hash_file(&path, role)?
@@ -199,6 +211,28 @@ fn load_mode(descriptor: &Path, hash: bool) -> Result<LlvmRecording> {
         files,
         warnings,
         parts_hashed: hash,
+    })
+}
+
+/// Refuse `path` if it is a symbolic link whose target lies outside `dir`.
+fn check_link(dir: &Path, path: &Path) -> Result<()> {
+    let meta = fs::symlink_metadata(path).map_err(|e| io_err(path, e))?;
+    if !meta.file_type().is_symlink() {
+        return Ok(());
+    }
+    let target = fs::canonicalize(path).map_err(|e| io_err(path, e))?;
+    let dir = fs::canonicalize(if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    })
+    .map_err(|e| io_err(dir, e))?;
+    if target.starts_with(&dir) {
+        return Ok(());
+    }
+    Err(FormatError::LinkOutside {
+        path: path.to_path_buf(),
+        target,
     })
 }
 
