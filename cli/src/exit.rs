@@ -139,7 +139,19 @@ pub fn code_for(err: &anyhow::Error) -> u8 {
 /// Print `err` with its causes and return its exit code.
 pub fn report(err: &anyhow::Error) -> ExitCode {
     eprintln!("error: {err:#}");
+    if needs_repair(err) {
+        eprintln!("hint: run `rrstore repair` to rebuild the index from the pack files");
+    }
     ExitCode::from(code_for(err))
+}
+
+/// Whether the error is one `rrstore repair` fixes (lost, emptied, foreign
+/// or damaged index).
+fn needs_repair(err: &anyhow::Error) -> bool {
+    err.chain().any(|c| {
+        c.downcast_ref::<rrstore_store::StoreError>()
+            .is_some_and(|e| e.needs_repair())
+    })
 }
 
 /// Store errors (also when carried inside an `io::Error` from a
@@ -165,6 +177,8 @@ fn store_code_for(err: &anyhow::Error) -> Option<u8> {
         let Some(e) = store else { continue };
         return Some(match e {
             S::Dir { .. } | S::Io { .. } | S::Index { .. } | S::Busy(_) => STORE,
+            S::IndexUnusable { .. } | S::IndexIncomplete { .. } => STORE,
+            S::NotAStore { .. } => NOT_FOUND,
             S::NewerSchema { .. } => UNSUPPORTED_VERSION,
             S::NotFound(_) | S::ObjectNotFound(_) => NOT_FOUND,
             S::Ambiguous { .. } => AMBIGUOUS,

@@ -40,6 +40,8 @@ impl Store {
     /// Collect garbage. Only one gc runs at a time (the next waits).
     pub fn gc(&mut self) -> Result<GcReport> {
         let _gc = LockFile::acquire(&self.dir().join(layout::GC_LOCK), Mode::Exclusive, true)?;
+        // Never delete what the index cannot account for (spec/STORE.md).
+        self.check_index_accounts_for_store()?;
         let mut report = GcReport {
             bytes_before: self.stats()?.pack_bytes,
             ..Default::default()

@@ -72,7 +72,7 @@ pub fn import_paths(
     quiet: bool,
 ) -> anyhow::Result<Summary> {
     let sources = find_sources(paths)?;
-    let mut store = storeutil::open(globals)?;
+    let mut store = storeutil::open_or_create(globals)?;
     let total: u64 = sources
         .iter()
         .map(|s| std::fs::metadata(s.path()).map(|m| m.len()).unwrap_or(0))
@@ -124,7 +124,11 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     for r in &summary.recordings {
-        let state = if r.present { "present " } else { "imported" };
+        let state = match (r.present, r.healed_chunks) {
+            (true, 0) => "present ",
+            (true, _) => "healed  ",
+            (false, _) => "imported",
+        };
         println!("{state} {} {}", &r.id[..12], r.kernel);
     }
     summary.print();
