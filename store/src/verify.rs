@@ -78,6 +78,20 @@ impl Store {
                     message: format!("the SQLite index fails its integrity check: {check}"),
                 });
             }
+            // An index restored from an older copy, or partly rebuilt, does
+            // not list every recording the store's metadata knows.
+            let (missing, example) = crate::recovery::unaccounted(self.conn(), self.dir())?;
+            if missing > 0 {
+                report.problems.push(Problem {
+                    recording: None,
+                    part: None,
+                    range: None,
+                    message: format!(
+                        "the index does not list {missing} recording(s) whose metadata is in the store (e.g. {}): repair the index",
+                        example.unwrap_or_default()
+                    ),
+                });
+            }
             let mut stmt = self
                 .conn()
                 .prepare("SELECT id FROM recordings ORDER BY id")
