@@ -70,7 +70,10 @@ fn empty_index_fails_naming_repair_and_gc_deletes_nothing() {
     std::fs::write(store.join("index.sqlite"), b"").unwrap();
     let (code, err) = fails(&store, &["verify", "--full"]);
     assert_eq!(code, 7, "{err}");
-    assert!(err.contains("empty") && err.contains("rrstore repair"), "{err}");
+    assert!(
+        err.contains("empty") && err.contains("rrstore repair"),
+        "{err}"
+    );
     let (code, err) = fails(&store, &["gc"]);
     assert_ne!(code, 0);
     assert!(err.contains("rrstore repair"), "{err}");
@@ -83,10 +86,7 @@ fn empty_index_fails_naming_repair_and_gc_deletes_nothing() {
 fn older_index_is_found_by_verify_and_gc_refuses() {
     let tmp = tempfile::tempdir().unwrap();
     let store = tmp.path().join("store");
-    ok(
-        &store,
-        &["import", host().join("saxpy").to_str().unwrap()],
-    );
+    ok(&store, &["import", host().join("saxpy").to_str().unwrap()]);
     let old = tmp.path().join("old-index.sqlite");
     std::fs::copy(store.join("index.sqlite"), &old).unwrap();
     ok(&store, &["import", host().to_str().unwrap()]);
@@ -101,7 +101,10 @@ fn older_index_is_found_by_verify_and_gc_refuses() {
     assert!(err.contains("does not list 10 recording(s)"), "{err}");
     let (code, err) = fails(&store, &["gc"]);
     assert_eq!(code, 7, "{err}");
-    assert!(err.contains("deleted nothing") && err.contains("rrstore repair"), "{err}");
+    assert!(
+        err.contains("deleted nothing") && err.contains("rrstore repair"),
+        "{err}"
+    );
     assert_eq!(packs(&store), before);
     ok(&store, &["repair"]);
     assert_eq!(ls_ids(&store).len(), 11);
@@ -128,7 +131,10 @@ fn repair_restores_every_recording_after_index_loss() {
                 }
             }
             _ => {
-                let f = std::fs::OpenOptions::new().write(true).open(&index).unwrap();
+                let f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(&index)
+                    .unwrap();
                 f.set_len(old_len / 2).unwrap();
             }
         }
@@ -140,15 +146,19 @@ fn repair_restores_every_recording_after_index_loss() {
         assert!(out.contains("0 not recovered"), "{damage}: {out}");
         if damage != "deleted" {
             assert!(out.contains("moved the old index aside"), "{damage}: {out}");
-            let aside = std::fs::read_dir(&store)
-                .unwrap()
-                .flatten()
-                .any(|e| e.file_name().to_string_lossy().starts_with("index.sqlite.bad-"));
+            let aside = std::fs::read_dir(&store).unwrap().flatten().any(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .starts_with("index.sqlite.bad-")
+            });
             assert!(aside, "{damage}: the damaged index must be kept");
         }
         assert_eq!(listing(&store), want, "{damage}");
         let v = ok(&store, &["verify", "--full"]);
-        assert!(v.contains("11 recording(s)") && v.contains("ok"), "{damage}: {v}");
+        assert!(
+            v.contains("11 recording(s)") && v.contains("ok"),
+            "{damage}: {v}"
+        );
         for id in want.keys().take(2) {
             let r = ok(&store, &["replay", id]);
             assert!(r.contains("VERIFIED"), "{damage}: {r}");
@@ -220,12 +230,21 @@ fn flipped_bit_in_a_pack_header_is_found() {
 fn a_mistyped_store_is_not_a_store() {
     let tmp = tempfile::tempdir().unwrap();
     let missing = tmp.path().join("no/such/store");
-    for args in [&["ls"][..], &["verify"], &["show", "abcd"], &["gc"], &["stats"]] {
+    for args in [
+        &["ls"][..],
+        &["verify"],
+        &["show", "abcd"],
+        &["gc"],
+        &["stats"],
+    ] {
         let (code, err) = fails(&missing, args);
         assert_eq!(code, 3, "{args:?}: {err}");
         assert!(err.contains("not an rrstore store"), "{args:?}: {err}");
     }
-    assert!(!missing.exists(), "a read-only command must not create a store");
+    assert!(
+        !missing.exists(),
+        "a read-only command must not create a store"
+    );
     // A directory that exists but holds something else is not a store either.
     let other = tmp.path().join("other");
     std::fs::create_dir_all(&other).unwrap();
@@ -233,7 +252,10 @@ fn a_mistyped_store_is_not_a_store() {
     let (code, _) = fails(&other, &["ls"]);
     assert_eq!(code, 3);
     // Commands that write create the store.
-    ok(&missing, &["import", host().join("saxpy").to_str().unwrap()]);
+    ok(
+        &missing,
+        &["import", host().join("saxpy").to_str().unwrap()],
+    );
     assert_eq!(ls_ids(&missing).len(), 1);
     assert!(missing.join("config").is_file());
 }

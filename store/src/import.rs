@@ -554,17 +554,20 @@ impl Store {
                     continue;
                 }
                 let pid = ids.get(&c.pack).copied().unwrap_or(-1);
-                let stmt = if healed { &mut chunk_heal } else { &mut chunk_ins };
-                stmt
-                    .execute(rusqlite::params![
-                        &c.hash[..],
-                        pid,
-                        i(c.offset),
-                        c.stored_len,
-                        c.len,
-                        c.codec as u8
-                    ])
-                    .map_err(err("adding chunks"))?;
+                let stmt = if healed {
+                    &mut chunk_heal
+                } else {
+                    &mut chunk_ins
+                };
+                stmt.execute(rusqlite::params![
+                    &c.hash[..],
+                    pid,
+                    i(c.offset),
+                    c.stored_len,
+                    c.len,
+                    c.codec as u8
+                ])
+                .map_err(err("adding chunks"))?;
             }
             if present {
                 drop((chunk_ins, chunk_heal, pack_ins, pack_id));
@@ -598,7 +601,11 @@ impl Store {
             insert_recording(&tx, id, rec, &manifest, &opts.source, &opts.label)
                 .map_err(err("adding the recording"))?;
         }
-        tx.commit().map_err(err("committing the import"))?;
+        if let Err(e) = tx.commit() {
+            // The recording is not in the index: neither is its metadata.
+            let _ = crate::recovery::remove_recording(&self.dir, id);
+            return Err(err("committing the import")(e));
+        }
         Ok(Some(true))
     }
 }

@@ -54,10 +54,9 @@ pub(crate) fn chunk_stored(
 ) -> rusqlite::Result<Stored> {
     use rusqlite::OptionalExtension;
     let row: Option<(Option<String>, i64)> = stmt
-        .query_row(
-            rusqlite::params![&hash[..], ENTRY_HEADER_LEN as i64],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
+        .query_row(rusqlite::params![&hash[..], ENTRY_HEADER_LEN as i64], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
         .optional()?;
     Ok(match row {
         None => Stored::No,
@@ -89,10 +88,9 @@ impl Store {
                  WHERE pc.part = ?1 GROUP BY c.pack",
             )
             .and_then(|mut s| {
-                s.query_map(
-                    rusqlite::params![&hash[..], ENTRY_HEADER_LEN as i64],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
-                )?
+                s.query_map(rusqlite::params![&hash[..], ENTRY_HEADER_LEN as i64], |r| {
+                    Ok((r.get(0)?, r.get(1)?))
+                })?
                 .collect()
             })
             .map_err(&ierr)?;

@@ -40,8 +40,8 @@ pub mod recordings;
 pub mod recovery;
 #[cfg(feature = "remote")]
 pub mod remote;
-pub mod sharing;
 pub mod repair;
+pub mod sharing;
 pub mod sources;
 pub mod stats;
 pub mod verify;

@@ -51,7 +51,11 @@ pub fn read(dir: &Path) -> Result<Option<Marker>> {
     };
     let mut lines = text.lines();
     if lines.next() != Some(MAGIC_LINE) {
-        return Err(not_marker(dir, &p, "it does not start with `rrstore store`"));
+        return Err(not_marker(
+            dir,
+            &p,
+            "it does not start with `rrstore store`",
+        ));
     }
     let mut format = None;
     let mut id = None;
@@ -111,7 +115,13 @@ pub fn new_id() -> u64 {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos())
             .unwrap_or(0);
-        let h = blake3::hash(&[now.to_le_bytes(), (std::process::id() as u128).to_le_bytes()].concat());
+        let h = blake3::hash(
+            &[
+                now.to_le_bytes(),
+                (std::process::id() as u128).to_le_bytes(),
+            ]
+            .concat(),
+        );
         b.copy_from_slice(&h.as_bytes()[..8]);
     }
     // Kept below 2^63 so it is the same number as an SQLite integer.

@@ -43,9 +43,13 @@ pub(crate) fn open(dir: &Path, create: bool) -> Result<Opened> {
     let index_path = dir.join(layout::INDEX_FILE);
     let read_only = !index::writable(&index_path);
     let found = marker::read(dir)?;
-    let index_len = std::fs::metadata(&index_path).ok().map(|m| m.len());
+    let index_exists = std::fs::symlink_metadata(&index_path).is_ok();
+    // Without pack files and recording metadata nothing can be lost: an
+    // index that is missing, empty or without tables is (re)created, which
+    // also finishes a store whose creation was interrupted.
+    let nothing_to_lose = !opening_has_data(dir)?;
     if let Some(m) = found {
-        let conn = index::open_store_index(&index_path, false)?;
+        let conn = index::open_store_index(&index_path, nothing_to_lose && !read_only)?;
         match index::store_id(&conn, &index_path)? {
             Some(id) if id != m.id => {
                 return Err(StoreError::IndexUnusable {
@@ -64,20 +68,16 @@ pub(crate) fn open(dir: &Path, create: bool) -> Result<Opened> {
         ensure_dirs(dir, read_only)?;
         return Ok(Opened { conn, read_only });
     }
-    let packs = packs_present(dir);
-    if !packs && !create && index_len.unwrap_or(0) == 0 {
+    if nothing_to_lose && !index_exists && !create {
         return Err(not_a_store(
             "it has no store marker (config), no index and no pack files",
         ));
     }
-    // Without pack files a fresh (or concurrently being created) index is
-    // acceptable when creating; with pack files it must already be usable.
-    let fresh = create && !packs;
-    if fresh {
+    if nothing_to_lose && !read_only {
         ensure_dirs(dir, false)?;
     }
-    let conn = match index::open_store_index(&index_path, fresh) {
-        Err(StoreError::IndexUnusable { reason, .. }) if !packs => {
+    let conn = match index::open_store_index(&index_path, nothing_to_lose && !read_only) {
+        Err(StoreError::IndexUnusable { reason, .. }) if nothing_to_lose => {
             return Err(not_a_store(&format!(
                 "it has no store marker and its index.sqlite cannot be used: {reason}"
             )))
@@ -94,6 +94,12 @@ pub(crate) fn open(dir: &Path, create: bool) -> Result<Opened> {
     }
     ensure_dirs(dir, read_only)?;
     Ok(Opened { conn, read_only })
+}
+
+/// Whether the store holds data an index must account for: pack files or
+/// recording metadata.
+fn opening_has_data(dir: &Path) -> Result<bool> {
+    Ok(packs_present(dir) || !recovery::list(dir, layout::META_RECORDINGS)?.is_empty())
 }
 
 fn ensure_dirs(dir: &Path, read_only: bool) -> Result<()> {

@@ -221,7 +221,7 @@ pub fn read_part(
         }
         Err(e) => return Err(StoreError::io(path, e)),
     };
-    if size < (PARTS_HEAD + 32) as u64 || (size - PARTS_HEAD as u64 - 32) % 32 != 0 {
+    if size < (PARTS_HEAD + 32) as u64 || !(size - PARTS_HEAD as u64 - 32).is_multiple_of(32) {
         return bad("its chunk list has a wrong length");
     }
     let io = |e| StoreError::io(path, e);

@@ -220,7 +220,10 @@ fn header_problem(store: &Store, pack: &str) -> Option<String> {
     let mut head = [0u8; PACK_HEADER_LEN as usize];
     let f = std::fs::File::open(&path).ok()?;
     if let Err(e) = f.read_exact_at(&mut head, 0) {
-        return Some(format!("pack {}: cannot read its header: {e}", path.display()));
+        return Some(format!(
+            "pack {}: cannot read its header: {e}",
+            path.display()
+        ));
     }
     check_header(&head, pack)
         .err()

@@ -285,7 +285,7 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
     // it loads the OpenMP runtime and waits for the arena address. Unused
     // when the recording needs another backend.
     rrstore_replay::prestart(&opts);
-    let mut store = Store::open_default(globals.store.as_deref())
+    let mut store = Store::open_default_create(globals.store.as_deref())
         .context("opening the store (replays record their history there)")?;
     if let Some(spec) = &args.image {
         opts.image = Some(super::image::resolve_image(&mut store, spec)?.image);

@@ -38,12 +38,8 @@ pub(crate) fn open_store_index(path: &Path, fresh: bool) -> Result<Connection> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && !fresh => {
             return Err(unusable("it is missing".into()))
         }
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-            return Err(StoreError::io(path, e))
-        }
-        Ok(m) if m.len() == 0 && !fresh => {
-            return Err(unusable("it is empty (0 bytes)".into()))
-        }
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(StoreError::io(path, e)),
+        Ok(m) if m.len() == 0 && !fresh => return Err(unusable("it is empty (0 bytes)".into())),
         _ => {}
     }
     let read_only = !writable(path);
@@ -66,7 +62,8 @@ pub(crate) fn open_store_index(path: &Path, fresh: bool) -> Result<Connection> {
             },
         })?;
     let ours = tables.iter().any(|t| t == "meta") && tables.iter().any(|t| t == "recordings");
-    if !ours && !(fresh && tables.is_empty()) {
+    let acceptable = ours || (fresh && tables.is_empty());
+    if !acceptable {
         return Err(unusable(if tables.is_empty() {
             "it holds no tables".into()
         } else {

@@ -100,7 +100,9 @@ pub fn check_header(head: &[u8], name: &str) -> Result<(), String> {
         return Err("its header's reserved bytes 12..16 are not zero (damaged)".into());
     }
     if rrstore_format::id::hex(&head[16..32]) != name {
-        return Err("its header's pack ID (bytes 16..32) differs from its file name (damaged)".into());
+        return Err(
+            "its header's pack ID (bytes 16..32) differs from its file name (damaged)".into(),
+        );
     }
     Ok(())
 }
