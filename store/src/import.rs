@@ -186,7 +186,7 @@ impl Store {
             // After one attempt every part hash is known.
             hashes = Hashes::Known;
             match attempt? {
-                Attempt::Done(r) => return Ok(r),
+                Attempt::Done(r) => return self.with_recovery(r),
                 Attempt::Retry => continue,
             }
         }
@@ -194,6 +194,20 @@ impl Store {
             "recording {}: gc kept removing chunks this import reused",
             rec.id()
         )))
+    }
+
+    /// After a committed (or present) recording: write its recovery
+    /// metadata unless it is there (spec/STORE.md, "Recovery metadata").
+    /// Written after the commit, so a killed import never leaves metadata
+    /// of a recording the index does not hold.
+    pub(crate) fn with_recovery(&self, report: ImportReport) -> Result<ImportReport> {
+        let Ok(id) = report.id.parse::<RecordingId>() else {
+            return Ok(report);
+        };
+        if !crate::recovery::recording_path(&self.dir, &id).exists() {
+            crate::recovery::write_recording(&self.conn, &self.dir, &id)?;
+        }
+        Ok(report)
     }
 
     /// Lend this process's pack writers to the workers of one attempt.
@@ -601,11 +615,7 @@ impl Store {
             insert_recording(&tx, id, rec, &manifest, &opts.source, &opts.label)
                 .map_err(err("adding the recording"))?;
         }
-        if let Err(e) = tx.commit() {
-            // The recording is not in the index: neither is its metadata.
-            let _ = crate::recovery::remove_recording(&self.dir, id);
-            return Err(err("committing the import")(e));
-        }
+        tx.commit().map_err(err("committing the import"))?;
         Ok(Some(true))
     }
 }
@@ -702,8 +712,7 @@ pub(crate) fn insert_recording(
     source: &str,
     label: &str,
 ) -> rusqlite::Result<()> {
-    insert_recording_rows(tx, id, rec, manifest, source, label, crate::now_unix())?;
-    write_recovery(tx, id)
+    insert_recording_rows(tx, id, rec, manifest, source, label, crate::now_unix())
 }
 
 /// The rows of [`insert_recording`], with a given import time and without
@@ -756,21 +765,4 @@ pub(crate) fn insert_recording_rows(
         rp_ins.execute(rusqlite::params![&id.0[..], p.role.as_str(), &p.blake3[..]])?;
     }
     Ok(())
-}
-
-/// Write the recovery metadata of a recording whose rows this transaction
-/// inserted, right before it commits (spec/STORE.md, "Recovery metadata").
-/// The store directory is the index's; a failure (disk full) fails the
-/// transaction like any index write.
-fn write_recovery(tx: &rusqlite::Transaction, id: &RecordingId) -> rusqlite::Result<()> {
-    let Some(dir) = tx
-        .path()
-        .map(std::path::Path::new)
-        .and_then(|p| p.parent())
-        .map(|p| p.to_path_buf())
-    else {
-        return Ok(());
-    };
-    crate::recovery::write_recording(tx, &dir, id)
-        .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))
 }

@@ -33,7 +33,7 @@ impl Store {
             let attempt = self.archive_attempt(reader, opts, progress, &writers);
             self.unshare_writers(writers);
             match attempt? {
-                Attempt::Done(r) => return Ok(r),
+                Attempt::Done(r) => return self.with_recovery(r),
                 Attempt::Retry => continue,
             }
         }

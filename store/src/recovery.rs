@@ -41,9 +41,13 @@ fn index_err(dir: &Path, context: &str) -> impl Fn(rusqlite::Error) -> StoreErro
     }
 }
 
-/// Write `path` through a temporary file in its directory: fill, fdatasync,
-/// rename. `fill` gets a hasher fed with everything written, whose digest
-/// is appended as the trailer.
+/// Write `path` through a temporary file in its directory: fill, rename.
+/// `fill` gets a hasher fed with everything written, whose digest is
+/// appended as the trailer. Not fsynced: these files back up the index
+/// against its loss, not against a crash (which the index survives on its
+/// own), and an fsync per file made importing a small recording about 2.5
+/// times slower
+/// (spec/STORE.md, "Recovery metadata").
 fn write_atomic(
     path: &Path,
     fill: impl FnOnce(&mut dyn FnMut(&[u8]) -> std::io::Result<()>) -> Result<()>,
@@ -66,7 +70,6 @@ fn write_atomic(
         })?;
         out.write_all(hasher.finalize().as_bytes())
             .and_then(|_| out.flush())
-            .and_then(|_| out.get_ref().sync_data())
             .map_err(|e| StoreError::io(&tmp, e))?;
         std::fs::rename(&tmp, path).map_err(|e| StoreError::io(path, e))
     })();
