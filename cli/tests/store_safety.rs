@@ -313,6 +313,11 @@ fn a_read_only_store_can_be_read() {
     let tmp = tempfile::tempdir().unwrap();
     let store = filled_store(tmp.path());
     let want = listing(&store);
+    let id = want.keys().next().unwrap().clone();
+    // A replay leaves its history row in the index's log (-wal): the
+    // read-only store must read it from there.
+    ok(&store, &["replay", &id]);
+    assert!(store.join("index.sqlite-wal").is_file());
     let ro = tmp.path().join("ro");
     let _mount = match ro_bind(&store, &ro) {
         Ok(m) => m,
@@ -324,7 +329,7 @@ fn a_read_only_store_can_be_read() {
     // The mount really is read-only, even for root.
     assert!(std::fs::write(ro.join("probe"), b"x").is_err());
     assert_eq!(listing(&ro), want);
-    let id = want.keys().next().unwrap().clone();
+    assert!(ok(&ro, &["history"]).contains("verified"));
     assert!(ok(&ro, &["show", &id]).contains(&id));
     assert!(ok(&ro, &["verify", "--full"]).contains("ok"));
     let out = tmp.path().join("out.rra");
@@ -343,4 +348,27 @@ fn a_read_only_store_can_be_read() {
     let (code, err) = fails(&ro, &["tag", &id, "k=v"]);
     assert_eq!(code, 7, "{err}");
     assert!(err.contains("read-only"), "{err}");
+}
+
+#[test]
+fn another_stores_index_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let a = tmp.path().join("a");
+    let b = tmp.path().join("b");
+    ok(&a, &["import", host().join("saxpy").to_str().unwrap()]);
+    ok(&b, &["import", host().join("reduction").to_str().unwrap()]);
+    let before = packs(&b);
+    std::fs::copy(a.join("index.sqlite"), b.join("index.sqlite")).unwrap();
+    for args in [&["ls"][..], &["verify", "--full"], &["gc"]] {
+        let (code, err) = fails(&b, args);
+        assert_eq!(code, 7, "{args:?}: {err}");
+        assert!(
+            err.contains("belongs to another store") && err.contains("rrstore repair"),
+            "{args:?}: {err}"
+        );
+    }
+    assert_eq!(packs(&b), before);
+    ok(&b, &["repair"]);
+    assert_eq!(ls_ids(&b).len(), 1);
+    ok(&b, &["verify", "--full"]);
 }
