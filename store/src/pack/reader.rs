@@ -170,11 +170,9 @@ pub type ScanResult = (Vec<ScannedEntry>, Option<(u64, String)>);
 pub fn scan(path: &Path) -> std::io::Result<ScanResult> {
     let file = File::open(path)?;
     let size = file.metadata()?.len();
-    let mut head = [0u8; PACK_HEADER_LEN as usize];
     if size < PACK_HEADER_LEN {
         return Ok((Vec::new(), Some((0, "shorter than a pack header".into()))));
     }
-    file.read_exact_at(&mut head, 0)?;
     let mut out = Vec::new();
     let mut off = PACK_HEADER_LEN;
     while off < size {
