@@ -217,7 +217,19 @@ fn format_code(e: &rrstore_format::FormatError) -> u8 {
 /// Print `err` with its causes and return its exit code.
 pub fn report(err: &anyhow::Error) -> ExitCode {
     eprintln!("error: {}", message(err));
+    if needs_repair(err) {
+        eprintln!("hint: run `rrstore repair` to rebuild the index from the pack files");
+    }
     ExitCode::from(code_for(err))
+}
+
+/// Whether the error is one `rrstore repair` fixes (lost, emptied, foreign
+/// or damaged index).
+fn needs_repair(err: &anyhow::Error) -> bool {
+    err.chain().any(|c| {
+        c.downcast_ref::<rrstore_store::StoreError>()
+            .is_some_and(|e| e.needs_repair())
+    })
 }
 
 /// The error and its causes joined by ": ", each cause once: library
@@ -261,6 +273,8 @@ fn store_code_for(err: &anyhow::Error) -> Option<u8> {
         let Some(e) = store else { continue };
         return Some(match e {
             S::Dir { .. } | S::Io { .. } | S::Index { .. } | S::Busy(_) => STORE,
+            S::IndexUnusable { .. } | S::IndexIncomplete { .. } => STORE,
+            S::NotAStore { .. } => NOT_FOUND,
             S::NewerSchema { .. } => UNSUPPORTED_VERSION,
             S::NotFound(_) | S::ObjectNotFound(_) => NOT_FOUND,
             S::Ambiguous { .. } => AMBIGUOUS,

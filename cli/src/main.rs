@@ -49,6 +49,8 @@ pub enum Command {
     Verify(commands::verify::Args),
     /// Free space no recording references.
     Gc(commands::gc::Args),
+    /// Rebuild the store's index from its pack files (after it was lost or damaged).
+    Repair(commands::repair::Args),
     /// Store size, dedup and compression ratios.
     Stats(commands::stats::Args),
     /// Replay a recording (store ID, .rra or LLVM .json) and verify its output.
@@ -102,6 +104,7 @@ fn main() -> ExitCode {
         Command::Tag(a) => commands::tag::run(a, &globals),
         Command::Verify(a) => commands::verify::run(a, &globals),
         Command::Gc(a) => commands::gc::run(a, &globals),
+        Command::Repair(a) => commands::repair::run(a, &globals),
         Command::Stats(a) => commands::stats::run(a, &globals),
         Command::Replay(a) => commands::replay::run(a, &globals),
         Command::History(a) => commands::history::run(a, &globals),

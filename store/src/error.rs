@@ -32,6 +32,19 @@ pub enum StoreError {
         found: i64,
         supported: i64,
     },
+    /// The directory is not a store (no marker, no index, no packs).
+    #[error("{path} is not an rrstore store ({reason}); check the path, or import into it to create a store there")]
+    NotAStore { path: PathBuf, reason: String },
+    /// The store is there but its index cannot be used as it is.
+    #[error("store index {path} cannot be used: {reason}; the recordings are still in the pack files: repair the index (it is rebuilt from the packs)")]
+    IndexUnusable { path: PathBuf, reason: String },
+    /// gc found recordings the index does not list (spec/STORE.md).
+    #[error("the index of store {dir} does not list {missing} recording(s) whose metadata is in the store (e.g. {example}): gc would delete their data, so it deleted nothing; repair the index first")]
+    IndexIncomplete {
+        dir: PathBuf,
+        missing: u64,
+        example: String,
+    },
     #[error("no recording matches `{0}` (see `rrstore ls`)")]
     NotFound(String),
     #[error("ID prefix `{prefix}` is ambiguous; it matches {}: give more digits", .candidates.join(", "))]
@@ -111,6 +124,19 @@ impl StoreError {
         std::io::Error::new(kind, self)
     }
 
+    /// True when rebuilding the index from the packs (`Store::repair`) is
+    /// the fix: the index is missing, empty, foreign, incomplete or damaged.
+    pub fn needs_repair(&self) -> bool {
+        match self {
+            StoreError::IndexUnusable { .. } | StoreError::IndexIncomplete { .. } => true,
+            StoreError::Index { source, .. } => matches!(
+                source.sqlite_error_code(),
+                Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
+            ),
+            _ => false,
+        }
+    }
+
     /// True when the error means stored data is corrupt.
     pub fn is_corrupt(&self) -> bool {
         matches!(
@@ -126,6 +152,12 @@ impl StoreError {
 fn index_hint(e: &rusqlite::Error) -> &'static str {
     match e.sqlite_error_code() {
         Some(rusqlite::ErrorCode::DiskFull) => FULL_HINT,
+        Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase) => {
+            " (the index is damaged; the recordings are still in the pack files: repair the index)"
+        }
+        Some(rusqlite::ErrorCode::ReadOnly) => {
+            " (the store is read-only: reading works, writing needs a writable store)"
+        }
         _ => "",
     }
 }

@@ -125,6 +125,8 @@ impl Store {
             return self.gc_plan(opts);
         }
         let _gc = LockFile::acquire(&self.dir().join(layout::GC_LOCK), Mode::Exclusive, true)?;
+        // Never delete what the index cannot account for (spec/STORE.md).
+        self.check_index_accounts_for_store()?;
         let mut report = GcReport {
             max_unused_percent: opts.max_unused_percent,
             bytes_before: self.stats()?.pack_bytes,

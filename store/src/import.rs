@@ -26,6 +26,7 @@ use rusqlite::{OptionalExtension, TransactionBehavior};
 use serde::Serialize;
 
 use crate::error::{Result, StoreError};
+use crate::import_heal::{chunk_stored, lookup_err, Stored};
 use crate::index::i;
 use crate::pack::writer::PackWriter;
 use crate::pack::{EntryHeader, ENTRY_HEADER_LEN, PACK_TARGET_SIZE};
@@ -57,6 +58,9 @@ pub struct ImportReport {
     pub stored_bytes: u64,
     pub chunks: u64,
     pub new_chunks: u64,
+    /// Chunks the index listed but whose pack could no longer deliver
+    /// them, stored again by this import (the recording may be `present`).
+    pub healed_chunks: u64,
 }
 
 /// A chunk written to a pack in this attempt, not yet committed.
@@ -83,6 +87,11 @@ pub(crate) struct Plan {
     pub(crate) new_chunks: Vec<NewChunk>,
     /// Hashes written in this attempt (dedup within the recording).
     pub(crate) written: HashSet<ChunkHash>,
+    /// Chunks the index lists in a pack that cannot deliver them: written
+    /// again, their rows repointed at commit.
+    pub(crate) healed: HashSet<ChunkHash>,
+    /// Pack file sizes seen in this attempt (`import_heal`).
+    pub(crate) pack_sizes: crate::import_heal::PackSizes,
 }
 
 pub(crate) enum Attempt {
@@ -96,6 +105,9 @@ impl ImportReport {
     /// importer committed it first): nothing of this attempt was added.
     fn already_present(mut self) -> ImportReport {
         self.present = true;
+        if self.healed_chunks > 0 {
+            return self;
+        }
         self.new_bytes = 0;
         self.stored_bytes = 0;
         self.new_chunks = 0;
@@ -174,7 +186,7 @@ impl Store {
             // After one attempt every part hash is known.
             hashes = Hashes::Known;
             match attempt? {
-                Attempt::Done(r) => return Ok(r),
+                Attempt::Done(r) => return self.with_recovery(r),
                 Attempt::Retry => continue,
             }
         }
@@ -182,6 +194,20 @@ impl Store {
             "recording {}: gc kept removing chunks this import reused",
             rec.id()
         )))
+    }
+
+    /// After a committed (or present) recording: write its recovery
+    /// metadata unless it is there (spec/STORE.md, "Recovery metadata").
+    /// Written after the commit, so a killed import never leaves metadata
+    /// of a recording the index does not hold.
+    pub(crate) fn with_recovery(&self, report: ImportReport) -> Result<ImportReport> {
+        let Ok(id) = report.id.parse::<RecordingId>() else {
+            return Ok(report);
+        };
+        if !crate::recovery::recording_path(&self.dir, &id).exists() {
+            crate::recovery::write_recording(&self.conn, &self.dir, &id)?;
+        }
+        Ok(report)
     }
 
     /// Lend this process's pack writers to the workers of one attempt.
@@ -257,9 +283,10 @@ impl Store {
             logical_bytes: rec.logical_size(),
             ..Default::default()
         };
+        let mut plan = Plan::default();
         if hashes == Hashes::Known {
             let id = rec.id();
-            if self.contains(&id)? {
+            if self.contains(&id)? && self.recording_deliverable(rec, &mut plan.pack_sizes)? {
                 report.id = id.to_hex();
                 report.present = true;
                 progress(rec.logical_size());
@@ -267,7 +294,6 @@ impl Store {
             }
         }
         let epoch0 = self.gc_epoch()?;
-        let mut plan = Plan::default();
         let level = self.zstd_level;
         let mut parts = rec.parts.clone();
         let shown = rec.clone();
@@ -278,7 +304,9 @@ impl Store {
                         progress(part.len);
                         continue;
                     }
-                    if self.part_exists(&part.blake3)? {
+                    if self.part_exists(&part.blake3)?
+                        && self.part_deliverable(&part.blake3, &mut plan.pack_sizes)?
+                    {
                         plan.reused_parts.push(part.blake3);
                         progress(part.len);
                         continue;
@@ -318,7 +346,7 @@ impl Store {
         let id = rec.id();
         report.id = id.to_hex();
         progress(rec.descriptor.len() as u64);
-        if hashes == Hashes::Fill && self.contains(&id)? {
+        if hashes == Hashes::Fill && plan.healed.is_empty() && self.contains(&id)? {
             return Ok(Attempt::Done(report.already_present()));
         }
         let committed = self.sync_and_commit(rec, &id, opts, &plan, epoch0, writers)?;
@@ -346,7 +374,7 @@ impl Store {
         let dir = self.dir.clone();
         let mut lookup = self
             .conn
-            .prepare_cached("SELECT 1 FROM chunks WHERE hash = ?1")
+            .prepare_cached(crate::import_heal::CHUNK_END_SQL)
             .map_err(|source| StoreError::Index {
                 path: index_path.clone(),
                 context: "preparing the chunk lookup".into(),
@@ -371,18 +399,18 @@ impl Store {
                 if plan.written.contains(&hash) {
                     continue;
                 }
-                let known = lookup
-                    .exists([&hash[..]])
-                    .map_err(|source| StoreError::Index {
-                        path: index_path.clone(),
-                        context: "looking up a chunk".into(),
-                        source,
-                    })?;
-                if known {
-                    plan.reused_chunks.push(hash);
-                } else {
-                    plan.written.insert(hash);
-                    batch.push(*span);
+                let stored = chunk_stored(&mut lookup, &dir, &mut plan.pack_sizes, &hash)
+                    .map_err(lookup_err(&index_path))?;
+                match stored {
+                    Stored::Yes => plan.reused_chunks.push(hash),
+                    Stored::No | Stored::Lost => {
+                        if stored == Stored::Lost {
+                            plan.healed.insert(hash);
+                            report.healed_chunks += 1;
+                        }
+                        plan.written.insert(hash);
+                        batch.push(*span);
+                    }
                 }
             }
             report.chunks += sb.chunks.len() as u64;
@@ -491,7 +519,10 @@ impl Store {
             })
             .optional()
             .map_err(err("looking up the recording"))?;
-        if present.is_some() {
+        // A recording already present only gets the rows of chunks stored
+        // again because their pack could no longer deliver them.
+        let present = present.is_some();
+        if present && plan.healed.is_empty() {
             return Ok(Some(false));
         }
         {
@@ -523,18 +554,39 @@ impl Store {
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                 )
                 .map_err(err("adding chunks"))?;
+            let mut chunk_heal = tx
+                .prepare_cached(
+                    "INSERT INTO chunks (hash, pack, offset, stored_len, len, codec) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (hash) DO UPDATE SET \
+                     pack = excluded.pack, offset = excluded.offset, \
+                     stored_len = excluded.stored_len, len = excluded.len, codec = excluded.codec",
+                )
+                .map_err(err("repointing healed chunks"))?;
             for c in &plan.new_chunks {
+                let healed = plan.healed.contains(&c.hash);
+                if present && !healed {
+                    continue;
+                }
                 let pid = ids.get(&c.pack).copied().unwrap_or(-1);
-                chunk_ins
-                    .execute(rusqlite::params![
-                        &c.hash[..],
-                        pid,
-                        i(c.offset),
-                        c.stored_len,
-                        c.len,
-                        c.codec as u8
-                    ])
-                    .map_err(err("adding chunks"))?;
+                let stmt = if healed {
+                    &mut chunk_heal
+                } else {
+                    &mut chunk_ins
+                };
+                stmt.execute(rusqlite::params![
+                    &c.hash[..],
+                    pid,
+                    i(c.offset),
+                    c.stored_len,
+                    c.len,
+                    c.codec as u8
+                ])
+                .map_err(err("adding chunks"))?;
+            }
+            if present {
+                drop((chunk_ins, chunk_heal, pack_ins, pack_id));
+                tx.commit().map_err(err("committing the healed chunks"))?;
+                return Ok(Some(false));
             }
             let mut part_ins = tx
                 .prepare_cached(
@@ -660,6 +712,20 @@ pub(crate) fn insert_recording(
     source: &str,
     label: &str,
 ) -> rusqlite::Result<()> {
+    insert_recording_rows(tx, id, rec, manifest, source, label, crate::now_unix())
+}
+
+/// The rows of [`insert_recording`], with a given import time and without
+/// writing recovery metadata (`repair` restores rows from it).
+pub(crate) fn insert_recording_rows(
+    tx: &rusqlite::Transaction,
+    id: &RecordingId,
+    rec: &Recording,
+    manifest: &[u8],
+    source: &str,
+    label: &str,
+    imported_at: i64,
+) -> rusqlite::Result<()> {
     use rrstore_format::PartRole;
     let input = rec.part(PartRole::Input).map(|p| i(p.len));
     let output = rec.part(PartRole::Output).map(|p| i(p.len));
@@ -683,7 +749,7 @@ pub(crate) fn insert_recording(
             rec.globals.len() as i64,
             i(rec.logical_size()),
             image,
-            crate::now_unix(),
+            imported_at,
             source,
             label,
         ],

@@ -12,6 +12,7 @@ use rrstore_format::FormatError;
 
 use crate::error::{Result, StoreError};
 use crate::import::{append, Attempt, ImportOptions, ImportReport, NewPart, Plan, Writers};
+use crate::import_heal::{chunk_stored, lookup_err, Stored};
 use crate::pack::ENTRY_HEADER_LEN;
 use crate::Store;
 
@@ -32,7 +33,7 @@ impl Store {
             let attempt = self.archive_attempt(reader, opts, progress, &writers);
             self.unshare_writers(writers);
             match attempt? {
-                Attempt::Done(r) => return Ok(r),
+                Attempt::Done(r) => return self.with_recovery(r),
                 Attempt::Retry => continue,
             }
         }
@@ -57,13 +58,13 @@ impl Store {
             logical_bytes: rec.logical_size(),
             ..Default::default()
         };
-        if self.contains(&id)? {
+        let mut plan = Plan::default();
+        if self.contains(&id)? && self.recording_deliverable(&rec, &mut plan.pack_sizes)? {
             report.present = true;
             progress(rec.logical_size());
             return Ok(Attempt::Done(report));
         }
         let epoch0 = self.gc_epoch()?;
-        let mut plan = Plan::default();
         let dir = self.dir.clone();
         let index_path = self.index_path();
         for part in &rec.parts {
@@ -71,14 +72,16 @@ impl Store {
                 progress(part.len);
                 continue;
             }
-            if self.part_exists(&part.blake3)? {
+            if self.part_exists(&part.blake3)?
+                && self.part_deliverable(&part.blake3, &mut plan.pack_sizes)?
+            {
                 plan.reused_parts.push(part.blake3);
                 progress(part.len);
                 continue;
             }
             let mut lookup = self
                 .conn
-                .prepare_cached("SELECT 1 FROM chunks WHERE hash = ?1")
+                .prepare_cached(crate::import_heal::CHUNK_END_SQL)
                 .map_err(self.ierr("preparing the chunk lookup"))?;
             let mut ws = writers
                 .lock()
@@ -98,16 +101,18 @@ impl Store {
                 if plan.written.contains(&c.hash) {
                     continue;
                 }
-                let known = lookup
-                    .exists([&c.hash[..]])
-                    .map_err(|source| StoreError::Index {
-                        path: index_path.clone(),
-                        context: "looking up a chunk".into(),
-                        source,
-                    })?;
-                if known {
-                    plan.reused_chunks.push(c.hash);
-                    continue;
+                let stored = chunk_stored(&mut lookup, &dir, &mut plan.pack_sizes, &c.hash)
+                    .map_err(lookup_err(&index_path))?;
+                match stored {
+                    Stored::Yes => {
+                        plan.reused_chunks.push(c.hash);
+                        continue;
+                    }
+                    Stored::Lost => {
+                        plan.healed.insert(c.hash);
+                        report.healed_chunks += 1;
+                    }
+                    Stored::No => {}
                 }
                 plan.written.insert(c.hash);
                 let new = append(&mut ws, &dir, c.hash, c.codec, c.len as usize, &c.data)?;

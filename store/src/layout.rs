@@ -13,6 +13,16 @@ pub const PACKS_LOCK: &str = "packs.lock";
 pub const GC_LOCK: &str = "gc.lock";
 /// Scratch space (record runs, temporary files), same file system as packs.
 pub const TMP_DIR: &str = "tmp";
+/// The store marker: magic, format version, store ID (spec/STORE.md).
+pub const CONFIG_FILE: &str = "config";
+/// Recovery metadata of recordings and parts, for `repair`.
+pub const META_DIR: &str = "meta";
+/// Under [`META_DIR`]: one file per recording.
+pub const META_RECORDINGS: &str = "recordings";
+/// Under [`META_DIR`]: one chunk list per part.
+pub const META_PARTS: &str = "parts";
+/// Under [`META_DIR`]: recording files `repair` could not restore.
+pub const META_LOST: &str = "lost";
 
 /// The store directory: `--store DIR`, else `$RRSTORE_DIR`, else
 /// `$XDG_DATA_HOME/rrstore`, else `~/.local/share/rrstore`.
@@ -38,4 +48,10 @@ pub fn resolve_dir(explicit: Option<&Path>) -> Option<PathBuf> {
 pub fn pack_path(dir: &Path, name: &str) -> PathBuf {
     let fan = name.get(..2).unwrap_or("00");
     dir.join(PACKS_DIR).join(fan).join(format!("{name}.pack"))
+}
+
+/// `meta/<kind>/<first two hex digits>/<hex>`.
+pub fn meta_path(dir: &Path, kind: &str, hex: &str) -> PathBuf {
+    let fan = hex.get(..2).unwrap_or("00");
+    dir.join(META_DIR).join(kind).join(fan).join(hex)
 }

@@ -25,17 +25,22 @@ pub mod history;
 pub mod images;
 pub mod import;
 mod import_archive;
+mod import_heal;
 mod index;
 pub mod layout;
 pub mod listing;
 pub mod lock;
+pub mod marker;
 pub mod objects;
+mod opening;
 pub mod outputs;
 pub mod pack;
 pub mod query;
 pub mod recordings;
+pub mod recovery;
 #[cfg(feature = "remote")]
 pub mod remote;
+pub mod repair;
 pub mod sharing;
 pub mod sources;
 pub mod stats;
@@ -66,39 +71,59 @@ pub struct Store {
     pub chunk_params: ChunkParams,
     /// zstd level for new chunks.
     pub zstd_level: i32,
+    /// The store directory cannot be written (read-only mount): the index
+    /// was opened read-only.
+    read_only: bool,
 }
 
 impl Store {
-    /// Open the store at `dir`, creating it (directory, packs, index) on
-    /// first use.
+    /// Open the store at `dir`, creating it (directory, marker, packs,
+    /// index) when the directory holds no store.
     pub fn open(dir: impl AsRef<Path>) -> Result<Store> {
-        let dir = dir.as_ref().to_path_buf();
-        for sub in [dir.clone(), dir.join(layout::PACKS_DIR)] {
-            std::fs::create_dir_all(&sub).map_err(|source| StoreError::Dir {
-                path: sub.clone(),
-                source,
-            })?;
-        }
-        let index_path = dir.join(layout::INDEX_FILE);
-        let conn = index::open(&index_path, true)?;
+        Store::open_mode(dir.as_ref(), true)
+    }
+
+    /// Open the existing store at `dir`: [`StoreError::NotAStore`] when the
+    /// directory is not one (nothing is created).
+    pub fn open_existing(dir: impl AsRef<Path>) -> Result<Store> {
+        Store::open_mode(dir.as_ref(), false)
+    }
+
+    fn open_mode(dir: &Path, create: bool) -> Result<Store> {
+        let opened = opening::open(dir, create)?;
         Ok(Store {
-            dir,
-            conn,
+            dir: dir.to_path_buf(),
+            conn: opened.conn,
             writers: Vec::new(),
             chunk_params: ChunkParams::default(),
             zstd_level: 3,
+            read_only: opened.read_only,
         })
     }
 
-    /// Open the store at `explicit`, else `$RRSTORE_DIR`, else the XDG data
-    /// directory (see [`layout::resolve_dir`]).
+    /// Open the store at `explicit` (which must be a store already), else
+    /// at `$RRSTORE_DIR` or the XDG data directory (created on first use;
+    /// see [`layout::resolve_dir`]).
     pub fn open_default(explicit: Option<&Path>) -> Result<Store> {
-        let dir = layout::resolve_dir(explicit).ok_or_else(|| {
-            StoreError::Invalid(
-                "no store directory: set RRSTORE_DIR or HOME, or pass --store DIR".into(),
-            )
-        })?;
-        Store::open(dir)
+        match explicit {
+            Some(dir) => Store::open_existing(dir),
+            None => Store::open(default_dir()?),
+        }
+    }
+
+    /// [`Store::open_default`] for commands that write: the store at
+    /// `explicit` is created too when it does not exist.
+    pub fn open_default_create(explicit: Option<&Path>) -> Result<Store> {
+        match explicit {
+            Some(dir) => Store::open(dir),
+            None => Store::open(default_dir()?),
+        }
+    }
+
+    /// Whether the store was opened read-only (its directory cannot be
+    /// written): reads work, writes fail.
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
     }
 
     /// The store directory.
@@ -190,6 +215,14 @@ impl Store {
     pub fn parts_of(&self, id: &RecordingId) -> Result<StoredRecording<'_>> {
         StoredRecording::in_store(&self.dir, &self.conn, id)
     }
+}
+
+fn default_dir() -> Result<PathBuf> {
+    layout::resolve_dir(None).ok_or_else(|| {
+        StoreError::Invalid(
+            "no store directory: set RRSTORE_DIR or HOME, or pass --store DIR".into(),
+        )
+    })
 }
 
 /// Load and check a recording's manifest from the index.

@@ -37,6 +37,9 @@ impl Store {
                 .map_err(err)?;
         }
         tx.commit().map_err(err)?;
+        for id in ids {
+            crate::recovery::remove_recording(self.dir(), id)?;
+        }
         Ok(n)
     }
 
@@ -82,7 +85,8 @@ impl Store {
             )
             .map_err(err)?;
         }
-        tx.commit().map_err(err)
+        tx.commit().map_err(err)?;
+        crate::recovery::write_recording(self.conn(), self.dir(), id)
     }
 }
 

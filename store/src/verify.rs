@@ -1,5 +1,6 @@
-//! `verify`: index/pack consistency (quick) and re-hashing every chunk
-//! (`full`). Problems name the recording, the part and the byte range.
+//! `verify`: index/pack consistency (quick, with every pack's file header)
+//! and re-hashing every chunk (`full`). Problems name the recording, the
+//! part and the byte range, or the pack.
 
 use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::FileExt;
@@ -11,7 +12,7 @@ use crate::error::{Result, StoreError};
 use crate::export::part_locations;
 use crate::index::hash32;
 use crate::pack::reader::{ChunkLoc, PackFiles};
-use crate::pack::{EntryHeader, ENTRY_HEADER_LEN};
+use crate::pack::{check_header, EntryHeader, ENTRY_HEADER_LEN, PACK_HEADER_LEN};
 use crate::Store;
 
 /// One problem found.
@@ -77,6 +78,20 @@ impl Store {
                     message: format!("the SQLite index fails its integrity check: {check}"),
                 });
             }
+            // An index restored from an older copy, or partly rebuilt, does
+            // not list every recording the store's metadata knows.
+            let (missing, example) = crate::recovery::unaccounted(self.conn(), self.dir())?;
+            if missing > 0 {
+                report.problems.push(Problem {
+                    recording: None,
+                    part: None,
+                    range: None,
+                    message: format!(
+                        "the index does not list {missing} recording(s) whose metadata is in the store (e.g. {}): repair the index",
+                        example.unwrap_or_default()
+                    ),
+                });
+            }
             let mut stmt = self
                 .conn()
                 .prepare("SELECT id FROM recordings ORDER BY id")
@@ -91,6 +106,8 @@ impl Store {
         // Chunk hash -> None (good) or Some(reason); each checked once.
         let mut checked: HashMap<[u8; 32], Option<String>> = HashMap::new();
         let mut pack_sizes: HashMap<String, Option<u64>> = HashMap::new();
+        // Packs whose header was checked (each once).
+        let mut headers: HashSet<String> = HashSet::new();
         let mut packs = PackFiles::new(self.dir());
         let mut buf = Vec::new();
         for id in ids {
@@ -157,6 +174,16 @@ impl Store {
                 let first_visit = seen_parts.insert(part.blake3);
                 let mut off = 0u64;
                 for loc in &locs {
+                    if headers.insert(loc.pack.clone()) {
+                        if let Some(message) = header_problem(self, &loc.pack) {
+                            report.problems.push(Problem {
+                                recording: None,
+                                part: None,
+                                range: None,
+                                message,
+                            });
+                        }
+                    }
                     let range = (off, off + loc.len as u64);
                     off = range.1;
                     let verdict = match checked.get(&loc.hash) {
@@ -184,6 +211,23 @@ impl Store {
         }
         Ok(report)
     }
+}
+
+/// Check a pack's 32-byte file header; a missing pack is reported by its
+/// chunks instead.
+fn header_problem(store: &Store, pack: &str) -> Option<String> {
+    let path = crate::layout::pack_path(store.dir(), pack);
+    let mut head = [0u8; PACK_HEADER_LEN as usize];
+    let f = std::fs::File::open(&path).ok()?;
+    if let Err(e) = f.read_exact_at(&mut head, 0) {
+        return Some(format!(
+            "pack {}: cannot read its header: {e}",
+            path.display()
+        ));
+    }
+    check_header(&head, pack)
+        .err()
+        .map(|why| format!("pack {}: {why}", path.display()))
 }
 
 /// Header-only check of one chunk entry.

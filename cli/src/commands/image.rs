@@ -64,7 +64,10 @@ pub fn resolve_image(store: &mut Store, spec: &str) -> anyhow::Result<Resolved> 
 }
 
 pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
-    let mut store = storeutil::open(globals)?;
+    let mut store = match args.command {
+        ImageCommand::Add { .. } => storeutil::open_or_create(globals)?,
+        _ => storeutil::open(globals)?,
+    };
     match args.command {
         ImageCommand::Add { file, label } => {
             let a = store

@@ -147,7 +147,7 @@ pub fn import_paths_with(
             reason: s.reason,
         });
     }
-    let mut store = storeutil::open(globals)?;
+    let mut store = storeutil::open_or_create(globals)?;
     let total: u64 = sources
         .iter()
         .map(|s| std::fs::metadata(s.path()).map(|m| m.len()).unwrap_or(0))
@@ -239,7 +239,11 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         return Ok(code);
     }
     for r in &summary.recordings {
-        let state = if r.present { "present " } else { "imported" };
+        let state = match (r.present, r.healed_chunks) {
+            (true, 0) => "present ",
+            (true, _) => "healed  ",
+            (false, _) => "imported",
+        };
         println!("{state} {} {}", &r.id[..12], r.kernel);
     }
     summary.print();

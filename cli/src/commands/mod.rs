@@ -11,6 +11,7 @@ pub mod gc;
 pub mod import;
 pub mod ls;
 pub mod record;
+pub mod repair;
 pub mod rm;
 pub mod show;
 pub mod stats;

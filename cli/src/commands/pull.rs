@@ -14,7 +14,7 @@ use crate::Globals;
 pub type Args = TransferArgs;
 
 pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
-    let mut store = storeutil::open(globals)?;
+    let mut store = storeutil::open_or_create(globals)?;
     let remote = open(&store, &args.remote, false)?;
     let ctx = || format!("cannot pull from remote `{}`", args.remote);
     let sel = Selection {

@@ -61,7 +61,7 @@ pub fn record_env(dir: &Path, mem_gib: Option<u64>) -> Vec<(&'static str, OsStri
 }
 
 pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
-    let store = super::storeutil::open(globals)?;
+    let store = super::storeutil::open_or_create(globals)?;
     let (scratch, ours) = match &args.dir {
         Some(d) => (d.clone(), false),
         None => {

@@ -58,7 +58,10 @@ pub struct RmArgs {
 }
 
 pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
-    let store = storeutil::open(globals)?;
+    let store = match args.command {
+        Sub::Add(_) => storeutil::open_or_create(globals)?,
+        _ => storeutil::open(globals)?,
+    };
     match args.command {
         Sub::Add(a) => {
             let cfg = RemoteConfig {

@@ -291,7 +291,7 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
     // it loads the OpenMP runtime and waits for the arena address. Unused
     // when the recording needs another backend.
     rrstore_replay::prestart(&opts);
-    let mut store = Store::open_default(globals.store.as_deref())
+    let mut store = Store::open_default_create(globals.store.as_deref())
         .context("opening the store (replays record their history there)")?;
     if let Some(spec) = &args.image {
         opts.image = Some(super::image::resolve_image(&mut store, spec)?.image);
@@ -310,15 +310,26 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
     // When the index's log is due to be folded back (every ~8 replays), it
     // is done while the runner loads the image, not after the replay.
     let mut report = rrstore_replay::replay_with(&mut src, &opts, &mut || store.fold_history_log());
-    let row = rrstore_replay::history::record_for(&store, src.id, &report, &opts)
-        .map_err(into_anyhow)
-        .with_context(|| {
-            format!(
-                "the replay ran ({}) but its history row could not be written to {}",
-                report.verdict.as_str(),
+    let row = match rrstore_replay::history::record_for(&store, src.id, &report, &opts) {
+        Ok(row) => Some(row),
+        // A read-only store is read, not written: the verdict still stands.
+        Err(e) if store.is_read_only() => {
+            eprintln!(
+                "warning: the replay's history row could not be written: the store {} is read-only ({e})",
                 store.dir().display()
-            )
-        })?;
+            );
+            None
+        }
+        Err(e) => {
+            return Err(into_anyhow(e)).with_context(|| {
+                format!(
+                    "the replay ran ({}) but its history row could not be written to {}",
+                    report.verdict.as_str(),
+                    store.dir().display()
+                )
+            })
+        }
+    };
     if args.json {
         let mut v = serde_json::to_value(&report)?;
         if let Some(o) = v.as_object_mut() {
@@ -333,7 +344,7 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         }
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
-        print_text(&report, Some(row));
+        print_text(&report, row);
     }
     if let Some(e) = report.failure.take() {
         return Err(into_anyhow(e));

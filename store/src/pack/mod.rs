@@ -80,3 +80,29 @@ pub fn pack_header(id: &[u8; 16]) -> [u8; PACK_HEADER_LEN as usize] {
     h[16..32].copy_from_slice(id);
     h
 }
+
+/// Check a pack file's 32-byte header (magic, version, reserved bytes, and
+/// the pack ID, which is the file name); the error says what is wrong.
+pub fn check_header(head: &[u8], name: &str) -> Result<(), String> {
+    if head.len() < PACK_HEADER_LEN as usize {
+        return Err("the file is shorter than a pack header".into());
+    }
+    if &head[..8] != PACK_MAGIC {
+        return Err("its header has a bad magic (not a pack file, or damaged)".into());
+    }
+    let version = u32::from_le_bytes([head[8], head[9], head[10], head[11]]);
+    if version != PACK_VERSION {
+        return Err(format!(
+            "its header has version {version} (expected {PACK_VERSION}): damaged, or written by a newer rrstore"
+        ));
+    }
+    if head[12..16] != [0u8; 4] {
+        return Err("its header's reserved bytes 12..16 are not zero (damaged)".into());
+    }
+    if rrstore_format::id::hex(&head[16..32]) != name {
+        return Err(
+            "its header's pack ID (bytes 16..32) differs from its file name (damaged)".into(),
+        );
+    }
+    Ok(())
+}

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use rrstore_format::chunk::{self, ChunkHash, Codec};
 
 use crate::layout;
-use crate::pack::{EntryHeader, ENTRY_HEADER_LEN, PACK_HEADER_LEN, PACK_MAGIC};
+use crate::pack::{EntryHeader, ENTRY_HEADER_LEN, PACK_HEADER_LEN};
 
 /// Where the index says a chunk is.
 #[derive(Clone, Debug)]
@@ -160,21 +160,18 @@ pub struct ScannedEntry {
     pub header: EntryHeader,
 }
 
-/// Walk a pack's entries from its header, without the index (re-indexing,
-/// `verify`). Stops at the first entry that does not parse and reports where.
+/// Walk a pack's entries after its header, without the index (`repair`).
+/// The header itself is checked apart ([`crate::pack::check_header`]): the
+/// entries check themselves, so a damaged header does not hide them. Stops
+/// at the first entry that does not parse and reports where.
 /// Entries found, and where and why the walk stopped early (if it did).
 pub type ScanResult = (Vec<ScannedEntry>, Option<(u64, String)>);
 
 pub fn scan(path: &Path) -> std::io::Result<ScanResult> {
     let file = File::open(path)?;
     let size = file.metadata()?.len();
-    let mut head = [0u8; PACK_HEADER_LEN as usize];
     if size < PACK_HEADER_LEN {
         return Ok((Vec::new(), Some((0, "shorter than a pack header".into()))));
-    }
-    file.read_exact_at(&mut head, 0)?;
-    if &head[..8] != PACK_MAGIC {
-        return Ok((Vec::new(), Some((0, "not a pack file (bad magic)".into()))));
     }
     let mut out = Vec::new();
     let mut off = PACK_HEADER_LEN;

@@ -343,6 +343,7 @@ impl Store {
             }
         }
         tx.commit().map_err(&ierr)?;
+        crate::recovery::write_recording(&self.conn, self.dir(), &id)?;
         Ok(Some(true))
     }
 }
