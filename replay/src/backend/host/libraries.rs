@@ -46,7 +46,7 @@ fn llvm_dirs() -> Vec<(u64, PathBuf)> {
         })
         .filter(|(_, d)| d.is_dir())
         .collect();
-    dirs.sort_by(|a, b| b.0.cmp(&a.0));
+    dirs.sort_by_key(|d| std::cmp::Reverse(d.0));
     dirs
 }
 
