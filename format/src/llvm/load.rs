@@ -174,6 +174,9 @@ fn load_mode(descriptor: &Path, hash: bool) -> Result<LlvmRecording> {
 
     let mut warnings = Vec::new();
     name_warnings(generation, stem, &f, &mut warnings);
+    warnings.extend(super::argptrs::slot_address_warning(
+        generation, &f, input_len,
+    ));
 
     let recording = Recording {
         kernel: f.kernel,
