@@ -101,13 +101,19 @@ fn host_is_unavailable_without_an_offload_runtime() {
         .output()
         .unwrap();
     let out = String::from_utf8_lossy(&o.stdout);
-    assert!(out.contains("host  not available: no OpenMP offload runtime"), "{out}");
+    assert!(
+        out.contains("host  not available: no OpenMP offload runtime"),
+        "{out}"
+    );
     // With one (a versioned LLVM directory's, say): available, and named.
     std::fs::write(t.path().join("libomptarget.so.19.1"), b"").unwrap();
     let host = &devices_searching(t.path())[0];
     assert_eq!(host["available"], true, "{host}");
     assert!(
-        host["runtime"].as_str().unwrap().contains("libomptarget.so.19.1"),
+        host["runtime"]
+            .as_str()
+            .unwrap()
+            .contains("libomptarget.so.19.1"),
         "{host}"
     );
 }
