@@ -143,9 +143,10 @@ pub fn open(store: &Store, name: &str, create: bool) -> anyhow::Result<Backend> 
         if plain_http {
             e.context(format!(
                 "remote `{name}` uses a plain-HTTP endpoint without `--allow-http`: add it again with \
-                 `rrstore remote rm {name}` and `rrstore remote add {name} {} --endpoint ENDPOINT --allow-http`, \
+                 `rrstore remote rm {name}` and `rrstore remote add {name} {} --endpoint {} --allow-http`, \
                  or set AWS_ALLOW_HTTP=true",
-                cfg.url
+                cfg.url,
+                cfg.endpoint.as_deref().unwrap_or("$AWS_ENDPOINT_URL")
             ))
         } else {
             e
