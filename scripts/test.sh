@@ -2,9 +2,14 @@
 # Runs the whole rrstore test suite on a fresh Debian machine: installs the
 # Debian packages the tests need (when missing), then `cargo test`.
 #
-#   liboffload-22  LLVM 22's OpenMP offload runtime (libomp.so.5,
-#                  libomptarget.so.22.1): the bundled host recordings'
-#                  images need it to be replayed.
+#   liboffload-22  LLVM 22's OpenMP offload runtime (libomptarget.so.22.1;
+#                  libomp.so.5 comes from libomp5-19, which it depends on):
+#                  the bundled LLVM 22 host recordings' images need it.
+#   libomp5-19     LLVM 19's runtime, /usr/lib/llvm-19/lib/libomptarget.so.19.1
+#                  (`dpkg -S`; Debian has no liboffload-19): the LLVM 19
+#                  recordings in tests/fixtures/llvm19-host. Named although
+#                  liboffload-22 pulls it in, so the LLVM 19 tests keep their
+#                  runtime whatever liboffload-22 comes to depend on.
 #   zstd           tar+zstd comparison in the archive tests' helpers.
 # and, from PyPI, moto's S3 server (`moto_server`): the remote tests start a
 # real S3-compatible server on loopback.
@@ -13,7 +18,7 @@ cd "$(dirname "$0")/.."
 
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO=sudo
-PKGS="liboffload-22 zstd"
+PKGS="liboffload-22 libomp5-19 zstd"
 missing=""
 for p in $PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then

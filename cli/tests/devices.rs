@@ -71,3 +71,49 @@ fn json_is_an_array_of_backends() {
         assert!(arr[2]["reason"].as_str().unwrap().contains("ROCm"));
     }
 }
+
+/// `rrstore devices` with the runtime search (test hook
+/// RRSTORE_RUNTIME_SEARCH) limited to `dir`.
+fn devices_searching(dir: &std::path::Path) -> serde_json::Value {
+    let o = Command::new(env!("CARGO_BIN_EXE_rrstore"))
+        .args(["devices", "--json"])
+        .env("RRSTORE_RUNTIME_SEARCH", dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+#[test]
+fn host_is_unavailable_without_an_offload_runtime() {
+    let t = tempfile::tempdir().unwrap();
+    let host = &devices_searching(t.path())[0];
+    assert_eq!(host["available"], false, "{host}");
+    let why = host["reason"].as_str().unwrap();
+    assert!(
+        why.contains("no OpenMP offload runtime") && why.contains("libomp5-19"),
+        "{why}"
+    );
+    // The text form says so too.
+    let o = Command::new(env!("CARGO_BIN_EXE_rrstore"))
+        .arg("devices")
+        .env("RRSTORE_RUNTIME_SEARCH", t.path())
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("host  not available: no OpenMP offload runtime"),
+        "{out}"
+    );
+    // With one (a versioned LLVM directory's, say): available, and named.
+    std::fs::write(t.path().join("libomptarget.so.19.1"), b"").unwrap();
+    let host = &devices_searching(t.path())[0];
+    assert_eq!(host["available"], true, "{host}");
+    assert!(
+        host["runtime"]
+            .as_str()
+            .unwrap()
+            .contains("libomptarget.so.19.1"),
+        "{host}"
+    );
+}

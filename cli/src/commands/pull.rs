@@ -1,6 +1,8 @@
 //! `rrstore pull NAME [ID...|--all|--kernel GLOB|--label GLOB] [--images]`:
 //! bring recordings (and the image library) from a remote, downloading only
-//! the chunks the store lacks.
+//! the chunks the store lacks. Recordings damaged on the remote are named
+//! on stderr and left out; the others are pulled, and the exit code is
+//! then CORRUPT.
 
 use std::process::ExitCode;
 
@@ -35,6 +37,19 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
             .map_err(lift)
             .with_context(ctx);
     bar.finish_and_clear();
-    print_report(&report?, "pulled", args.json)?;
-    Ok(ExitCode::SUCCESS)
+    let report = report?;
+    print_report(&report, "pulled", args.json)?;
+    if report.damaged.is_empty() {
+        return Ok(ExitCode::SUCCESS);
+    }
+    for d in &report.damaged {
+        eprintln!("error: recording {} was not pulled: {}", d.id, d.reason);
+    }
+    eprintln!(
+        "error: {} recording(s) on remote `{}` are damaged and were not pulled (the others were); \
+         push them again from a store that has them, or leave them out of the pull",
+        report.damaged.len(),
+        args.remote
+    );
+    Ok(ExitCode::from(crate::exit::CORRUPT))
 }

@@ -1,10 +1,13 @@
 //! `rrstore record [--label TEXT] [--dir DIR] -- PROGRAM ARGS...`: run a
 //! program with LLVM's record environment in a scratch directory, import
-//! every recording it wrote, remove the scratch files, report.
+//! every recording it wrote, remove the scratch files, report. The
+//! program's stderr passes through; a libomptarget that cannot record
+//! ("cannot determine Device Memory Size") is recognised and explained.
 
 use std::ffi::OsString;
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode};
+use std::process::{ChildStderr, Command, ExitCode, Stdio};
 
 use rrstore_format::llvm;
 
@@ -60,6 +63,25 @@ pub fn record_env(dir: &Path, mem_gib: Option<u64>) -> Vec<(&'static str, OsStri
     env
 }
 
+/// What libomptarget prints when the plugin cannot size the record arena
+/// (stock LLVM 19-22 on the host target) and records nothing.
+const NO_DEVICE_MEMORY_SIZE: &str = "cannot determine Device Memory Size";
+
+/// Copy the program's stderr to ours; whether it said
+/// [`NO_DEVICE_MEMORY_SIZE`].
+fn relay(from: ChildStderr) -> bool {
+    let mut seen = false;
+    let mut out = std::io::stderr();
+    for line in BufReader::new(from).split(b'\n').map_while(Result::ok) {
+        seen |= line
+            .windows(NO_DEVICE_MEMORY_SIZE.len())
+            .any(|w| w == NO_DEVICE_MEMORY_SIZE.as_bytes());
+        let _ = out.write_all(&line);
+        let _ = out.write_all(b"\n");
+    }
+    seen
+}
+
 pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
     let store = super::storeutil::open_or_create(globals)?;
     let (scratch, ours) = match &args.dir {
@@ -99,13 +121,33 @@ fn record_in(args: &Args, globals: &Globals, scratch: &Path) -> anyhow::Result<E
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default()
     });
-    let status = Command::new(&program)
+    let mut child = Command::new(&program)
         .args(&args.command[1..])
         .current_dir(scratch)
         .envs(record_env(scratch, args.mem_size))
-        .status()
+        .stderr(Stdio::piped())
+        .spawn()
         .map_err(|e| RecordError(format!("cannot run {}: {e}", program.display())))?;
+    let no_arena = child
+        .stderr
+        .take()
+        .map(|e| std::thread::spawn(move || relay(e)));
+    let status = child
+        .wait()
+        .map_err(|e| RecordError(format!("cannot wait for {}: {e}", program.display())))?;
+    let no_arena = no_arena.is_some_and(|t| t.join().unwrap_or(false));
     let found = llvm::find_recordings(scratch)?;
+    if found.is_empty() && no_arena {
+        return Err(RecordError(format!(
+            "{} exited with {status} and wrote no recording: its libomptarget said \
+             \"{NO_DEVICE_MEMORY_SIZE}\", so record/replay never started. The offload plugin \
+             it ran on cannot record: stock LLVM's host (x86_64) plugin does not report a device \
+             memory size. Record on a CUDA or AMD GPU target, or on the host with a libomptarget \
+             patched to report one (README, \"Which recordings replay\")",
+            program.display()
+        ))
+        .into());
+    }
     if found.is_empty() {
         return Err(RecordError(format!(
             "{} exited with {status} and wrote no recording (is it built with -fopenmp \

@@ -140,7 +140,22 @@ impl TransferArgs {
 
 pub fn open(store: &Store, name: &str, create: bool) -> anyhow::Result<Backend> {
     let cfg = remote::config::get(store.dir(), name).map_err(lift)?;
-    Backend::open(name, &cfg, create).map_err(lift)
+    Backend::open(name, &cfg, create).map_err(|e| {
+        let plain_http = matches!(&e, RemoteError::Setup { reason, .. }
+            if reason.starts_with(remote::backend::PLAIN_HTTP));
+        let e = lift(e);
+        if plain_http {
+            e.context(format!(
+                "remote `{name}` uses a plain-HTTP endpoint without `--allow-http`: add it again with \
+                 `rrstore remote rm {name}` and `rrstore remote add {name} {} --endpoint {} --allow-http`, \
+                 or set AWS_ALLOW_HTTP=true",
+                cfg.url,
+                cfg.endpoint.as_deref().unwrap_or("$AWS_ENDPOINT_URL")
+            ))
+        } else {
+            e
+        }
+    })
 }
 
 /// A remote error as an `anyhow::Error`, with a wrapped store error put
@@ -211,6 +226,12 @@ pub fn print_report(r: &TransferReport, verb: &str, json: bool) -> anyhow::Resul
         println!(
             "{verb} {} image(s), {} already present",
             r.images, r.images_present
+        );
+    }
+    if r.temporaries_removed > 0 {
+        println!(
+            "removed {} stale temporary file(s) left by interrupted pushes",
+            r.temporaries_removed
         );
     }
     let dir = if verb == "pushed" { "sent" } else { "received" };

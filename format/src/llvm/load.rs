@@ -186,6 +186,9 @@ fn load_mode(descriptor: &Path, hash: bool, follow_symlinks: bool) -> Result<Llv
 
     let mut warnings = Vec::new();
     name_warnings(generation, stem, &f, &mut warnings);
+    warnings.extend(super::argptrs::slot_address_warning(
+        generation, &f, input_len,
+    ));
 
     let recording = Recording {
         kernel: f.kernel,

@@ -10,8 +10,10 @@
 //!
 //! Modules: [`json`] (exact-integer descriptor parsing), [`globals`] (both
 //! globals table encodings), [`hashes`] (native file-name hashes),
-//! [`kernel_named`] (LLVM 16-22), [`native`] (LLVM 23+), [`export`](mod@export).
+//! [`kernel_named`] (LLVM 16-22), [`native`] (LLVM 23+), [`export`](mod@export),
+//! [`argptrs`] (stock LLVM 19-22's slot addresses in `ArgPtrs`).
 
+pub mod argptrs;
 pub mod detect;
 pub mod export;
 pub mod globals;

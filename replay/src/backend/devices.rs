@@ -1,5 +1,6 @@
 //! What can replay on this machine: every backend, whether it is usable here
-//! and why not, and its devices (`rrstore devices`).
+//! and why not, and its devices (`rrstore devices`). The host backend needs
+//! an OpenMP offload runtime (`libomptarget.so.N`) installed.
 
 use serde::Serialize;
 
@@ -28,7 +29,8 @@ pub struct BackendStatus {
     /// `host`, `cuda`, `hip`.
     pub backend: &'static str,
     pub available: bool,
-    /// Driver / runtime version (`CUDA driver 13.0`, `HIP runtime 6.3.42134`).
+    /// Driver / runtime version (`CUDA driver 13.0`, `HIP runtime 6.3.42134`,
+    /// host: the offload runtimes found).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub runtime: Option<String>,
     /// Why the backend is not usable, and what to install.
@@ -61,12 +63,32 @@ pub fn host() -> BackendStatus {
     let cores = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1);
-    let usable = cfg!(all(target_arch = "x86_64", target_os = "linux"));
+    let platform = cfg!(all(target_arch = "x86_64", target_os = "linux"));
+    let runtimes = super::host::libraries::installed();
+    let reason = if !platform {
+        Some("the host backend replays x86-64 Linux images only".to_string())
+    } else if runtimes.is_empty() {
+        Some(
+            "no OpenMP offload runtime (libomptarget.so.N) in the loader's path or in \
+             /usr/lib/llvm-N/lib: install LLVM's for the recordings' version, e.g. \
+             `apt-get install -y liboffload-22` (LLVM 22) or `apt-get install -y libomp5-19` (LLVM 19)"
+                .to_string(),
+        )
+    } else {
+        None
+    };
+    let runtime = (!runtimes.is_empty()).then(|| {
+        let list: Vec<String> = runtimes
+            .iter()
+            .map(|r| format!("{} ({})", r.soname, r.dir.display()))
+            .collect();
+        format!("OpenMP offload runtime {}", list.join(", "))
+    });
     BackendStatus {
         backend: "host",
-        available: usable,
-        runtime: None,
-        reason: (!usable).then(|| "the host backend replays x86-64 Linux images only".to_string()),
+        available: reason.is_none(),
+        runtime,
+        reason,
         devices: vec![Device {
             index: 0,
             name: model,

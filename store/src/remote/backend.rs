@@ -1,8 +1,11 @@
 //! The object store behind a remote (`object_store`: AmazonS3 or
 //! LocalFileSystem), driven from sync code by a small tokio runtime owned by
 //! [`Backend`]. Transfers run with bounded concurrency; bytes moved are
-//! counted for the push/pull reports.
+//! counted for the push/pull reports. A `file://` remote's objects are
+//! written by [`super::temp`] (through its `tmp/` directory), not by
+//! `object_store`, whose staging files sit beside the objects.
 
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,6 +16,7 @@ use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 
 use super::config::RemoteConfig;
 use super::error::{RemoteError, Result};
+use super::temp;
 use super::url::RemoteUrl;
 
 /// Requests in flight at once.
@@ -23,6 +27,8 @@ pub struct Backend {
     store: Arc<dyn ObjectStore>,
     /// Key prefix inside the bucket: "" or "a/b/".
     base: String,
+    /// A file:// remote's directory.
+    root: Option<PathBuf>,
     pub name: String,
     pub url: String,
     /// Payload bytes uploaded / downloaded.
@@ -50,6 +56,10 @@ impl Backend {
             remote: name.to_string(),
             url: cfg.url.clone(),
             reason,
+        };
+        let root = match &url {
+            RemoteUrl::File { path } => Some(path.clone()),
+            RemoteUrl::S3 { .. } => None,
         };
         let (store, base): (Arc<dyn ObjectStore>, String) = match &url {
             RemoteUrl::File { path } => {
@@ -84,6 +94,7 @@ impl Backend {
             rt: runtime(name, &cfg.url)?,
             store,
             base,
+            root,
             name: name.to_string(),
             url: cfg.url.clone(),
             sent: AtomicU64::new(0),
@@ -121,6 +132,28 @@ impl Backend {
             what: what.into(),
             detail: condense(&e),
             hint,
+        }
+    }
+
+    /// A local file error of a file:// remote.
+    fn io_err(&self, what: String, e: std::io::Error) -> RemoteError {
+        RemoteError::Request {
+            remote: self.name.clone(),
+            url: self.url.clone(),
+            what,
+            detail: e.to_string(),
+            hint: "",
+        }
+    }
+
+    /// Remove the temporary files interrupted pushes left on a file://
+    /// remote (none on S3, whose PUTs leave nothing behind); returns how
+    /// many were removed.
+    pub fn remove_stale_temporaries(&self) -> Result<u64> {
+        match &self.root {
+            Some(root) => temp::remove_stale(root)
+                .map_err(|e| self.io_err("removing stale temporary files".into(), e)),
+            None => Ok(0),
         }
     }
 
@@ -178,10 +211,21 @@ impl Backend {
             let uploads = futures::stream::iter(items).map(|item| async move {
                 let (key, body) = item?;
                 let n = body.len() as u64;
-                self.store
-                    .put(&self.path(&key), PutPayload::from(body))
-                    .await
-                    .map_err(|e| self.err(format!("writing {key}"), e))?;
+                match &self.root {
+                    Some(root) => {
+                        let (root, k) = (root.clone(), key.clone());
+                        tokio::task::spawn_blocking(move || temp::write_object(&root, &k, &body))
+                            .await
+                            .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())))
+                            .map_err(|e| self.io_err(format!("writing {key}"), e))?;
+                    }
+                    None => self
+                        .store
+                        .put(&self.path(&key), PutPayload::from(body))
+                        .await
+                        .map_err(|e| self.err(format!("writing {key}"), e))
+                        .map(|_| ())?,
+                }
                 self.sent.fetch_add(n, Ordering::Relaxed);
                 Ok::<u64, RemoteError>(n)
             });
@@ -252,6 +296,17 @@ fn condense(e: &object_store::Error) -> String {
     }
 }
 
+/// Starts the reason of the setup error for a plain-HTTP endpoint that the
+/// remote does not allow (the CLI recognises it to add its flag).
+pub const PLAIN_HTTP: &str = "plain HTTP refused";
+
+#[cfg(feature = "s3")]
+fn is_plain_http(endpoint: &str) -> bool {
+    endpoint
+        .get(..7)
+        .is_some_and(|p| p.eq_ignore_ascii_case("http://"))
+}
+
 enum S3Setup {
     #[allow(dead_code)]
     NoFeature,
@@ -305,6 +360,20 @@ fn s3_store(
     let allow_http = cfg.allow_http.unwrap_or_else(|| {
         env("AWS_ALLOW_HTTP").is_some_and(|v| v.eq_ignore_ascii_case("true") || v == "1")
     });
+    // The client would refuse every request with a bare "URL scheme is not
+    // allowed"; say which endpoint and why, once, here.
+    let endpoint = cfg
+        .endpoint
+        .clone()
+        .or_else(|| env("AWS_ENDPOINT_URL"))
+        .or_else(|| env("AWS_ENDPOINT"));
+    if let Some(e) = endpoint.filter(|e| is_plain_http(e)) {
+        if !allow_http {
+            return Err(S3Setup::Other(format!(
+                "{PLAIN_HTTP}: endpoint {e} is plain http://, which this remote does not allow"
+            )));
+        }
+    }
     let opts = ClientOptions::new()
         .with_allow_http(allow_http)
         .with_connect_timeout(Duration::from_secs(5))

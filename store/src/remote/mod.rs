@@ -8,7 +8,8 @@
 //! * [`layout`]: object keys and encodings.
 //! * [`tree`]: a part's chunk list as a content-defined tree.
 //! * [`push`], [`pull`], [`list`] (`ls NAME:`), [`images`] (the image
-//!   library); `local`: the store side; `known`: trees a pull derives.
+//!   library); `local`: the store side; `known`: trees a pull derives;
+//!   `temp`: a file:// remote's temporary files.
 
 pub mod backend;
 pub mod config;
@@ -20,6 +21,7 @@ pub mod list;
 mod local;
 pub mod pull;
 pub mod push;
+mod temp;
 pub mod tree;
 pub mod url;
 
@@ -66,4 +68,19 @@ pub struct TransferReport {
     /// Manifests, image entries, part objects and chunk-list nodes.
     pub metadata_bytes: u64,
     pub bytes: u64,
+    /// Pull: recordings left out because an object they need is corrupt
+    /// or missing on the remote (the others were pulled).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub damaged: Vec<Damaged>,
+    /// Push to a file:// remote: stale temporary files of interrupted
+    /// pushes removed (spec/REMOTE.md, "Temporary files").
+    pub temporaries_removed: u64,
+}
+
+/// A recording a pull could not bring, and why.
+#[derive(Clone, Debug, Serialize)]
+pub struct Damaged {
+    pub id: String,
+    /// The error, naming the remote and the damaged object.
+    pub reason: String,
 }

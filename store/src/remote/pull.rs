@@ -5,7 +5,9 @@
 //! blake3, each new part's bytes against the part's blake3), and a recording
 //! enters the local index only after all of its parts are stored and
 //! verified. Chunks are indexed as they arrive (in batches), so an
-//! interrupted pull does not fetch them again.
+//! interrupted pull does not fetch them again. A recording whose objects
+//! are corrupt on the remote is left out and listed in the report's
+//! `damaged`; the others are still pulled.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
@@ -19,7 +21,7 @@ use super::known::Known;
 use super::layout::{self, ChunkRef, Manifest, PartObject};
 use super::local::{check_entry, PulledChunk, PulledPart};
 use super::tree;
-use super::{Event, TransferReport};
+use super::{Damaged, Event, TransferReport};
 use crate::pack::reader::PackFiles;
 use crate::pack::writer::PackWriter;
 use crate::pack::{ENTRY_HEADER_LEN, PACK_TARGET_SIZE};
@@ -127,18 +129,34 @@ impl<'a> Session<'a> {
             }
         }
         for (id, m) in todo {
-            let m = match m {
-                Some(m) => m,
-                None => fetch_manifest(self.remote, &id)?,
+            // A damaged recording is left out and reported; the others
+            // still come (the caller fails the command at the end).
+            let outcome = match m {
+                Some(m) => Ok(m),
+                None => fetch_manifest(self.remote, &id),
+            }
+            .and_then(|m| {
+                progress(Event::Phase(format!(
+                    "pulling {} {}",
+                    id.short(),
+                    m.recording.kernel
+                )));
+                let added = self.retry(&format!("recording {id}"), &mut |s| {
+                    s.pull_one(&m, progress)
+                })?;
+                Ok((m, added))
+            });
+            let (m, added) = match outcome {
+                Ok(done) => done,
+                Err(e @ RemoteError::Corrupt { .. }) => {
+                    self.report.damaged.push(Damaged {
+                        id: id.to_hex(),
+                        reason: e.to_string(),
+                    });
+                    continue;
+                }
+                Err(e) => return Err(e),
             };
-            progress(Event::Phase(format!(
-                "pulling {} {}",
-                id.short(),
-                m.recording.kernel
-            )));
-            let added = self.retry(&format!("recording {id}"), &mut |s| {
-                s.pull_one(&m, progress)
-            })?;
             if added {
                 self.report.recordings += 1;
                 self.report.ids.push(id.to_hex());

@@ -4,7 +4,8 @@
 //! parts, then manifests and image entries, each stage finished before the
 //! next starts. A recording or image is visible on the remote only once
 //! everything it needs is there; an interrupted push leaves only complete,
-//! immutable objects, which the next push finds and skips.
+//! immutable objects, which the next push finds and skips, and on a
+//! file:// remote temporary files, which the next push removes.
 
 use std::collections::{HashMap, HashSet};
 
@@ -28,6 +29,8 @@ pub fn push(
     progress: &mut dyn FnMut(Event),
 ) -> Result<TransferReport> {
     let mut report = TransferReport::default();
+    progress(Event::Phase("removing stale temporary files".into()));
+    report.temporaries_removed = remote.remove_stale_temporaries()?;
     progress(Event::Phase("listing the remote".into()));
     let on_remote: HashSet<RecordingId> = remote
         .list(layout::RECORDINGS)?

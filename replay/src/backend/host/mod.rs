@@ -327,7 +327,7 @@ impl HostBackend {
                         .or_else(|| needed.iter().find(|n| why.contains(n.as_str())).cloned());
                     Err(match lib {
                         Some(library) => BackendError::MissingLibrary {
-                            hint: package_hint(&library),
+                            hint: package_hint(&library, &needed),
                             library,
                         },
                         None => BackendError::Image(why),

@@ -21,7 +21,9 @@
 //! `LD_LIBRARY_PATH` directory that has one, else the loader's cache
 //! (`/etc/ld.so.cache`, what `ldconfig -p` lists: one 30 KiB read, where
 //! listing `/usr/lib/x86_64-linux-gnu` costs ~0.5 ms on the replay's
-//! critical path), else the system library directories.
+//! critical path), else the system library directories, else (by full
+//! path) the newest in a versioned LLVM directory (`/usr/lib/llvm-N/lib`,
+//! see [`super::libraries`]).
 
 use std::ffi::CString;
 use std::path::Path;
@@ -41,7 +43,7 @@ pub enum Preload {
 
 /// System library directories of x86-64 Linux distributions, after
 /// `LD_LIBRARY_PATH` (Debian multiarch, then Fedora's and the plain ones).
-const SYSTEM_DIRS: &[&str] = &[
+pub(super) const SYSTEM_DIRS: &[&str] = &[
     "/usr/local/lib",
     "/lib/x86_64-linux-gnu",
     "/usr/lib/x86_64-linux-gnu",
@@ -86,6 +88,14 @@ impl Preload {
                         SYSTEM_DIRS
                             .iter()
                             .find_map(|d| newest_runtime_in(Path::new(d)))
+                    })
+                    .or_else(|| {
+                        // Not in the loader's path: by full path (the
+                        // soname is its file name, as `compatible` wants).
+                        super::libraries::installed()
+                            .into_iter()
+                            .next()
+                            .map(|r| r.dir.join(r.soname).to_string_lossy().into_owned())
                     })
                     .into_iter()
                     .collect()
@@ -157,7 +167,7 @@ pub fn newest_runtime_in(dir: &Path) -> Option<String> {
 }
 
 /// `22.1` -> `[22, 1]`; `None` unless it starts with a number.
-fn version_key(version: &str) -> Option<Vec<u64>> {
+pub(super) fn version_key(version: &str) -> Option<Vec<u64>> {
     let key: Vec<u64> = version.split('.').map_while(|p| p.parse().ok()).collect();
     (!key.is_empty()).then_some(key)
 }

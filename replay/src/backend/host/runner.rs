@@ -315,12 +315,10 @@ impl State {
         let Ok(cpath) = CString::new(path) else {
             return Msg::err(ErrKind::Dlopen, "bad image path");
         };
-        // SAFETY: dlopen of an image the user asked us to replay; running its
-        // initializers is the point of the runner process.
-        let h = unsafe { libc::dlopen(cpath.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
-        if h.is_null() {
-            return Msg::err(ErrKind::Dlopen, &dlerror_string());
-        }
+        let h = match super::libraries::open_image(&cpath) {
+            Ok(h) => h,
+            Err(why) => return Msg::err(ErrKind::Dlopen, &why),
+        };
         self.handle = h;
         let Ok(ck) = CString::new(kernel) else {
             return Msg::err(ErrKind::MissingKernel, "kernel name contains NUL");

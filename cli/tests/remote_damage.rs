@@ -1,0 +1,194 @@
+//! Remotes that were damaged or left half-written, through the real binary:
+//! a corrupt manifest costs only its own recording in `pull --all` (exit 5
+//! after pulling the rest), temporary files of interrupted pushes are never
+//! taken for objects and the next push removes them, and an `http://` S3
+//! endpoint the remote does not allow names `--allow-http`.
+
+mod remote_common;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use remote_common::*;
+
+/// Every file under `dir`, as paths relative to it.
+fn files(dir: &Path) -> Vec<PathBuf> {
+    tree(dir).into_keys().collect()
+}
+
+#[test]
+fn pull_all_pulls_every_intact_recording_and_names_the_damaged_one() {
+    let t = tempfile::tempdir().unwrap();
+    let (a, b) = (t.path().join("a"), t.path().join("b"));
+    let rdir = t.path().join("r");
+    let url = format!("file://{}", rdir.display());
+    import(&a, &["saxpy", "globals", "reduction", "multi"]);
+    let all = ids(&a, None);
+    assert_eq!(all.len(), 11);
+    ok(&a, &["remote", "add", "r", &url]);
+    ok(&a, &["push", "r", "--all"]);
+    // Damage the manifest of one recording in the middle of the list.
+    let bad = all[5].clone();
+    let man = rdir.join("recordings").join(&bad);
+    let mut m = std::fs::read(&man).unwrap();
+    let k = m.len() / 2;
+    m[k] ^= 0x10;
+    std::fs::write(&man, &m).unwrap();
+
+    ok(&b, &["remote", "add", "r", &url]);
+    let o = run(&b, &["pull", "r", "--all", "--json"]);
+    assert_eq!(o.status.code(), Some(5), "{o:?}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(&format!("recording {bad} was not pulled")) && err.contains("corrupt"),
+        "{err}"
+    );
+    assert!(
+        err.contains("1 recording(s) on remote `r` are damaged"),
+        "{err}"
+    );
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(report["recordings"], 10, "{report}");
+    assert_eq!(report["damaged"][0]["id"], bad.as_str(), "{report}");
+    let intact: Vec<String> = all.iter().filter(|id| **id != bad).cloned().collect();
+    assert_eq!(ids(&b, None), intact);
+    same_exports(&a, &b, &intact, t.path());
+
+    // Once repaired (pushed again from a store that has it), it comes too.
+    std::fs::remove_file(&man).unwrap();
+    ok(&a, &["push", "r", "--all"]);
+    let again = json(&b, &["pull", "r", "--all", "--json"]);
+    assert_eq!(
+        (again["recordings"].as_u64(), again["present"].as_u64()),
+        (Some(1), Some(10))
+    );
+    assert!(again.get("damaged").is_none(), "{again}");
+}
+
+/// This host's name as temporary file names spell it (see spec/REMOTE.md).
+fn host() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap()
+        .trim()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+fn plant(path: &Path, age: Duration) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, b"half an object").unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_modified(SystemTime::now() - age)
+        .unwrap();
+}
+
+#[test]
+fn temporary_files_of_interrupted_pushes_are_ignored_and_removed() {
+    let t = tempfile::tempdir().unwrap();
+    let (a, b) = (t.path().join("a"), t.path().join("b"));
+    let rdir = t.path().join("r");
+    let url = format!("file://{}", rdir.display());
+    import(&a, &["saxpy", "globals"]);
+    ok(&a, &["remote", "add", "r", &url]);
+    ok(&a, &["push", "r", "--all"]);
+    // A push leaves only objects: nothing under tmp/, no staging names.
+    let pushed = files(&rdir);
+    assert!(
+        pushed
+            .iter()
+            .all(|p| !p.starts_with("tmp") && !p.to_string_lossy().contains('#')),
+        "{pushed:?}"
+    );
+
+    // What killed pushes leave: this rrstore's temporary file of a process
+    // that is gone (pid above any pid_max), another machine's, old and
+    // recent, and an older rrstore's `<key>#1` beside a real chunk.
+    let chunk = pushed
+        .iter()
+        .find(|p| p.starts_with("chunks"))
+        .unwrap()
+        .clone();
+    let legacy = rdir.join(format!("{}#1", chunk.display()));
+    let dead = rdir.join("tmp").join(format!("{}.4194999.3", host()));
+    let old = rdir.join("tmp/elsewhere.77.0");
+    let recent = rdir.join("tmp/elsewhere.78.0");
+    let hour = Duration::from_secs(3600);
+    plant(&legacy, 2 * hour);
+    plant(&dead, Duration::ZERO);
+    plant(&old, 2 * hour);
+    plant(&recent, Duration::from_secs(60));
+
+    // Readers never see them.
+    let before = ids(&a, None);
+    assert_eq!(ids(&a, Some("r:")), before);
+    ok(&b, &["remote", "add", "r", &url]);
+    let pulled = json(&b, &["pull", "r", "--all", "--json"]);
+    assert_eq!(pulled["recordings"], 2);
+    ok(&b, &["verify", "--full"]);
+
+    // The next push (with nothing to send) removes the stale ones and keeps
+    // the one another machine may still be writing.
+    let o = ok(&a, &["push", "r", "--all"]);
+    assert!(
+        o.contains("removed 3 stale temporary file(s) left by interrupted pushes"),
+        "{o}"
+    );
+    assert!(!legacy.exists() && !dead.exists() && !old.exists());
+    assert!(recent.exists());
+    assert!(rdir.join(&chunk).exists());
+    let again = json(&a, &["push", "r", "--all", "--json"]);
+    assert_eq!(again["temporaries_removed"], 0);
+    assert_eq!(ids(&a, Some("r:")), before);
+}
+
+#[test]
+fn an_http_endpoint_without_allow_http_names_the_flag() {
+    let t = tempfile::tempdir().unwrap();
+    let s = t.path().join("s");
+    let endpoint = format!("http://127.0.0.1:{}", free_port());
+    ok(
+        &s,
+        &[
+            "remote",
+            "add",
+            "lab",
+            "s3://rr-bucket",
+            "--endpoint",
+            &endpoint,
+        ],
+    );
+    for args in [
+        vec!["ls", "lab:"],
+        vec!["pull", "lab", "--all"],
+        vec!["push", "lab", "--all"],
+    ] {
+        let o = rr(&s, &args).env_remove("AWS_ALLOW_HTTP").output().unwrap();
+        assert_eq!(o.status.code(), Some(14), "{args:?}: {o:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains("--allow-http") && err.contains(&endpoint),
+            "{args:?}: {err}"
+        );
+    }
+    // Allowed (flag or variable): the request is made (and finds nothing
+    // listening), so the error is about reaching the endpoint.
+    let o = rr(&s, &["ls", "lab:"])
+        .env("AWS_ALLOW_HTTP", "true")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(14));
+    assert!(
+        !String::from_utf8_lossy(&o.stderr).contains("--allow-http"),
+        "{o:?}"
+    );
+}
