@@ -64,27 +64,21 @@ impl Moto {
     /// Unsigned request (moto accepts them when auth is off); returns the
     /// status code and body.
     pub fn raw(&self, method: &str, path: &str, body: &[u8]) -> (u16, Vec<u8>) {
-        // moto's development server can refuse a connection while it is
-        // busy (a full listen backlog under concurrent pushes): retry briefly.
+        // moto's development server can refuse or reset a connection while
+        // it is busy (a full listen backlog under concurrent pushes, or a
+        // loaded machine): retry the whole exchange briefly. The requests
+        // sent this way (create a bucket, put or read an object) are
+        // idempotent.
         let start = Instant::now();
-        let mut s = loop {
-            match TcpStream::connect(("127.0.0.1", self.port)) {
-                Ok(s) => break s,
-                Err(_) if start.elapsed() < Duration::from_secs(10) => {
+        let resp = loop {
+            match self.exchange(method, path, body) {
+                Ok(resp) => break resp,
+                Err(_) if start.elapsed() < Duration::from_secs(20) => {
                     std::thread::sleep(Duration::from_millis(100));
                 }
-                Err(e) => panic!("cannot connect to moto_server on port {}: {e}", self.port),
+                Err(e) => panic!("moto_server on port {}: {method} {path}: {e}", self.port),
             }
         };
-        let head = format!(
-            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-            self.port,
-            body.len()
-        );
-        s.write_all(head.as_bytes()).unwrap();
-        s.write_all(body).unwrap();
-        let mut resp = Vec::new();
-        s.read_to_end(&mut resp).unwrap();
         let text = String::from_utf8_lossy(&resp);
         let code = text
             .split_whitespace()
@@ -97,6 +91,27 @@ impl Moto {
             .map(|i| resp[i + 4..].to_vec())
             .unwrap_or_default();
         (code, body)
+    }
+
+    /// One HTTP/1.1 request on a fresh connection; the whole response.
+    fn exchange(&self, method: &str, path: &str, body: &[u8]) -> std::io::Result<Vec<u8>> {
+        let mut s = TcpStream::connect(("127.0.0.1", self.port))?;
+        let head = format!(
+            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            self.port,
+            body.len()
+        );
+        s.write_all(head.as_bytes())?;
+        s.write_all(body)?;
+        let mut resp = Vec::new();
+        s.read_to_end(&mut resp)?;
+        if resp.is_empty() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "empty response",
+            ));
+        }
+        Ok(resp)
     }
 
     pub fn create_bucket(&self, bucket: &str) {
