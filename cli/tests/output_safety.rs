@@ -257,6 +257,17 @@ fn unpack_checks_free_space_before_writing_a_huge_claimed_part() {
         i.parts[k].chunks = vec![row; n as usize];
     }
     m.recording.arena.size = len;
+    // The embedded descriptor says the same (the reader refuses a manifest
+    // that contradicts it), so the claim itself is what unpack must check.
+    let desc = String::from_utf8(m.recording.descriptor.clone()).unwrap();
+    let field = desc
+        .split(',')
+        .find(|f| f.contains("\"DeviceMemorySize\""))
+        .unwrap()
+        .to_string();
+    let size = field.rsplit(':').next().unwrap().trim().trim_end_matches('}').trim();
+    let edited = field.replacen(size, &len.to_string(), 1);
+    m.recording.descriptor = desc.replacen(&field, &edited, 1).into_bytes();
     let needed: u64 =
         m.recording.parts.iter().map(|p| p.len).sum::<u64>() + m.recording.descriptor.len() as u64;
     m.id = Bytes32(m.recording.id().0);
