@@ -117,6 +117,11 @@ fn code_2_bad_command_line() {
         assert_eq!(code, 2, "{flag} 0: {err}");
     }
     assert_eq!(fails(&s, &["ls", "--no-such-flag"]).0, 2);
+    // `ls --tag` and `--since` take the same KEY=VALUE and date forms.
+    let (code, err) = fails(&s, &["ls", "--tag", "badtag"]);
+    assert_eq!(code, 2, "{err}");
+    let (code, err) = fails(&s, &["ls", "--since", "yesterday"]);
+    assert_eq!(code, 2, "{err}");
     // Nothing was tagged.
     assert_eq!(ok(&s, &["tag", id]).trim(), "");
 }

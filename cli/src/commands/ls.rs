@@ -7,6 +7,8 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use rrstore_store::recordings::parse_tag;
+
+use crate::exit::UsageError;
 use rrstore_store::{LsFilter, LsSort, LsTable, RecordingSummary};
 
 use super::storeutil::{self, age, bytes};
@@ -50,7 +52,7 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
     let now = rrstore_store::now_unix();
     let since = match &args.since {
         Some(s) => {
-            Some(storeutil::parse_since(s, now).map_err(rrstore_store::StoreError::Invalid)?)
+            Some(storeutil::parse_since(s, now).map_err(UsageError)?)
         }
         None => None,
     };
@@ -60,7 +62,7 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         tags: args
             .tags
             .iter()
-            .map(|t| parse_tag(t))
+            .map(|t| parse_tag(t).map_err(|e| UsageError(e.to_string())))
             .collect::<Result<_, _>>()?,
         label: args.label,
         since,
