@@ -333,9 +333,22 @@ fn every_json_output_matches_its_schema() {
     );
     json_of(&s, "image-ls", &["image", "ls", "--json"]);
     let o = run(&s, &["check", "--label", "run1", "--json"]);
-    validate("check", &String::from_utf8_lossy(&o.stdout));
+    let checked = validate("check", &String::from_utf8_lossy(&o.stdout));
+    // `a` was replayed before: its row has a time comparison to check.
+    assert!(
+        checked["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["time"].is_object()),
+        "no check row with a time comparison"
+    );
     let o = run(&s, &["diff", a, b, "--json"]);
-    validate("diff", &String::from_utf8_lossy(&o.stdout));
+    let d = validate("diff", &String::from_utf8_lossy(&o.stdout));
+    assert!(!d["arena"]["mismatch"]["largest"]
+        .as_array()
+        .unwrap()
+        .is_empty());
     let o = run(&s, &["diff", "h:1", "h:2", "--json"]);
     validate("diff", &String::from_utf8_lossy(&o.stdout));
     let saxpy_id = ls
@@ -352,8 +365,28 @@ fn every_json_output_matches_its_schema() {
             "bisect", &saxpy_id, "--images", "img-a", "img-a", "img-b", "--json",
         ],
     );
-    // A replay with another kernel's image changed the output.
-    json_of(&s, "history-changes", &["history", "--changes", "--json"]);
+    // Completed replays with different outputs (a replay with another
+    // kernel's image failed: no output, not a change): the reduction,
+    // recorded with two threads, adds in another order on one.
+    let reduction = fixtures().join("reduction");
+    let imported = json_of(
+        &s,
+        "import",
+        &["import", reduction.to_str().unwrap(), "--json"],
+    );
+    let red = imported["recordings"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for (threads, code) in [("2", 0), ("1", 1)] {
+        let o = remote_common::rr(&s, &["replay", &red])
+            .env("OMP_NUM_THREADS", threads)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(code), "OMP_NUM_THREADS={threads}");
+    }
+    let changes = json_of(&s, "history-changes", &["history", "--changes", "--json"]);
+    assert!(!changes.as_array().unwrap().is_empty());
 
     // Sharing.
     let remote = format!("file://{}", t.path().join("remote").display());
@@ -363,6 +396,12 @@ fn every_json_output_matches_its_schema() {
     json_of(&s, "transfer", &["push", "lab", "--all", "--json"]);
     json_of(&s, "ls", &["ls", "lab:", "--json"]);
     ok(&s, &["rm", a]);
+    let plan = json_of(
+        &s,
+        "gc",
+        &["gc", "--dry-run", "--max-unused", "0", "--json"],
+    );
+    assert_eq!(plan["dry_run"], true);
     json_of(&s, "gc", &["gc", "--json"]);
     json_of(&s, "transfer", &["pull", "lab", a, "--json"]);
 

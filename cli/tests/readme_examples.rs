@@ -116,6 +116,26 @@ const PLANS: &[(&str, Plan)] = &[
         ]),
     ),
     (
+        "rrstore gc [--dry-run] [--max-unused 50]",
+        Variants(&[
+            ("rrstore gc --dry-run | grep '^dry run, nothing changed: would remove'", 0),
+            ("rrstore gc --dry-run --max-unused 50", 0),
+            ("rrstore gc --max-unused 50 | grep '^removed '", 0),
+            ("rrstore gc", 0),
+        ]),
+    ),
+    (
+        // docs/store.md's synopsis of the same command.
+        "rrstore gc [--dry-run] [--max-unused PERCENT] [--json]",
+        Variants(&[
+            ("rrstore gc --dry-run --json | grep '\"dry_run\": true'", 0),
+            ("rrstore gc --max-unused 0 --json | grep '\"max_unused_percent\": 0.0'", 0),
+            ("rrstore gc --max-unused 100", 0),
+            // Outside 0..=100: a usage error, and nothing collected.
+            ("rrstore gc --max-unused 101", 2),
+        ]),
+    ),
+    (
         "rrstore stats [--json]",
         Variants(&[("rrstore stats", 0), ("rrstore stats --json", 0)]),
     ),
@@ -154,10 +174,12 @@ const PLANS: &[(&str, Plan)] = &[
         Variants(&[("rrstore devices", 0), ("rrstore devices --json", 0)]),
     ),
     (
-        "rrstore check --image clang-22.1.8 --label run1 [--tolerance ...] [--json]",
+        "rrstore check --image clang-22.1.8 --label run1 [--repetitions 5] [--tolerance ...] [--json]",
         Variants(&[
             // The image holds one kernel: the other recordings regress.
             ("rrstore check --image clang-22.1.8 --label run1", 1),
+            ("rrstore check --image clang-22.1.8 --label run1 --kernel \"$D7E4_KERNEL\" --repetitions 5", 0),
+            ("rrstore check --image clang-22.1.8 --label run1 --kernel \"$D7E4_KERNEL\" --repetitions 3 --json | grep '\"repetitions\": 3'", 0),
             ("rrstore check --image clang-22.1.8 --label run1 --kernel \"$D7E4_KERNEL\" --tolerance --dtype f32 --rtol 1e-5 --json", 0),
             ("rrstore check --label run1", 0),
         ]),
