@@ -405,6 +405,11 @@ fn every_json_output_matches_its_schema() {
     json_of(&s, "gc", &["gc", "--json"]);
     json_of(&s, "transfer", &["pull", "lab", a, "--json"]);
 
+    // The index lost: repair rebuilds it from the packs.
+    std::fs::write(s.join("index.sqlite"), b"").unwrap();
+    let repaired = json_of(&s, "repair", &["repair", "--json"]);
+    assert!(repaired["recordings"].as_u64().unwrap() > 0);
+
     // A replay of an LLVM descriptor, outside any store.
     let desc = std::fs::read_dir(fixtures().join("saxpy"))
         .unwrap()

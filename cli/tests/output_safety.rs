@@ -265,7 +265,13 @@ fn unpack_checks_free_space_before_writing_a_huge_claimed_part() {
         .find(|f| f.contains("\"DeviceMemorySize\""))
         .unwrap()
         .to_string();
-    let size = field.rsplit(':').next().unwrap().trim().trim_end_matches('}').trim();
+    let size = field
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .trim()
+        .trim_end_matches('}')
+        .trim();
     let edited = field.replacen(size, &len.to_string(), 1);
     m.recording.descriptor = desc.replacen(&field, &edited, 1).into_bytes();
     let needed: u64 =

@@ -136,6 +136,14 @@ const PLANS: &[(&str, Plan)] = &[
         ]),
     ),
     (
+        "rrstore repair [--json]",
+        Variants(&[
+            ("rrstore repair", 0),
+            (": > \"$RRSTORE_DIR/index.sqlite\" && rrstore repair --json | grep -Eq '\"recordings\": [1-9]'", 0),
+            ("rrstore verify --full", 0),
+        ]),
+    ),
+    (
         "rrstore stats [--json]",
         Variants(&[("rrstore stats", 0), ("rrstore stats --json", 0)]),
     ),

@@ -51,9 +51,7 @@ pub struct Args {
 pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
     let now = rrstore_store::now_unix();
     let since = match &args.since {
-        Some(s) => {
-            Some(storeutil::parse_since(s, now).map_err(UsageError)?)
-        }
+        Some(s) => Some(storeutil::parse_since(s, now).map_err(UsageError)?),
         None => None,
     };
     let filter = LsFilter {
