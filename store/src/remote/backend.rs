@@ -2,7 +2,7 @@
 //! LocalFileSystem), driven from sync code by a small tokio runtime owned by
 //! [`Backend`]. Transfers run with bounded concurrency; bytes moved are
 //! counted for the push/pull reports. A `file://` remote's objects are
-//! written by [`super::temp`] (through its `tmp/` directory), not by
+//! written by `remote::temp` (through its `tmp/` directory), not by
 //! `object_store`, whose staging files sit beside the objects.
 
 use std::path::PathBuf;
