@@ -68,7 +68,7 @@ fn search_dirs() -> Vec<PathBuf> {
     dirs
 }
 
-/// Every offload runtime installed where [`search_dirs`] look, newest
+/// Every offload runtime installed where `search_dirs` look, newest
 /// version first (one entry per soname: the first directory that has it).
 pub fn installed() -> Vec<Runtime> {
     let mut found: Vec<(Vec<u64>, Runtime)> = Vec::new();
