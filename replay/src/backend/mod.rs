@@ -176,5 +176,6 @@ pub mod cuda;
 pub mod devices;
 pub mod hip;
 pub mod placeholder;
+pub mod reservation;
 pub mod staging;
 pub mod target;

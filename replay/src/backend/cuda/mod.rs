@@ -20,7 +20,7 @@ use cudarc::driver::sys::{
 use self::driver::{ck, describe, CudaDeviceInfo};
 use self::staging::CudaQueue;
 use self::vmm::DeviceArena;
-use super::args::{KernelParams, LaunchDims, DEFAULT_SHARED_LIMIT};
+use super::args::{dynamic_shared_opt_in, KernelParams, LaunchDims};
 use super::placeholder::Placeholder;
 use super::staging::{ArenaUploads, UploadStats, Uploads};
 use super::{target, Backend, BackendError, LaunchParams};
@@ -40,12 +40,17 @@ pub struct CudaBackend {
     start_ev: CUevent,
     stop_ev: CUevent,
     placeholder: Option<Placeholder>,
+    /// The reservation the recorder made at the arena's address (`VAllocSize`).
+    recorded_reservation: Option<u64>,
     // Fields below are released in Drop in reverse order of creation.
     arena: Option<DeviceArena>,
     uploads: Uploads<CudaQueue>,
     module: Option<CUmodule>,
     function: Option<CUfunction>,
-    shared_attr: u32,
+    /// The kernel's static shared memory (`CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES`).
+    static_shared: u32,
+    /// What `MAX_DYNAMIC_SHARED_SIZE_BYTES` was last set to for the kernel.
+    shared_attr: Option<u32>,
     /// A launch timed out and may still run: teardown must not wait on it.
     wedged: bool,
 }
@@ -84,11 +89,13 @@ impl CudaBackend {
             start_ev: std::ptr::null_mut(),
             stop_ev: std::ptr::null_mut(),
             placeholder,
+            recorded_reservation: None,
             arena: None,
             uploads: Uploads::default(),
             module: None,
             function: None,
-            shared_attr: DEFAULT_SHARED_LIMIT,
+            static_shared: 0,
+            shared_attr: None,
             wedged: false,
         };
         // SAFETY: valid device; writes one context handle.
@@ -117,6 +124,13 @@ impl CudaBackend {
             )?;
         }
         Ok(b)
+    }
+
+    /// The reservation the recorder made at the arena's address
+    /// (`VAllocSize`, when the recording has it): asked for first.
+    pub fn with_recorded_reservation(mut self, reserved: Option<u64>) -> Self {
+        self.recorded_reservation = reserved;
+        self
     }
 
     pub fn info(&self) -> &CudaDeviceInfo {
@@ -155,7 +169,12 @@ impl Backend for CudaBackend {
         if let Some(mut p) = self.placeholder.take() {
             p.release();
         }
-        self.arena = Some(DeviceArena::create(self.dev, base, size)?);
+        self.arena = Some(DeviceArena::create(
+            self.dev,
+            base,
+            size,
+            self.recorded_reservation,
+        )?);
         let queue = CudaQueue {
             stream: self.stream,
         };
@@ -231,7 +250,20 @@ impl Backend for CudaBackend {
             _ => ck(r, "cuModuleGetFunction")?,
         }
         self.function = Some(f);
-        self.shared_attr = DEFAULT_SHARED_LIMIT;
+        let mut static_shared: c_int = 0;
+        // SAFETY: valid function; writes one int.
+        ck(
+            unsafe {
+                sys::cuFuncGetAttribute(
+                    &mut static_shared,
+                    sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
+                    f,
+                )
+            },
+            "cuFuncGetAttribute(SHARED_SIZE_BYTES)",
+        )?;
+        self.static_shared = static_shared.max(0) as u32;
+        self.shared_attr = None;
         Ok(())
     }
 
@@ -261,15 +293,10 @@ impl Backend for CudaBackend {
                 actual: bytes as u64,
             });
         }
-        self.uploads.settle()?;
-        if data.is_empty() {
-            return Ok(());
-        }
-        // SAFETY: ptr is the global's device address with exactly data.len() bytes.
-        ck(
-            unsafe { sys::cuMemcpyHtoD_v2(ptr, data.as_ptr() as *const c_void, data.len()) },
-            "cuMemcpyHtoD (global)",
-        )
+        // Asynchronous, on the replay stream, from pinned memory: ordered
+        // before the launch (a cuMemcpyHtoD would run on the legacy stream,
+        // which the non-blocking replay stream does not wait for).
+        self.uploads.write_device(ptr, data)
     }
 
     fn launch(&mut self, args: &[u64], params: &LaunchParams) -> Result<Duration, BackendError> {
@@ -280,19 +307,28 @@ impl Backend for CudaBackend {
         })?;
         let dims = LaunchDims::from_params(params)?;
         self.uploads.settle()?;
-        if dims.shared_memory > self.shared_attr {
-            // SAFETY: valid function; the driver checks the value against the device.
+        let device_max = driver::attribute(
+            self.dev,
+            sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+        )?;
+        if let Some(v) = dynamic_shared_opt_in(
+            self.static_shared,
+            dims.shared_memory,
+            self.shared_attr,
+            device_max.max(0) as u32,
+        )? {
+            // SAFETY: valid function; the value was checked against the device.
             ck(
                 unsafe {
                     sys::cuFuncSetAttribute(
                         f,
                         sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                        dims.shared_memory as c_int,
+                        v as c_int,
                     )
                 },
                 "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)",
             )?;
-            self.shared_attr = dims.shared_memory;
+            self.shared_attr = Some(v);
         }
         let mut kp = KernelParams::new(args);
         // SAFETY: valid events/stream/function; kernelParams points at one

@@ -25,6 +25,7 @@ use self::ffi::*;
 use self::staging::HipQueue;
 use super::args::{KernelParams, LaunchDims};
 use super::placeholder::{occupants, round_range, Placeholder};
+use super::reservation::{reservation_lengths, reserve_at_hint};
 use super::staging::{ArenaUploads, Uploads};
 use super::target::{self, DeviceTarget};
 use super::{Backend, BackendError, LaunchParams};
@@ -126,7 +127,10 @@ pub fn list() -> Result<(String, Vec<HipDeviceInfo>), BackendError> {
 struct HipArena {
     api: Arc<HipApi>,
     start: u64,
+    /// Bytes backed and mapped.
     len: usize,
+    /// Bytes of address space reserved (>= len).
+    reserved: usize,
     handle: Option<HipMemHandle>,
     mapped: bool,
 }
@@ -142,7 +146,7 @@ impl Drop for HipArena {
             if let Some(h) = self.handle.take() {
                 (self.api.hipMemRelease)(h);
             }
-            (self.api.hipMemAddressFree)(p, self.len);
+            (self.api.hipMemAddressFree)(p, self.reserved);
         }
     }
 }
@@ -155,6 +159,8 @@ pub struct HipBackend {
     start_ev: HipEvent,
     stop_ev: HipEvent,
     placeholder: Option<Placeholder>,
+    /// The reservation the recorder made at the arena's address (`VAllocSize`).
+    recorded_reservation: Option<u64>,
     arena: Option<HipArena>,
     uploads: Uploads<HipQueue>,
     module: Option<HipModule>,
@@ -196,6 +202,7 @@ impl HipBackend {
             start_ev: std::ptr::null_mut(),
             stop_ev: std::ptr::null_mut(),
             placeholder,
+            recorded_reservation: None,
             arena: None,
             uploads: Uploads::default(),
             module: None,
@@ -217,6 +224,13 @@ impl HipBackend {
             )?;
         }
         Ok(b)
+    }
+
+    /// The reservation the recorder made at the arena's address
+    /// (`VAllocSize`, when the recording has it): asked for first.
+    pub fn with_recorded_reservation(mut self, reserved: Option<u64>) -> Self {
+        self.recorded_reservation = reserved;
+        self
     }
 
     pub fn info(&self) -> &HipDeviceInfo {
@@ -266,32 +280,48 @@ impl Backend for HipBackend {
         if let Some(mut p) = self.placeholder.take() {
             p.release();
         }
-        let mut got: HipDevicePtr = std::ptr::null_mut();
-        // SAFETY: writes one pointer; the address is a hint.
-        let e =
-            unsafe { (api.hipMemAddressReserve)(&mut got, len_us, 0, start as HipDevicePtr, 0) };
-        if e != HIP_SUCCESS {
-            return Err(reserve_err(format!(
-                "hipMemAddressReserve of {len} bytes at {start:#x} failed: {}",
-                api.describe(e)
-            )));
-        }
+        // Same order as CUDA: the recorder's own request, then the arena's
+        // length, then larger ones (the hint is honoured for some sizes only).
+        let lengths = reservation_lengths(len, self.recorded_reservation, gran.max(1) as u64);
+        let landed = reserve_at_hint(
+            start,
+            &lengths,
+            |vlen, hint| {
+                let vlen = usize::try_from(vlen).map_err(|_| "larger than size_t".to_string())?;
+                let mut got: HipDevicePtr = std::ptr::null_mut();
+                // SAFETY: writes one pointer; the address is a hint.
+                let e = unsafe {
+                    (api.hipMemAddressReserve)(&mut got, vlen, 0, hint as HipDevicePtr, 0)
+                };
+                if e == HIP_SUCCESS {
+                    Ok(got as u64)
+                } else {
+                    Err(api.describe(e))
+                }
+            },
+            // SAFETY: frees a misplaced reservation just made (its length
+            // fit size_t when it was made).
+            |got, vlen| unsafe {
+                (api.hipMemAddressFree)(got as HipDevicePtr, vlen as usize);
+            },
+        );
+        let reserved = landed.map_err(|attempts| {
+            reserve_err(format!(
+                "the HIP runtime did not reserve the range at {start:#x} (attempts: {}); \
+                 the range is in use: {}",
+                attempts.join(", "),
+                occupants(start, len)
+            ))
+        })?;
+        let got = start as HipDevicePtr;
         let mut arena = HipArena {
             api: api.clone(),
-            start: got as u64,
+            start,
             len: len_us,
+            reserved: reserved as usize,
             handle: None,
             mapped: false,
         };
-        if got as u64 != start {
-            drop(arena);
-            return Err(reserve_err(format!(
-                "the HIP runtime placed the reservation at {:#x} instead of {start:#x}; \
-                 the range is in use: {}",
-                got as u64,
-                occupants(start, len)
-            )));
-        }
         let mut h: HipMemHandle = std::ptr::null_mut();
         // SAFETY: valid prop; writes one handle.
         let e = unsafe { (api.hipMemCreate)(&mut h, len_us, &prop, 0) };
@@ -416,15 +446,10 @@ impl Backend for HipBackend {
                 actual: bytes as u64,
             });
         }
-        self.uploads.settle()?;
-        if data.is_empty() {
-            return Ok(());
-        }
-        // SAFETY: ptr is the global with exactly data.len() bytes.
-        api.ck(
-            unsafe { (api.hipMemcpyHtoD)(ptr, data.as_ptr() as *const c_void, data.len()) },
-            "hipMemcpyHtoD (global)",
-        )
+        // Asynchronous on the replay stream, ordered before the launch
+        // (hipMemcpyHtoD uses the null stream, which the non-blocking
+        // replay stream does not wait for).
+        self.uploads.write_device(ptr as u64, data)
     }
 
     fn launch(&mut self, args: &[u64], params: &LaunchParams) -> Result<Duration, BackendError> {
