@@ -173,6 +173,7 @@ pub trait Backend {
 
 pub mod args;
 pub mod cuda;
+pub mod device_env;
 pub mod devices;
 pub mod hip;
 pub mod placeholder;

@@ -21,6 +21,10 @@ use self::driver::{ck, describe, CudaDeviceInfo};
 use self::staging::CudaQueue;
 use self::vmm::DeviceArena;
 use super::args::{dynamic_shared_opt_in, KernelParams, LaunchDims};
+use super::device_env::{
+    encode_for_symbol, hardware_parallelism, refuse_rpc, DeviceEnv, DEVICE_ENV_SYMBOL,
+    RPC_CLIENT_SYMBOLS,
+};
 use super::placeholder::Placeholder;
 use super::staging::{ArenaUploads, UploadStats, Uploads};
 use super::{target, Backend, BackendError, LaunchParams};
@@ -146,6 +150,54 @@ impl CudaBackend {
         // SAFETY: ctx is the retained primary context.
         ck(unsafe { sys::cuCtxSetCurrent(self.ctx) }, "cuCtxSetCurrent")
     }
+
+    /// Device address and size of the global `name` of module `m`, or
+    /// `None` when the image has none.
+    fn global(&self, m: CUmodule, name: &str) -> Result<Option<(u64, usize)>, BackendError> {
+        let Ok(cname) = CString::new(name) else {
+            return Ok(None);
+        };
+        let (mut ptr, mut bytes) = (0u64, 0usize);
+        // SAFETY: valid module and NUL-terminated name; writes two values.
+        let r = unsafe { sys::cuModuleGetGlobal_v2(&mut ptr, &mut bytes, m, cname.as_ptr()) };
+        match r {
+            CUresult::CUDA_SUCCESS => Ok(Some((ptr, bytes))),
+            CUresult::CUDA_ERROR_NOT_FOUND => Ok(None),
+            _ => ck(r, "cuModuleGetGlobal").map(|()| None),
+        }
+    }
+
+    /// What LLVM's CUDA plugin sets up after loading an image, in its
+    /// order: the device environment, then (here) the refusal of images
+    /// that need the host RPC server. Written on the replay stream, so
+    /// before the recorded globals and the launch.
+    fn setup_device_state(&mut self, m: CUmodule) -> Result<(), BackendError> {
+        if let Some((ptr, size)) = self.global(m, DEVICE_ENV_SYMBOL)? {
+            use sys::CUdevice_attribute as A;
+            let a = |x| driver::attribute(self.dev, x);
+            let env = DeviceEnv {
+                num_devices: driver::device_count()? as u32,
+                device_num: self.info.ordinal as u32,
+                // omp_get_wtime on NVIDIA reads the nanosecond global timer.
+                clock_frequency: 1_000_000_000,
+                hardware_parallelism: hardware_parallelism(
+                    a(A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?,
+                    a(A::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR)?,
+                    a(A::CU_DEVICE_ATTRIBUTE_WARP_SIZE)?,
+                ),
+                ..DeviceEnv::default()
+            }
+            .with_llvm_variables();
+            let bytes = encode_for_symbol(&env, size as u64)?;
+            self.uploads.write_device(ptr, &bytes)?;
+        }
+        for symbol in RPC_CLIENT_SYMBOLS {
+            if self.global(m, symbol)?.is_some() {
+                return Err(refuse_rpc(symbol));
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Backend for CudaBackend {
@@ -264,7 +316,7 @@ impl Backend for CudaBackend {
         )?;
         self.static_shared = static_shared.max(0) as u32;
         self.shared_attr = None;
-        Ok(())
+        self.setup_device_state(m)
     }
 
     fn write_global(&mut self, name: &str, data: &[u8]) -> Result<(), BackendError> {

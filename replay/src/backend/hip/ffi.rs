@@ -53,6 +53,12 @@ pub const HIP_STREAM_NON_BLOCKING: c_uint = 1;
 /// `hipEventDefault` / `hipEventDisableTiming`.
 pub const HIP_EVENT_DEFAULT: c_uint = 0;
 pub const HIP_EVENT_DISABLE_TIMING: c_uint = 2;
+/// `hipDeviceAttribute_t` values (HIP 6.x/7.x `hip_runtime_api.h`).
+pub const HIP_ATTR_MAX_THREADS_PER_MULTIPROCESSOR: c_int = 57;
+pub const HIP_ATTR_MULTIPROCESSOR_COUNT: c_int = 63;
+pub const HIP_ATTR_WARP_SIZE: c_int = 87;
+/// kHz of the constant-rate counter `omp_get_wtime` reads on AMD GPUs.
+pub const HIP_ATTR_WALL_CLOCK_RATE: c_int = 10017;
 /// `hipHostMallocDefault`.
 pub const HIP_HOST_MALLOC_DEFAULT: c_uint = 0;
 
@@ -185,6 +191,7 @@ hip_api! {
     hipSetDevice: fn(c_int) -> HipError;
     hipDeviceGetName: fn(*mut c_char, c_int, c_int) -> HipError;
     hipDeviceTotalMem: fn(*mut usize, c_int) -> HipError;
+    hipDeviceGetAttribute: fn(*mut c_int, c_int, c_int) -> HipError;
     hipGetDevicePropertiesR0600: fn(*mut c_void, c_int) -> HipError;
     hipMemGetAllocationGranularity: fn(*mut usize, *const HipMemAllocationProp, c_uint) -> HipError;
     hipMemAddressReserve: fn(*mut HipDevicePtr, usize, usize, HipDevicePtr, c_ulonglong) -> HipError;

@@ -24,6 +24,10 @@ use std::time::Duration;
 use self::ffi::*;
 use self::staging::HipQueue;
 use super::args::{KernelParams, LaunchDims};
+use super::device_env::{
+    amd_clock_frequency, encode_for_symbol, hardware_parallelism, refuse_rpc, DeviceEnv,
+    AMDGPU_INIT_KERNEL, DEVICE_ENV_SYMBOL, RPC_CLIENT_SYMBOLS,
+};
 use super::placeholder::{occupants, round_range, Placeholder};
 use super::reservation::{reservation_lengths, reserve_at_hint};
 use super::staging::{ArenaUploads, Uploads};
@@ -240,6 +244,95 @@ impl HipBackend {
     fn device_target(&self) -> DeviceTarget {
         DeviceTarget::from_gcn_arch_name(&self.info.gcn_arch_name)
     }
+
+    /// A device attribute, `None` when the runtime does not know it.
+    fn attribute(&self, attr: c_int) -> Option<i32> {
+        let mut v: c_int = 0;
+        // SAFETY: writes one int for a valid device.
+        let e =
+            unsafe { (self.api.hipDeviceGetAttribute)(&mut v, attr, self.info.ordinal as c_int) };
+        (e == HIP_SUCCESS).then_some(v)
+    }
+
+    /// Device address and size of the global `name` of module `m`, or
+    /// `None` when the image has none.
+    fn global(&self, m: HipModule, name: &str) -> Result<Option<(u64, usize)>, BackendError> {
+        let Ok(cname) = CString::new(name) else {
+            return Ok(None);
+        };
+        let mut ptr: HipDevicePtr = std::ptr::null_mut();
+        let mut bytes = 0usize;
+        // SAFETY: valid module and name; writes two values.
+        let e = unsafe { (self.api.hipModuleGetGlobal)(&mut ptr, &mut bytes, m, cname.as_ptr()) };
+        match e {
+            HIP_SUCCESS => Ok(Some((ptr as u64, bytes))),
+            HIP_ERROR_NOT_FOUND | HIP_ERROR_INVALID_SYMBOL => Ok(None),
+            _ => self.api.ck(e, "hipModuleGetGlobal").map(|()| None),
+        }
+    }
+
+    /// What LLVM's AMDGPU plugin sets up after loading an image, in its
+    /// order: the device environment, the refusal of images that need the
+    /// host RPC server, then the image's constructors
+    /// (`amdgcn.device.init`, one thread), all on the replay stream before
+    /// the recorded globals and the launch.
+    fn setup_device_state(&mut self, m: HipModule) -> Result<(), BackendError> {
+        if let Some((ptr, size)) = self.global(m, DEVICE_ENV_SYMBOL)? {
+            let mut n: c_int = 0;
+            // SAFETY: writes one int.
+            self.api.ck(
+                unsafe { (self.api.hipGetDeviceCount)(&mut n) },
+                "hipGetDeviceCount",
+            )?;
+            let env = DeviceEnv {
+                num_devices: n.max(0) as u32,
+                device_num: self.info.ordinal as u32,
+                clock_frequency: amd_clock_frequency(self.attribute(HIP_ATTR_WALL_CLOCK_RATE)),
+                hardware_parallelism: hardware_parallelism(
+                    self.attribute(HIP_ATTR_MULTIPROCESSOR_COUNT).unwrap_or(0),
+                    self.attribute(HIP_ATTR_MAX_THREADS_PER_MULTIPROCESSOR)
+                        .unwrap_or(0),
+                    self.attribute(HIP_ATTR_WARP_SIZE).unwrap_or(0),
+                ),
+                ..DeviceEnv::default()
+            }
+            .with_llvm_variables();
+            let bytes = encode_for_symbol(&env, size as u64)?;
+            self.uploads.write_device(ptr, &bytes)?;
+        }
+        for symbol in RPC_CLIENT_SYMBOLS {
+            if self.global(m, symbol)?.is_some() {
+                return Err(refuse_rpc(symbol));
+            }
+        }
+        let name = CString::new(AMDGPU_INIT_KERNEL)
+            .map_err(|_| BackendError::MissingKernel(AMDGPU_INIT_KERNEL.into()))?;
+        let mut init: HipFunction = std::ptr::null_mut();
+        // SAFETY: valid module, NUL-terminated name.
+        let e = unsafe { (self.api.hipModuleGetFunction)(&mut init, m, name.as_ptr()) };
+        if e == HIP_SUCCESS {
+            // SAFETY: a kernel without arguments, one thread, on our stream
+            // (after the environment's copy, before the globals' copies).
+            let e = unsafe {
+                (self.api.hipModuleLaunchKernel)(
+                    init,
+                    1,
+                    1,
+                    1,
+                    1,
+                    1,
+                    1,
+                    0,
+                    self.stream,
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                )
+            };
+            self.api
+                .ck(e, "hipModuleLaunchKernel(amdgcn.device.init)")?;
+        }
+        Ok(())
+    }
 }
 
 impl Backend for HipBackend {
@@ -417,7 +510,7 @@ impl Backend for HipBackend {
             _ => api.ck(e, "hipModuleGetFunction")?,
         }
         self.function = Some(f);
-        Ok(())
+        self.setup_device_state(m)
     }
 
     fn write_global(&mut self, name: &str, data: &[u8]) -> Result<(), BackendError> {
