@@ -180,3 +180,4 @@ pub mod placeholder;
 pub mod reservation;
 pub mod staging;
 pub mod target;
+pub mod wait;

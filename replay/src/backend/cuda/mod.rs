@@ -27,6 +27,7 @@ use super::device_env::{
 };
 use super::placeholder::Placeholder;
 use super::staging::{ArenaUploads, UploadStats, Uploads};
+use super::wait::{poll_until, Poll};
 use super::{target, Backend, BackendError, LaunchParams};
 
 /// Staging buffers: count x size of pinned host memory.
@@ -409,25 +410,17 @@ impl Backend for CudaBackend {
                 sys::cuEventRecord(self.stop_ev, self.stream),
                 "cuEventRecord",
             )?;
-            let r = match params.timeout {
-                None => sys::cuEventSynchronize(self.stop_ev),
-                Some(limit) => {
-                    let t0 = std::time::Instant::now();
-                    loop {
-                        let r = sys::cuEventQuery(self.stop_ev);
-                        if r != CUresult::CUDA_ERROR_NOT_READY {
-                            break r;
-                        }
-                        if t0.elapsed() > limit {
-                            // A running kernel cannot be killed: leave the
-                            // context alone (Drop skips every call that
-                            // would wait) and let process exit reclaim it.
-                            self.wedged = true;
-                            return Err(BackendError::TimedOut(limit));
-                        }
-                        std::thread::sleep(Duration::from_micros(200));
-                    }
-                }
+            let stop = self.stop_ev;
+            let r = poll_until(params.timeout, || match sys::cuEventQuery(stop) {
+                CUresult::CUDA_ERROR_NOT_READY => Poll::Pending,
+                r => Poll::Done(r),
+            });
+            let Some(r) = r else {
+                // A running kernel cannot be killed: leave the context
+                // alone (Drop skips every call that would wait) and let
+                // process exit reclaim it.
+                self.wedged = true;
+                return Err(BackendError::TimedOut(params.timeout.unwrap_or_default()));
             };
             if r != CUresult::CUDA_SUCCESS {
                 return Err(BackendError::Driver {

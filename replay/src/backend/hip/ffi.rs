@@ -37,6 +37,7 @@ pub const HIP_ERROR_INVALID_IMAGE: HipError = 200;
 pub const HIP_ERROR_NO_BINARY_FOR_GPU: HipError = 209;
 pub const HIP_ERROR_INVALID_SYMBOL: HipError = 13;
 pub const HIP_ERROR_NOT_FOUND: HipError = 500;
+pub const HIP_ERROR_NOT_READY: HipError = 600;
 
 /// `hipMemAllocationTypePinned`.
 pub const HIP_MEM_ALLOCATION_TYPE_PINNED: c_uint = 1;
@@ -212,6 +213,7 @@ hip_api! {
     hipEventCreateWithFlags: fn(*mut HipEvent, c_uint) -> HipError;
     hipEventRecord: fn(HipEvent, HipStream) -> HipError;
     hipEventSynchronize: fn(HipEvent) -> HipError;
+    hipEventQuery: fn(HipEvent) -> HipError;
     hipEventElapsedTime: fn(*mut f32, HipEvent, HipEvent) -> HipError;
     hipEventDestroy: fn(HipEvent) -> HipError;
     hipModuleLoadData: fn(*mut HipModule, *const c_void) -> HipError;

@@ -32,6 +32,7 @@ use super::placeholder::{occupants, round_range, Placeholder};
 use super::reservation::{reservation_lengths, reserve_at_hint};
 use super::staging::{ArenaUploads, Uploads};
 use super::target::{self, DeviceTarget};
+use super::wait::{poll_until, Poll};
 use super::{Backend, BackendError, LaunchParams};
 
 const STAGING_BUFFERS: usize = 3;
@@ -169,6 +170,8 @@ pub struct HipBackend {
     uploads: Uploads<HipQueue>,
     module: Option<HipModule>,
     function: Option<HipFunction>,
+    /// A launch timed out and may still run: teardown must not wait on it.
+    wedged: bool,
 }
 
 impl HipBackend {
@@ -211,6 +214,7 @@ impl HipBackend {
             uploads: Uploads::default(),
             module: None,
             function: None,
+            wedged: false,
         };
         // SAFETY: each writes one handle on the current device.
         unsafe {
@@ -579,7 +583,17 @@ impl Backend for HipBackend {
                 (api.hipEventRecord)(self.stop_ev, self.stream),
                 "hipEventRecord",
             )?;
-            let e = (api.hipEventSynchronize)(self.stop_ev);
+            // Polled, not hipEventSynchronize: that would block past
+            // --timeout on a kernel that never ends.
+            let stop = self.stop_ev;
+            let e = poll_until(params.timeout, || match (api.hipEventQuery)(stop) {
+                HIP_ERROR_NOT_READY => Poll::Pending,
+                e => Poll::Done(e),
+            });
+            let Some(e) = e else {
+                self.wedged = true;
+                return Err(BackendError::TimedOut(params.timeout.unwrap_or_default()));
+            };
             if e != HIP_SUCCESS {
                 return Err(BackendError::Driver {
                     op: "kernel".into(),
@@ -619,6 +633,13 @@ impl Backend for HipBackend {
 impl Drop for HipBackend {
     fn drop(&mut self) {
         let api = self.api.clone();
+        if self.wedged {
+            // hipStreamSynchronize and the frees would wait for the kernel
+            // that timed out; process exit reclaims everything.
+            std::mem::forget(self.uploads.take());
+            std::mem::forget(self.arena.take());
+            return;
+        }
         // SAFETY: teardown in reverse order of creation; errors ignored.
         unsafe {
             if !self.stream.is_null() {
