@@ -62,6 +62,10 @@ pub enum BackendError {
     Driver { op: String, reason: String },
     #[error("the kernel crashed (signal {signal})")]
     Crashed { signal: i32 },
+    /// A GPU kernel failed on the device (memory fault, trap, device-side
+    /// assert): the driver's error, as a sentence.
+    #[error("the kernel faulted on the device: {0}; the recording's input or image does not match what the kernel expects, or the kernel is faulty")]
+    DeviceFault(String),
     #[error("the kernel did not finish within {0:?} and was killed")]
     TimedOut(Duration),
 }

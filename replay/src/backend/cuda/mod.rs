@@ -423,10 +423,7 @@ impl Backend for CudaBackend {
                 return Err(BackendError::TimedOut(params.timeout.unwrap_or_default()));
             };
             if r != CUresult::CUDA_SUCCESS {
-                return Err(BackendError::Driver {
-                    op: "kernel".into(),
-                    reason: format!("the kernel failed on the device: {}", describe(r)),
-                });
+                return Err(BackendError::DeviceFault(describe(r)));
             }
         }
         let mut ms = 0f32;

@@ -595,10 +595,7 @@ impl Backend for HipBackend {
                 return Err(BackendError::TimedOut(params.timeout.unwrap_or_default()));
             };
             if e != HIP_SUCCESS {
-                return Err(BackendError::Driver {
-                    op: "kernel".into(),
-                    reason: format!("the kernel failed on the device: {}", api.describe(e)),
-                });
+                return Err(BackendError::DeviceFault(api.describe(e)));
             }
         }
         let mut ms = 0f32;
