@@ -463,14 +463,19 @@ fn open_backend(
     match kind {
         BackendKind::Host | BackendKind::Auto => Ok(Box::new(HostBackend::new(host_config(opts)?))),
         // GPU backends hold the arena range before their runtime initializes.
-        BackendKind::Cuda => Ok(Box::new(
-            crate::backend::cuda::CudaBackend::new(0, arena)?
-                .with_recorded_reservation(recorded_reservation),
-        )),
-        BackendKind::Hip => Ok(Box::new(
-            crate::backend::hip::HipBackend::new(0, arena)?
-                .with_recorded_reservation(recorded_reservation),
-        )),
+        // HIP (and CUDA under --timeout) run in a child process.
+        BackendKind::Cuda => Ok(crate::backend::gpu_child::open_gpu(
+            "cuda",
+            arena,
+            recorded_reservation,
+            opts.timeout,
+        )?),
+        BackendKind::Hip => Ok(crate::backend::gpu_child::open_gpu(
+            "hip",
+            arena,
+            recorded_reservation,
+            opts.timeout,
+        )?),
     }
 }
 

@@ -32,7 +32,9 @@ pub struct LaunchParams {
 }
 
 /// Errors a backend reports. Each says what happened and what to do.
-#[derive(Debug, thiserror::Error)]
+/// Serializable: a GPU backend running in a child process
+/// ([`gpu_child`]) sends them to the parent as they are.
+#[derive(Debug, thiserror::Error, serde::Serialize, serde::Deserialize)]
 pub enum BackendError {
     #[error("{0}")]
     Unavailable(String),
@@ -179,6 +181,7 @@ pub mod args;
 pub mod cuda;
 pub mod device_env;
 pub mod devices;
+pub mod gpu_child;
 pub mod hip;
 pub mod placeholder;
 pub mod reservation;
