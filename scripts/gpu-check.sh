@@ -90,8 +90,8 @@ for CASE in saxpy smem big smem48 bigglobal sentinel sparse spin wild; do
     verified) [ "$RC" = 0 ] || FAIL=1 ;;
     # --timeout 2 on a kernel that never ends: exit 13, promptly.
     timeout) { [ "$RC" = 13 ] && [ "$T_CASE" -le 30 ]; } || { echo "gpu-check: $CASE: expected exit 13 within 30 s, got rc=$RC after $T_CASE s"; FAIL=1; } ;;
-    # A wild store: an error verdict, neither success nor a hang (124 = killed by timeout 120).
-    fault) { [ "$RC" != 0 ] && [ "$RC" != 13 ] && [ "$RC" != 124 ]; } || { echo "gpu-check: $CASE: expected an error exit, got rc=$RC after $T_CASE s"; FAIL=1; } ;;
+    # A wild store: exit 12 (the kernel faulted), not a hang (124 = killed by timeout 120).
+    fault) [ "$RC" = 12 ] || { echo "gpu-check: $CASE: expected exit 12, got rc=$RC after $T_CASE s"; FAIL=1; } ;;
   esac
   echo "$CASE: expected $EXPECT, rc=$RC in $T_CASE s"
   if [ "$RC" != 0 ]; then "$BIN" history "$ID" 2>&1 | tail -2 | sed 's/^/       history: /'; fi
