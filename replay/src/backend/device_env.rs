@@ -167,9 +167,22 @@ pub fn hardware_parallelism(multiprocessors: i32, threads_per_mp: i32, warp: i32
 
 /// The size of the defined symbol `name` in an ELF64 little-endian image
 /// (cubin, AMDGPU code object), from `.symtab` or `.dynsym`; `None` when the
-/// image is not such an ELF or has no such symbol. Bounds-checked: the image
-/// is user input.
+/// image is not such an ELF or has no such symbol.
 pub fn elf_symbol_size(image: &[u8], name: &str) -> Option<u64> {
+    let mut size = None;
+    for_each_defined_symbol(image, |n, s| {
+        if size.is_none() && n == name.as_bytes() {
+            size = Some(s);
+        }
+    })?;
+    size
+}
+
+/// Call `f(name, size)` for every defined symbol of an ELF64
+/// little-endian image (`.symtab` and `.dynsym`); `None` when the image is
+/// not such an ELF or its tables are out of bounds. Bounds-checked: the
+/// image is user input.
+pub fn for_each_defined_symbol(image: &[u8], mut f: impl FnMut(&[u8], u64)) -> Option<()> {
     let u16_at = |o: usize| Some(u16::from_le_bytes(image.get(o..o + 2)?.try_into().ok()?));
     let u32_at = |o: usize| Some(u32::from_le_bytes(image.get(o..o + 4)?.try_into().ok()?));
     let u64_at = |o: usize| Some(u64::from_le_bytes(image.get(o..o + 8)?.try_into().ok()?));
@@ -204,15 +217,59 @@ pub fn elf_symbol_size(image: &[u8], name: &str) -> Option<u64> {
         for s in 0..size / entsize {
             let e = off.checked_add(s * entsize)?;
             let name_off = usize::try_from(u32_at(e)?).ok()?;
-            let shndx = u16_at(e + 6)?;
             let sym = strtab.get(name_off..)?;
             let end = sym.iter().position(|&c| c == 0)?;
-            if shndx != 0 && &sym[..end] == name.as_bytes() {
-                return u64_at(e + 16);
+            if u16_at(e + 6)? != 0 {
+                f(&sym[..end], u64_at(e + 16)?);
             }
         }
     }
-    None
+    Some(())
+}
+
+/// The kernel the NVPTX backend emits to run an image's constructors, which
+/// reads the table LLVM's CUDA plugin builds between `__init_array_start`
+/// and `__init_array_end` (nvlink has no `.init_array`).
+pub const NVPTX_INIT_KERNEL: &str = "nvptx$device$init";
+pub const NVPTX_INIT_START: &str = "__init_array_start";
+pub const NVPTX_INIT_END: &str = "__init_array_end";
+const NVPTX_CTOR_PREFIX: &str = "__init_array_object_";
+
+/// The constructor-pointer globals of a cubin (`__init_array_object_<name>_<priority>`),
+/// in the order LLVM's CUDA plugin calls them: by priority, ties in symbol
+/// table order. An image that is not an ELF, or a priority that is not a
+/// number, is an error naming it.
+pub fn nvptx_constructors(image: &[u8]) -> Result<Vec<String>, BackendError> {
+    let mut names = Vec::new();
+    for_each_defined_symbol(image, |n, _| {
+        if n.starts_with(NVPTX_CTOR_PREFIX.as_bytes()) {
+            names.push(String::from_utf8_lossy(n).into_owned());
+        }
+    })
+    .ok_or_else(|| {
+        BackendError::Image(format!(
+            "it has constructors ({NVPTX_INIT_KERNEL}) but is not an ELF cubin whose symbol \
+             table lists them; rebuild it as a cubin"
+        ))
+    })?;
+    constructor_order(names)
+}
+
+/// `names` sorted by the priority after their last `_` (stable).
+pub fn constructor_order(names: Vec<String>) -> Result<Vec<String>, BackendError> {
+    let mut keyed = names
+        .into_iter()
+        .map(
+            |n| match n.rsplit_once('_').map(|(_, p)| p.parse::<u16>()) {
+                Some(Ok(p)) => Ok((p, n)),
+                _ => Err(BackendError::Image(format!(
+                    "constructor symbol `{n}` has no numeric priority after its last `_`"
+                ))),
+            },
+        )
+        .collect::<Result<Vec<_>, _>>()?;
+    keyed.sort_by_key(|(p, _)| *p);
+    Ok(keyed.into_iter().map(|(_, n)| n).collect())
 }
 
 #[cfg(test)]
@@ -300,6 +357,33 @@ mod tests {
         assert_eq!(hardware_parallelism(132, 2048, 32), 8448);
         assert_eq!(hardware_parallelism(304, 2048, 64), 9728);
         assert_eq!(hardware_parallelism(0, 2048, 64), 0);
+    }
+
+    #[test]
+    fn constructors_run_in_priority_order() {
+        let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            constructor_order(names(&[
+                "__init_array_object_b_65535",
+                "__init_array_object_a_101",
+                "__init_array_object_c_65535",
+                "__init_array_object_d_0",
+            ]))
+            .unwrap(),
+            names(&[
+                "__init_array_object_d_0",
+                "__init_array_object_a_101",
+                "__init_array_object_b_65535",
+                "__init_array_object_c_65535",
+            ])
+        );
+        let e = constructor_order(names(&["__init_array_object_x_high"]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("__init_array_object_x_high"), "{e}");
+        // The real device runtime has none; a non-ELF image is an error.
+        assert!(nvptx_constructors(LLVM19_GFX90A).unwrap().is_empty());
+        assert!(nvptx_constructors(b"//\n// Generated by LLVM NVPTX Back-End\n").is_err());
     }
 
     #[test]

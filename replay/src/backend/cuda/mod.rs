@@ -22,8 +22,8 @@ use self::staging::CudaQueue;
 use self::vmm::DeviceArena;
 use super::args::{dynamic_shared_opt_in, KernelParams, LaunchDims};
 use super::device_env::{
-    encode_for_symbol, hardware_parallelism, refuse_rpc, DeviceEnv, DEVICE_ENV_SYMBOL,
-    RPC_CLIENT_SYMBOLS,
+    encode_for_symbol, hardware_parallelism, nvptx_constructors, refuse_rpc, DeviceEnv,
+    DEVICE_ENV_SYMBOL, NVPTX_INIT_END, NVPTX_INIT_KERNEL, NVPTX_INIT_START, RPC_CLIENT_SYMBOLS,
 };
 use super::placeholder::Placeholder;
 use super::staging::{ArenaUploads, UploadStats, Uploads};
@@ -169,10 +169,10 @@ impl CudaBackend {
     }
 
     /// What LLVM's CUDA plugin sets up after loading an image, in its
-    /// order: the device environment, then (here) the refusal of images
-    /// that need the host RPC server. Written on the replay stream, so
-    /// before the recorded globals and the launch.
-    fn setup_device_state(&mut self, m: CUmodule) -> Result<(), BackendError> {
+    /// order: the device environment, the refusal of images that need the
+    /// host RPC server, then the image's constructors. On the replay
+    /// stream, so before the recorded globals and the launch.
+    fn setup_device_state(&mut self, m: CUmodule, image: &[u8]) -> Result<(), BackendError> {
         if let Some((ptr, size)) = self.global(m, DEVICE_ENV_SYMBOL)? {
             use sys::CUdevice_attribute as A;
             let a = |x| driver::attribute(self.dev, x);
@@ -195,6 +195,101 @@ impl CudaBackend {
         for symbol in RPC_CLIENT_SYMBOLS {
             if self.global(m, symbol)?.is_some() {
                 return Err(refuse_rpc(symbol));
+            }
+        }
+        self.run_constructors(m, image)
+    }
+
+    /// Run the image's constructors as LLVM's CUDA plugin does: a device
+    /// table of the `__init_array_object_*` function pointers (by priority)
+    /// between `__init_array_start` and `__init_array_end`, then
+    /// `nvptx$device$init` on one thread. Nothing when the image has no
+    /// such kernel.
+    fn run_constructors(&mut self, m: CUmodule, image: &[u8]) -> Result<(), BackendError> {
+        let name = CString::new(NVPTX_INIT_KERNEL)
+            .map_err(|_| BackendError::MissingKernel(NVPTX_INIT_KERNEL.into()))?;
+        let mut init: CUfunction = std::ptr::null_mut();
+        // SAFETY: valid module and NUL-terminated name.
+        if unsafe { sys::cuModuleGetFunction(&mut init, m, name.as_ptr()) }
+            != CUresult::CUDA_SUCCESS
+        {
+            return Ok(());
+        }
+        let mut table = Vec::new();
+        for ctor in nvptx_constructors(image)? {
+            let Some((ptr, 8)) = self.global(m, &ctor)? else {
+                return Err(BackendError::Image(format!(
+                    "constructor pointer `{ctor}` is not an 8-byte global of the image"
+                )));
+            };
+            let mut f = [0u8; 8];
+            // SAFETY: ptr is an 8-byte global of the loaded module.
+            ck(
+                unsafe { sys::cuMemcpyDtoH_v2(f.as_mut_ptr() as *mut c_void, ptr, 8) },
+                "cuMemcpyDtoH (constructor pointer)",
+            )?;
+            table.extend_from_slice(&f);
+        }
+        let mut buf: u64 = 0;
+        if !table.is_empty() {
+            // SAFETY: writes one device pointer to `table.len()` bytes
+            // (outside the arena: the driver never allocates inside a
+            // reservation).
+            ck(
+                unsafe { sys::cuMemAlloc_v2(&mut buf, table.len()) },
+                "cuMemAlloc (constructor table)",
+            )?;
+        }
+        let r = self.launch_constructors(m, init, buf, &table);
+        if buf != 0 {
+            // SAFETY: our allocation; the stream was synchronized (or the
+            // launch failed before using it).
+            unsafe { sys::cuMemFree_v2(buf) };
+        }
+        r
+    }
+
+    fn launch_constructors(
+        &mut self,
+        m: CUmodule,
+        init: CUfunction,
+        buf: u64,
+        table: &[u8],
+    ) -> Result<(), BackendError> {
+        self.uploads.write_device(buf, table)?;
+        for (name, at) in [
+            (NVPTX_INIT_START, buf),
+            (NVPTX_INIT_END, buf + table.len() as u64),
+        ] {
+            if let Some((ptr, 8)) = self.global(m, name)? {
+                self.uploads.write_device(ptr, &at.to_le_bytes())?;
+            }
+        }
+        // SAFETY: a kernel without arguments, one thread, on our stream
+        // behind the table's copies; then the stream is waited for.
+        unsafe {
+            ck(
+                sys::cuLaunchKernel(
+                    init,
+                    1,
+                    1,
+                    1,
+                    1,
+                    1,
+                    1,
+                    0,
+                    self.stream,
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                ),
+                "cuLaunchKernel (nvptx$device$init)",
+            )?;
+            let r = sys::cuStreamSynchronize(self.stream);
+            if r != CUresult::CUDA_SUCCESS {
+                return Err(BackendError::DeviceFault(format!(
+                    "the image's constructors ({NVPTX_INIT_KERNEL}) failed: {}",
+                    describe(r)
+                )));
             }
         }
         Ok(())
@@ -317,7 +412,7 @@ impl Backend for CudaBackend {
         )?;
         self.static_shared = static_shared.max(0) as u32;
         self.shared_attr = None;
-        self.setup_device_state(m)
+        self.setup_device_state(m, image)
     }
 
     fn write_global(&mut self, name: &str, data: &[u8]) -> Result<(), BackendError> {
