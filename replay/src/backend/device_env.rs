@@ -41,7 +41,7 @@ pub enum EnvLayout {
     /// 40 bytes: `+ u64 IndirectCallTable, IndirectCallTableSize`.
     IndirectCalls,
     /// 48 bytes: `+ u64 HardwareParallelism` (LLVM 19's AMDGPU device
-    /// runtime has it, as does LLVM 22's `Shared/Environment.h`).
+    /// runtime has it, as does today's `Shared/Environment.h`).
     HardwareParallelism,
 }
 
