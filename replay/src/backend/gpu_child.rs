@@ -256,8 +256,15 @@ pub struct ChildBackend {
 impl ChildBackend {
     /// Fork the child and make the backend there with `make`; `name` is the
     /// backend's name (`cuda`, `hip`). Errors the child's backend reports
-    /// while starting (no device, no runtime) come back as they are.
+    /// while starting (no device, no runtime) come back as they are. This
+    /// process must run a single thread (a forked child of a multi-threaded
+    /// one may deadlock on a lock another thread held).
     pub fn spawn(name: &'static str, make: Factory) -> Result<Self, BackendError> {
+        if !super::host::process::single_threaded() {
+            return Err(BackendError::Unavailable(format!(
+                "cannot fork the {name} runner process: this process runs more than one thread"
+            )));
+        }
         let unavailable = |e: io::Error| {
             BackendError::Unavailable(format!(
                 "cannot start the {name} runner process: {e}; the machine may be out of memory \
