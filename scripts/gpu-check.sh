@@ -2,9 +2,14 @@
 # GPU check on real hardware (NVIDIA): records real CUDA kernels with the
 # recorder in tests/gpu/ (hash-named LLVM layout, VMM arena at a fixed
 # address, pointer + scalar arguments, __device__ globals, dynamic shared
-# memory above 48 KiB, one 1 GiB snapshot), imports them into a fresh store
-# and replays each with `rrstore replay --backend cuda --verify
-# --repetitions 5`. Prints one summary line per recording and the H2D
+# memory above 48 KiB and exactly 48 KiB next to static shared memory, a
+# 2 MiB global, argument 0 all ones, 8 MiB used of a 4 GiB reservation the
+# driver placed, one 1 GiB snapshot), imports them into a fresh store and
+# replays each with `rrstore replay --backend cuda --verify --repetitions 5`;
+# a kernel that never ends must exit 13 under --timeout 2 and a wild store
+# must end in an error, not a hang. Where clang can build OpenMP offload
+# code for the GPU, real OpenMP kernels (tests/gpu/omp_kernels.c) are
+# recorded with LIBOMPTARGET_RECORD=1 and replayed with --verify too. Prints one summary line per recording and the H2D
 # rehydration bandwidth next to a plain pinned cuMemcpyHtoD of the same size.
 #
 # Usage: scripts/gpu-check.sh [path/to/rrstore]   (default target/release/rrstore)
@@ -66,17 +71,30 @@ PY
 FAIL=0
 BIG_BYTES=0
 BIG_REHYDRATE=""
-for CASE in saxpy smem big; do
+for CASE in saxpy smem big smem48 bigglobal sentinel sparse spin wild; do
   DIR="$WORK/rec/$CASE"
   mkdir -p "$DIR"
   "$WORK/recorder" "$WORK/kernels.cubin" "$DIR" "$CASE" || { echo "gpu-check: recorder failed on $CASE"; FAIL=1; continue; }
   rename_hashed "$DIR"
   ID=$("$BIN" import "$DIR" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["recordings"][0]["id"])') \
     || { echo "gpu-check: import failed on $CASE"; FAIL=1; continue; }
-  RRSTORE_GPU_STATS=1 "$BIN" replay "$ID" --backend cuda --verify --repetitions 5 --json \
-    >"$WORK/replay-$CASE.json" 2>"$WORK/replay-$CASE.err"
+  EXPECT=$(cat "$DIR.expect" 2>/dev/null || echo verified)
+  EXTRA=()
+  [ "$EXPECT" = timeout ] && EXTRA=(--timeout 2)
+  T_CASE=$(date +%s)
+  RRSTORE_GPU_STATS=1 timeout 120 "$BIN" replay "$ID" --backend cuda --verify --repetitions 5 \
+    "${EXTRA[@]}" --json >"$WORK/replay-$CASE.json" 2>"$WORK/replay-$CASE.err"
   RC=$?
-  [ "$RC" = 0 ] || FAIL=1
+  T_CASE=$(( $(date +%s) - T_CASE ))
+  case "$EXPECT" in
+    verified) [ "$RC" = 0 ] || FAIL=1 ;;
+    # --timeout 2 on a kernel that never ends: exit 13, promptly.
+    timeout) { [ "$RC" = 13 ] && [ "$T_CASE" -le 30 ]; } || { echo "gpu-check: $CASE: expected exit 13 within 30 s, got rc=$RC after $T_CASE s"; FAIL=1; } ;;
+    # A wild store: exit 12 (the kernel faulted), not a hang (124 = killed by timeout 120).
+    fault) [ "$RC" = 12 ] || { echo "gpu-check: $CASE: expected exit 12, got rc=$RC after $T_CASE s"; FAIL=1; } ;;
+  esac
+  echo "$CASE: expected $EXPECT, rc=$RC in $T_CASE s"
+  if [ "$RC" != 0 ]; then "$BIN" history "$ID" 2>&1 | tail -2 | sed 's/^/       history: /'; fi
   python3 - "$CASE" "$RC" "$WORK/replay-$CASE.json" "$WORK/replay-$CASE.err" <<'PY'
 import json, sys
 case, rc, jp, ep = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
@@ -135,5 +153,25 @@ PY
     "$UPLOAD" "$BIG_BYTES" 7d0000000000 || FAIL=1
   fi
 fi
+# Real LLVM OpenMP kernels, where this machine can build and record them:
+# clang with OpenMP offload for this GPU and LLVM's offload runtime.
+OMP_CC=$(command -v clang || ls /usr/lib/llvm-*/bin/clang 2>/dev/null | sort -V | tail -1 || true)
+if [ -n "$OMP_CC" ] && "$OMP_CC" -fopenmp --offload-arch="$ARCH" -O2 -o "$WORK/omp_kernels" \
+     "$ROOT/tests/gpu/omp_kernels.c" >"$WORK/omp-build.log" 2>&1; then
+  echo "== real OpenMP kernels ($("$OMP_CC" --version | head -1))"
+  mkdir -p "$WORK/omp-rec"
+  ( cd "$WORK/omp-rec" && LIBOMPTARGET_RECORD=1 LIBOMPTARGET_RR_SAVE_OUTPUT=1 "$WORK/omp_kernels" ) \
+    || { echo "gpu-check: the OpenMP program failed under LIBOMPTARGET_RECORD=1"; FAIL=1; }
+  "$BIN" import "$WORK/omp-rec" --json >"$WORK/omp-import.json" || FAIL=1
+  for OID in $(python3 -c 'import json,sys; [print(r["id"]) for r in json.load(open(sys.argv[1]))["recordings"]]' "$WORK/omp-import.json" 2>/dev/null); do
+    timeout 120 "$BIN" replay "$OID" --backend cuda --verify --repetitions 5 >"$WORK/omp-$OID.txt" 2>&1
+    RC=$?
+    echo "omp $OID: rc=$RC $(grep -E 'kernel|VERIFIED|MISMATCH|error' "$WORK/omp-$OID.txt" | head -2 | tr '\n' ' ')"
+    [ "$RC" = 0 ] || FAIL=1
+  done
+else
+  echo "== real OpenMP kernels: skipped (no clang with OpenMP offload for $ARCH here; see $WORK/omp-build.log)"
+fi
+
 echo "== done in $(( $(date +%s) - T0 )) s; $([ $FAIL = 0 ] && echo 'all recordings verified' || echo 'FAILURES above')"
 exit $FAIL

@@ -161,7 +161,7 @@ pub fn code_for(err: &anyhow::Error) -> u8 {
                 B::MissingKernel(_) => SYMBOL,
                 B::MissingGlobal { .. } | B::GlobalSize { .. } => GLOBAL,
                 B::TargetMismatch { .. } => TARGET_MISMATCH,
-                B::Crashed { .. } | B::RunnerExited { .. } => CRASHED,
+                B::Crashed { .. } | B::RunnerExited { .. } | B::DeviceFault(_) => CRASHED,
                 B::TimedOut(_) => TIMED_OUT,
             };
         }
@@ -301,4 +301,17 @@ fn remote_code_for(cause: &(dyn std::error::Error + 'static)) -> Option<u8> {
         R::Corrupt { .. } => CORRUPT,
         R::Store(_) => return None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_gpu_kernel_fault_is_a_crash_not_an_unavailable_backend() {
+        let e = anyhow::Error::new(rrstore_replay::backend::BackendError::DeviceFault(
+            "CUDA_ERROR_ILLEGAL_ADDRESS (an illegal memory access was encountered)".into(),
+        ));
+        assert_eq!(code_for(&e), CRASHED);
+    }
 }

@@ -454,6 +454,7 @@ fn open_backend(
     kind: BackendKind,
     opts: &ReplayOptions,
     arena: Option<(u64, u64)>,
+    recorded_reservation: Option<u64>,
 ) -> Result<Box<dyn Backend>, ReplayError> {
     if !matches!(kind, BackendKind::Host | BackendKind::Auto) {
         // A spare host runner started by `prestart` (it may hold the OpenMP
@@ -463,8 +464,19 @@ fn open_backend(
     match kind {
         BackendKind::Host | BackendKind::Auto => Ok(Box::new(HostBackend::new(host_config(opts)?))),
         // GPU backends hold the arena range before their runtime initializes.
-        BackendKind::Cuda => Ok(Box::new(crate::backend::cuda::CudaBackend::new(0, arena)?)),
-        BackendKind::Hip => Ok(Box::new(crate::backend::hip::HipBackend::new(0, arena)?)),
+        // HIP (and CUDA under --timeout) run in a child process.
+        BackendKind::Cuda => Ok(crate::backend::gpu_child::open_gpu(
+            "cuda",
+            arena,
+            recorded_reservation,
+            opts.timeout,
+        )?),
+        BackendKind::Hip => Ok(crate::backend::gpu_child::open_gpu(
+            "hip",
+            arena,
+            recorded_reservation,
+            opts.timeout,
+        )?),
     }
 }
 
@@ -595,7 +607,7 @@ fn run(
         None => read_small(src, PartRole::Image)?,
     };
     let rec = src.recording.clone();
-    let mut backend = open_backend(kind, opts, Some((base, rec.arena.size)))?;
+    let mut backend = open_backend(kind, opts, Some((base, rec.arena.size)), rec.arena.reserved)?;
     let params = LaunchParams {
         num_teams: report.num_teams,
         num_threads: report.num_threads,

@@ -55,4 +55,53 @@ __global__ void rr_big(const LaunchEnv* env, const unsigned int* in, unsigned in
     }
 }
 
+// Exactly 48 KiB of dynamic shared memory next to static shared memory,
+// as an OpenMP kernel has (the device runtime's state is static shared).
+__global__ void rr_smem48(const LaunchEnv* env, const unsigned int* in, unsigned int* out) {
+    extern __shared__ unsigned int dyn[];
+    __shared__ unsigned int stat[256];
+    if (env->magic != RR_MAGIC) return;
+    const unsigned int words = 49152 / 4;
+    unsigned long long base = (unsigned long long)blockIdx.x * words;
+    for (unsigned int k = threadIdx.x; k < words; k += blockDim.x) dyn[k] = in[base + k];
+    if (threadIdx.x < 256) stat[threadIdx.x] = threadIdx.x * 3u + (unsigned int)g_table[3];
+    __syncthreads();
+    for (unsigned int k = threadIdx.x; k < words; k += blockDim.x) {
+        out[base + k] = dyn[words - 1 - k] + stat[k & 255];
+    }
+}
+
+// A 2 MiB __device__ global the output depends on (set by the recorder).
+__device__ unsigned int g_big[512 * 1024];
+
+__global__ void rr_bigglobal(const LaunchEnv* env, unsigned int* out, unsigned long long n) {
+    if (env->magic != RR_MAGIC || env->n != n) return;
+    unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = g_big[i % (512 * 1024)] * 7u + g_big[(i * 31) % (512 * 1024)];
+}
+
+// Argument 0 is all ones, LLVM's "no launch environment" sentinel: the
+// kernel must be passed it bit-exactly and never dereference it.
+__global__ void rr_sentinel(const LaunchEnv* env, unsigned int* out, unsigned long long n) {
+    if ((unsigned long long)env != ~0ull) return;
+    unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = (unsigned int)(i * 2246822519u) ^ 0xa5a5a5a5u;
+}
+
+// Spins while *flag is 0: the recorder launches it with the flag set but
+// records the input with the flag clear, so the replay never ends.
+__global__ void rr_spin(const LaunchEnv* env, volatile unsigned int* flag, unsigned int* out) {
+    if (env->magic != RR_MAGIC) return;
+    while (*flag == 0) {
+    }
+    out[threadIdx.x] = 1;
+}
+
+// Stores through the pointer held in *slot: valid when recorded, a wild
+// address in the recorded input, so the replay faults.
+__global__ void rr_wild_store(const LaunchEnv* env, unsigned int* const* slot) {
+    if (env->magic != RR_MAGIC) return;
+    (*slot)[threadIdx.x] = 42;
+}
+
 }  // extern "C"

@@ -11,7 +11,13 @@
 // scripts/gpu-check.sh renames them to <KernelHash>_<LaunchConfigHash>.
 //
 // Usage:
-//   recorder <kernels.cubin> <outdir> saxpy|smem|big
+//   recorder <kernels.cubin> <outdir> CASE
+//     CASE: saxpy smem big (the original three), smem48 (exactly 48 KiB of
+//     dynamic + static shared memory), bigglobal (a 2 MiB __device__ global
+//     the output depends on), sentinel (argument 0 all ones), sparse (8 MiB
+//     used of a 4 GiB reservation at an address the driver chose), spin (a
+//     kernel that never ends when replayed), wild (a store through a wild
+//     pointer when replayed)
 //   recorder bandwidth <bytes>        plain pinned cuMemcpyHtoD bandwidth
 // Host code only; built with: nvcc -O2 -o recorder recorder.cu -lcuda
 
@@ -74,6 +80,7 @@ static void write_file(const std::string& path, const void* data, size_t n) {
 struct Arena {
     CUdeviceptr base = 0;
     size_t size = 0;
+    size_t reserved = 0;
     size_t used = 0;
     CUmemGenericAllocationHandle handle = 0;
 
@@ -88,7 +95,10 @@ struct Arena {
     }
 };
 
-static Arena make_arena(CUdevice dev, size_t want) {
+// `want` bytes mapped at the start of a reservation of `reserve` bytes (0 =
+// just `want`) at `hint` (0 = wherever the driver puts it).
+static Arena make_arena(CUdevice dev, size_t want, size_t reserve = 0,
+                        CUdeviceptr hint = (CUdeviceptr)ARENA_HINT) {
     CUmemAllocationProp prop;
     std::memset(&prop, 0, sizeof(prop));
     prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
@@ -98,8 +108,9 @@ static Arena make_arena(CUdevice dev, size_t want) {
     CK(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
     Arena a;
     a.size = (want + gran - 1) / gran * gran;
-    CK(cuMemAddressReserve(&a.base, a.size, 0, (CUdeviceptr)ARENA_HINT, 0));
-    if (a.base != (CUdeviceptr)ARENA_HINT) {
+    a.reserved = reserve > a.size ? (reserve + gran - 1) / gran * gran : a.size;
+    CK(cuMemAddressReserve(&a.base, a.reserved, 0, hint, 0));
+    if (hint != 0 && a.base != hint) {
         std::fprintf(stderr, "recorder: note: the driver placed the arena at 0x%llx (hint 0x%llx)\n",
                      (unsigned long long)a.base, (unsigned long long)ARENA_HINT);
     }
@@ -217,6 +228,11 @@ int main(int argc, char** argv) {
     const uint64_t g_table[4] = {3, 5, 7, 11};
     set_global(mod, "g_scale", &g_scale, sizeof(g_scale));
     set_global(mod, "g_table", g_table, sizeof(g_table));
+    std::vector<std::string> globals_saved = {"g_scale", "g_table"};
+    // 8-byte values written after the input snapshot, before the launch.
+    std::vector<std::pair<CUdeviceptr, uint64_t>> after_snapshot;
+    // What the replay of this case must end with (scripts/gpu-check.sh).
+    const char* expect = "verified";
 
     if (which == "saxpy") {
         const uint64_t n = 1 << 20;
@@ -284,6 +300,93 @@ int main(int argc, char** argv) {
         teams = 1024;
         threads = 512;
         trip = n;
+    } else if (which == "smem48") {
+        const uint64_t words = 49152 / 4, blocks = 64, n = words * blocks;
+        a = make_arena(dev, 64ull << 20);
+        CUdeviceptr env = a.alloc(sizeof(LaunchEnv));
+        CUdeviceptr in = a.alloc(n * 4);
+        CUdeviceptr out = a.alloc(n * 4);
+        LaunchEnv e = {RR_MAGIC, n};
+        CK(cuMemcpyHtoD(env, &e, sizeof(e)));
+        std::vector<uint32_t> h(n);
+        for (uint64_t i = 0; i < n; i++) h[i] = (uint32_t)(i * 40503u + 17);
+        CK(cuMemcpyHtoD(in, h.data(), n * 4));
+        kernel = "rr_smem48";
+        args = {env, in, out};
+        teams = blocks;
+        threads = 256;
+        shared = 49152;
+        trip = n;
+    } else if (which == "bigglobal") {
+        const uint64_t n = 1 << 20;
+        a = make_arena(dev, 64ull << 20);
+        CUdeviceptr env = a.alloc(sizeof(LaunchEnv));
+        CUdeviceptr out = a.alloc(n * 4);
+        LaunchEnv e = {RR_MAGIC, n};
+        CK(cuMemcpyHtoD(env, &e, sizeof(e)));
+        std::vector<uint32_t> g(512 * 1024);
+        for (size_t i = 0; i < g.size(); i++) g[i] = (uint32_t)(i * 2654435761u) ^ 0x1234u;
+        set_global(mod, "g_big", g.data(), g.size() * 4);
+        globals_saved.push_back("g_big");
+        kernel = "rr_bigglobal";
+        args = {env, out, n};
+        threads = 256;
+        teams = n / threads;
+        trip = n;
+    } else if (which == "sentinel") {
+        const uint64_t n = 1 << 16;
+        a = make_arena(dev, 64ull << 20);
+        CUdeviceptr out = a.alloc(n * 4);
+        kernel = "rr_sentinel";
+        args = {~0ull, out, n};
+        threads = 128;
+        teams = n / threads;
+        trip = n;
+    } else if (which == "sparse") {
+        // 8 MiB used of a 4 GiB reservation placed by the driver itself.
+        const uint64_t n = (4ull << 20) / 4;
+        a = make_arena(dev, 8ull << 20, 4ull << 30, 0);
+        CUdeviceptr env = a.alloc(sizeof(LaunchEnv));
+        CUdeviceptr in = a.alloc(n * 4);
+        CUdeviceptr out = a.alloc(n * 2);
+        LaunchEnv e = {RR_MAGIC, n / 2};
+        CK(cuMemcpyHtoD(env, &e, sizeof(e)));
+        std::vector<uint32_t> h(n);
+        for (uint64_t i = 0; i < n; i++) h[i] = (uint32_t)(i ^ 0x5a5a5a5au);
+        CK(cuMemcpyHtoD(in, h.data(), n * 4));
+        kernel = "rr_big";
+        args = {env, in, out, n / 2, 777};
+        teams = 256;
+        threads = 256;
+        trip = n / 2;
+    } else if (which == "spin") {
+        a = make_arena(dev, 64ull << 20);
+        CUdeviceptr env = a.alloc(sizeof(LaunchEnv));
+        CUdeviceptr flag = a.alloc(8);
+        CUdeviceptr out = a.alloc(64 * 4);
+        LaunchEnv e = {RR_MAGIC, 0};
+        CK(cuMemcpyHtoD(env, &e, sizeof(e)));
+        after_snapshot.push_back({flag, 1});
+        kernel = "rr_spin";
+        args = {env, flag, out};
+        teams = 1;
+        threads = 64;
+        expect = "timeout";
+    } else if (which == "wild") {
+        a = make_arena(dev, 64ull << 20);
+        CUdeviceptr env = a.alloc(sizeof(LaunchEnv));
+        CUdeviceptr slot = a.alloc(8);
+        CUdeviceptr out = a.alloc(64 * 4);
+        LaunchEnv e = {RR_MAGIC, 0};
+        CK(cuMemcpyHtoD(env, &e, sizeof(e)));
+        const uint64_t wild = 0x10;  // never mapped
+        CK(cuMemcpyHtoD(slot, &wild, 8));
+        after_snapshot.push_back({slot, (uint64_t)out});
+        kernel = "rr_wild_store";
+        args = {env, slot};
+        teams = 1;
+        threads = 64;
+        expect = "fault";
     } else {
         std::fprintf(stderr, "recorder: unknown case %s\n", which.c_str());
         return 2;
@@ -291,15 +394,16 @@ int main(int argc, char** argv) {
 
     CUfunction f;
     CK(cuModuleGetFunction(&f, mod, kernel.c_str()));
-    if (shared > 48 * 1024) {
+    if (shared >= 48 * 1024) {
         CK(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)shared));
     }
 
     const std::string stem = outdir + "/rec";
-    std::vector<char> globals = save_globals(mod, {"g_scale", "g_table"});
+    std::vector<char> globals = save_globals(mod, globals_saved);
     write_file(stem + ".globals", globals.data(), globals.size());
     write_file(stem + ".image", cubin.data(), cubin.size());
     snapshot(a, stem + ".record_input");
+    for (const auto& p : after_snapshot) CK(cuMemcpyHtoD(p.first, &p.second, 8));
 
     std::vector<void*> params(args.size());
     for (size_t i = 0; i < args.size(); i++) params[i] = &args[i];
@@ -314,7 +418,7 @@ int main(int argc, char** argv) {
                        ",\"SharedMemorySize\":" + std::to_string(shared) +
                        ",\"LoopTripCount\":" + std::to_string(trip) +
                        ",\"DeviceId\":0,\"VAllocAddr\":" + std::to_string((unsigned long long)a.base) +
-                       ",\"VAllocSize\":" + std::to_string(a.size) +
+                       ",\"VAllocSize\":" + std::to_string(a.reserved) +
                        ",\"TeamsLimits\":[0,0],\"ThreadsLimits\":[0,0],\"ArgPtrs\":[";
     for (size_t i = 0; i < args.size(); i++) {
         if (i) json += ",";
@@ -324,15 +428,17 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < args.size(); i++) json += i ? ",0" : "0";
     json += "]}";
     write_file(stem + ".json", json.data(), json.size());
-    std::printf("recorded %s: kernel %s teams=%llu threads=%llu shared=%llu arena=0x%llx used=%zu\n",
+    write_file(outdir + ".expect", expect, std::strlen(expect));
+    std::printf("recorded %s: kernel %s teams=%llu threads=%llu shared=%llu arena=0x%llx used=%zu "
+                "reserved=%zu\n",
                 which.c_str(), kernel.c_str(), (unsigned long long)teams,
                 (unsigned long long)threads, (unsigned long long)shared,
-                (unsigned long long)a.base, a.used);
+                (unsigned long long)a.base, a.used, a.reserved);
 
     CK(cuModuleUnload(mod));
     CK(cuMemUnmap(a.base, a.size));
     CK(cuMemRelease(a.handle));
-    CK(cuMemAddressFree(a.base, a.size));
+    CK(cuMemAddressFree(a.base, a.reserved));
     CK(cuDevicePrimaryCtxRelease(dev));
     return 0;
 }

@@ -30,6 +30,14 @@ pub fn fields(d: &Descriptor, legacy: bool) -> Result<Fields, JsonError> {
         launch: LaunchConfig {
             num_teams: d.u64("NumTeamsClause")?,
             num_threads: d.u64("ThreadLimitClause")?,
+            // Not recoverable for LLVM 18-22: those plugins launched with
+            // max(KernelArgs.DynCGroupMem, LIBOMPTARGET_SHARED_MEMORY_SIZE),
+            // neither of which the recorder wrote, and their kernel launch
+            // environment (argument 0, in the snapshot when the kernel has
+            // reductions, else the sentinel -1) is `{u32 ReductionCnt, u32
+            // ReductionIterCnt, void *ReductionBuffer}`, without the
+            // `DynCGroupMemSize` field the dyn_groupprivate work added after
+            // LLVM 22 (absent from libomptarget 22.1.8). See docs/gpu.md.
             shared_memory: 0,
             loop_trip_count: d.u64("LoopTripCount")?,
             teams_limits: None,

@@ -88,10 +88,45 @@ impl LaunchDims {
     }
 }
 
-/// Static shared memory a kernel may use without opting in (48 KiB on every
-/// NVIDIA GPU since Volta); above this CUDA needs
+/// Shared memory (static + dynamic) a block may use without opting in
+/// (48 KiB on every NVIDIA GPU since Volta); beyond it CUDA needs
 /// `CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`.
 pub const DEFAULT_SHARED_LIMIT: u32 = 48 * 1024;
+
+/// The value to set `CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES` to
+/// before launching with `dynamic` bytes of dynamic shared memory, or `None`
+/// when the kernel's current setting (`set`: what we set last, `None` = the
+/// driver's default) already allows it. The driver's default admits only
+/// what fits next to the kernel's static shared memory in 48 KiB, and OpenMP
+/// kernels always have static shared memory (the device runtime's state),
+/// so the opt-in is needed whenever `static + dynamic` exceeds 48 KiB;
+/// LLVM's CUDA plugin also opts in at exactly 48 KiB of dynamic memory.
+/// `device_max` is the device's opt-in limit per block
+/// (`CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN`): asking for more
+/// is an error saying so, not a launch failure.
+pub fn dynamic_shared_opt_in(
+    static_bytes: u32,
+    dynamic: u32,
+    set: Option<u32>,
+    device_max: u32,
+) -> Result<Option<u32>, BackendError> {
+    let total = u64::from(static_bytes) + u64::from(dynamic);
+    if total > u64::from(device_max.max(DEFAULT_SHARED_LIMIT)) {
+        return Err(BackendError::Driver {
+            op: "launch".into(),
+            reason: format!(
+                "the kernel needs {total} bytes of shared memory per block ({static_bytes} static \
+                 + {dynamic} dynamic) but the device allows at most {device_max}; replay on a \
+                 device with more shared memory per block"
+            ),
+        });
+    }
+    if set.is_some_and(|s| s >= dynamic) {
+        return Ok(None);
+    }
+    let needed = total > u64::from(DEFAULT_SHARED_LIMIT) || dynamic >= DEFAULT_SHARED_LIMIT;
+    Ok(needed.then_some(dynamic))
+}
 
 #[cfg(test)]
 mod tests {
@@ -121,6 +156,44 @@ mod tests {
         let mut none = KernelParams::new(&[]);
         assert!(none.as_driver_ptr().is_null());
         assert!(none.is_empty());
+    }
+
+    #[test]
+    fn shared_memory_opt_in_counts_static_memory_and_the_48k_boundary() {
+        const K48: u32 = DEFAULT_SHARED_LIMIT;
+        let h200 = 227 * 1024;
+        // Exactly 48 KiB of dynamic memory: LLVM opts in, so do we (the
+        // old rule, `dynamic > 48 KiB`, did not).
+        assert_eq!(
+            dynamic_shared_opt_in(0, K48, None, h200).unwrap(),
+            Some(K48)
+        );
+        // Below 48 KiB dynamic, but with the runtime's static memory the
+        // block needs more than the default.
+        assert_eq!(
+            dynamic_shared_opt_in(1024, K48 - 512, None, h200).unwrap(),
+            Some(K48 - 512)
+        );
+        // Fits the default: no attribute call.
+        assert_eq!(dynamic_shared_opt_in(1024, 4096, None, h200).unwrap(), None);
+        assert_eq!(dynamic_shared_opt_in(0, 0, None, h200).unwrap(), None);
+        // Already raised far enough by an earlier launch.
+        assert_eq!(
+            dynamic_shared_opt_in(1024, 60_000, Some(65_536), h200).unwrap(),
+            None
+        );
+        assert_eq!(
+            dynamic_shared_opt_in(1024, 70_000, Some(65_536), h200).unwrap(),
+            Some(70_000)
+        );
+        // More than the device has: a sentence naming the sizes.
+        let e = dynamic_shared_opt_in(8192, h200, None, h200)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("8192 static") && e.contains("at most 232448"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -32,7 +32,9 @@ pub struct LaunchParams {
 }
 
 /// Errors a backend reports. Each says what happened and what to do.
-#[derive(Debug, thiserror::Error)]
+/// Serializable: a GPU backend running in a child process
+/// ([`gpu_child`]) sends them to the parent as they are.
+#[derive(Debug, thiserror::Error, serde::Serialize, serde::Deserialize)]
 pub enum BackendError {
     #[error("{0}")]
     Unavailable(String),
@@ -67,6 +69,10 @@ pub enum BackendError {
     /// for the user the kernel did not complete, like a crash.
     #[error("the kernel ended the replay process ({status}) before it returned: it or a library it loaded called exit; the kernel cannot be replayed as recorded")]
     RunnerExited { status: String },
+    /// A GPU kernel failed on the device (memory fault, trap, device-side
+    /// assert): the driver's error, as a sentence.
+    #[error("the kernel faulted on the device: {0}; the recording's input or image does not match what the kernel expects, or the kernel is faulty")]
+    DeviceFault(String),
     #[error("the kernel did not finish within {0:?} and was killed")]
     TimedOut(Duration),
 }
@@ -178,8 +184,12 @@ pub trait Backend {
 
 pub mod args;
 pub mod cuda;
+pub mod device_env;
 pub mod devices;
+pub mod gpu_child;
 pub mod hip;
 pub mod placeholder;
+pub mod reservation;
 pub mod staging;
 pub mod target;
+pub mod wait;

@@ -153,9 +153,19 @@ impl<Q: DmaQueue> Staging<Q> {
     /// Queue `data` for the device address `dst`.
     pub fn push(&mut self, dst: u64, data: &[u8]) -> Result<(), BackendError> {
         let t0 = self.start_round();
+        self.round_bytes += data.len() as u64;
         let r = self.push_inner(dst, data);
         self.round_busy += t0.elapsed();
         r
+    }
+
+    /// Queue `data` for `dst` and send it at once: every byte is on the
+    /// stream (copied from pinned memory) when this returns, so whatever is
+    /// queued next on the stream, the launch, runs after it. Not counted as
+    /// input (the upload statistics stay the snapshot's).
+    pub fn send(&mut self, dst: u64, data: &[u8]) -> Result<(), BackendError> {
+        self.push_inner(dst, data)?;
+        self.flush()
     }
 
     fn push_inner(&mut self, mut dst: u64, mut data: &[u8]) -> Result<(), BackendError> {
@@ -173,7 +183,6 @@ impl<Q: DmaQueue> Staging<Q> {
             let buf = unsafe { std::slice::from_raw_parts_mut(slot.ptr.add(self.fill), n) };
             fast_copy(buf, &data[..n]);
             self.fill += n;
-            self.round_bytes += n as u64;
             dst += n as u64;
             data = &data[n..];
             if self.fill == self.cap {
@@ -405,6 +414,20 @@ impl<Q: DmaQueue> Uploads<Q> {
         self.bound_mut("upload")?.commit(offset, len)
     }
 
+    /// Write `data` to device memory outside the arena (an image global at
+    /// `dst`) with asynchronous copies from the pinned buffers on the replay
+    /// stream, as LLVM's plugins do: ordered after the uploads and before
+    /// the launch queued next on that stream. A synchronous copy from
+    /// pageable memory would go through the legacy stream, which a
+    /// non-blocking replay stream does not wait for, and may return before
+    /// the bytes have arrived.
+    pub fn write_device(&mut self, dst: u64, data: &[u8]) -> Result<(), BackendError> {
+        if data.is_empty() {
+            return Ok(());
+        }
+        self.bound_mut("global write")?.staging.send(dst, data)
+    }
+
     /// Complete pending uploads (before a launch, a global write or a
     /// download).
     pub fn settle(&mut self) -> Result<(), BackendError> {
@@ -615,6 +638,42 @@ mod tests {
         assert_eq!(&q.device.borrow()[..], &[1; 64][..]);
         assert_eq!(u.last_stats().bytes, 64);
         assert_eq!(u.address(8, 8, "download").unwrap(), q.base + 8);
+    }
+
+    #[test]
+    fn globals_go_on_the_replay_queue_before_the_launch_and_are_not_input() {
+        // Device memory: a 1 MiB arena, then a 3 MiB global (larger than a
+        // staging buffer) further on, as an image's `__device__` array.
+        let q = queue(8 << 20);
+        let global_at = q.base + (4 << 20);
+        let global: Vec<u8> = (0..3u32 << 20).map(|i| (i % 239) as u8).collect();
+        let mut u: Uploads<&HostQueue> = Uploads::default();
+        u.bind(ArenaUploads::new(&q, q.base, 1 << 20, 3, 1 << 20).unwrap());
+        u.upload(0, &[7; 1 << 20]).unwrap();
+        u.write_device(global_at, &global).unwrap();
+        // Every byte was handed to the queue (the stream) before
+        // write_device returned: a launch queued next runs after them.
+        let queued: usize = q
+            .log
+            .borrow()
+            .iter()
+            .filter_map(|l| l.strip_prefix("copy "))
+            .filter_map(|l| {
+                let (dst, len) = l.split_once(' ')?;
+                let dst = u64::from_str_radix(dst.trim_start_matches("0x"), 16).ok()?;
+                (dst >= global_at).then(|| len.parse::<usize>().ok())?
+            })
+            .sum();
+        assert_eq!(queued, global.len());
+        u.settle().unwrap();
+        let dev = q.device.borrow();
+        assert!(dev[(4 << 20)..(7 << 20)] == global[..]);
+        assert!(dev[..1 << 20].iter().all(|&b| b == 7));
+        assert_eq!(u.last_stats().bytes, 1 << 20, "globals are not input");
+        drop(dev);
+        let mut unbound: Uploads<&HostQueue> = Uploads::default();
+        assert!(unbound.write_device(global_at, &[1]).is_err());
+        unbound.write_device(global_at, &[]).unwrap();
     }
 
     #[test]

@@ -128,7 +128,8 @@ pub fn device(ordinal: usize) -> Result<CUdevice, BackendError> {
     Ok(dev)
 }
 
-fn attr(dev: CUdevice, a: CUdevice_attribute) -> Result<i32, BackendError> {
+/// One device attribute.
+pub fn attribute(dev: CUdevice, a: CUdevice_attribute) -> Result<i32, BackendError> {
     let mut v: c_int = 0;
     // SAFETY: writes one int for a valid device.
     ck(
@@ -157,9 +158,9 @@ pub fn device_info(ordinal: usize) -> Result<CudaDeviceInfo, BackendError> {
         "cuDeviceTotalMem",
     )?;
     use CUdevice_attribute as A;
-    let major = attr(dev, A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
-    let minor = attr(dev, A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
-    let vmm = attr(
+    let major = attribute(dev, A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
+    let minor = attribute(dev, A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
+    let vmm = attribute(
         dev,
         A::CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
     )?;

@@ -20,9 +20,14 @@ use cudarc::driver::sys::{
 use self::driver::{ck, describe, CudaDeviceInfo};
 use self::staging::CudaQueue;
 use self::vmm::DeviceArena;
-use super::args::{KernelParams, LaunchDims, DEFAULT_SHARED_LIMIT};
+use super::args::{dynamic_shared_opt_in, KernelParams, LaunchDims};
+use super::device_env::{
+    encode_for_symbol, hardware_parallelism, nvptx_constructors, refuse_rpc, DeviceEnv,
+    DEVICE_ENV_SYMBOL, NVPTX_INIT_END, NVPTX_INIT_KERNEL, NVPTX_INIT_START, RPC_CLIENT_SYMBOLS,
+};
 use super::placeholder::Placeholder;
 use super::staging::{ArenaUploads, UploadStats, Uploads};
+use super::wait::{poll_until, Poll};
 use super::{target, Backend, BackendError, LaunchParams};
 
 /// Staging buffers: count x size of pinned host memory.
@@ -40,12 +45,17 @@ pub struct CudaBackend {
     start_ev: CUevent,
     stop_ev: CUevent,
     placeholder: Option<Placeholder>,
+    /// The reservation the recorder made at the arena's address (`VAllocSize`).
+    recorded_reservation: Option<u64>,
     // Fields below are released in Drop in reverse order of creation.
     arena: Option<DeviceArena>,
     uploads: Uploads<CudaQueue>,
     module: Option<CUmodule>,
     function: Option<CUfunction>,
-    shared_attr: u32,
+    /// The kernel's static shared memory (`CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES`).
+    static_shared: u32,
+    /// What `MAX_DYNAMIC_SHARED_SIZE_BYTES` was last set to for the kernel.
+    shared_attr: Option<u32>,
     /// A launch timed out and may still run: teardown must not wait on it.
     wedged: bool,
 }
@@ -84,11 +94,13 @@ impl CudaBackend {
             start_ev: std::ptr::null_mut(),
             stop_ev: std::ptr::null_mut(),
             placeholder,
+            recorded_reservation: None,
             arena: None,
             uploads: Uploads::default(),
             module: None,
             function: None,
-            shared_attr: DEFAULT_SHARED_LIMIT,
+            static_shared: 0,
+            shared_attr: None,
             wedged: false,
         };
         // SAFETY: valid device; writes one context handle.
@@ -119,6 +131,13 @@ impl CudaBackend {
         Ok(b)
     }
 
+    /// The reservation the recorder made at the arena's address
+    /// (`VAllocSize`, when the recording has it): asked for first.
+    pub fn with_recorded_reservation(mut self, reserved: Option<u64>) -> Self {
+        self.recorded_reservation = reserved;
+        self
+    }
+
     pub fn info(&self) -> &CudaDeviceInfo {
         &self.info
     }
@@ -131,6 +150,149 @@ impl CudaBackend {
     fn current(&self) -> Result<(), BackendError> {
         // SAFETY: ctx is the retained primary context.
         ck(unsafe { sys::cuCtxSetCurrent(self.ctx) }, "cuCtxSetCurrent")
+    }
+
+    /// Device address and size of the global `name` of module `m`, or
+    /// `None` when the image has none.
+    fn global(&self, m: CUmodule, name: &str) -> Result<Option<(u64, usize)>, BackendError> {
+        let Ok(cname) = CString::new(name) else {
+            return Ok(None);
+        };
+        let (mut ptr, mut bytes) = (0u64, 0usize);
+        // SAFETY: valid module and NUL-terminated name; writes two values.
+        let r = unsafe { sys::cuModuleGetGlobal_v2(&mut ptr, &mut bytes, m, cname.as_ptr()) };
+        match r {
+            CUresult::CUDA_SUCCESS => Ok(Some((ptr, bytes))),
+            CUresult::CUDA_ERROR_NOT_FOUND => Ok(None),
+            _ => ck(r, "cuModuleGetGlobal").map(|()| None),
+        }
+    }
+
+    /// What LLVM's CUDA plugin sets up after loading an image, in its
+    /// order: the device environment, the refusal of images that need the
+    /// host RPC server, then the image's constructors. On the replay
+    /// stream, so before the recorded globals and the launch.
+    fn setup_device_state(&mut self, m: CUmodule, image: &[u8]) -> Result<(), BackendError> {
+        if let Some((ptr, size)) = self.global(m, DEVICE_ENV_SYMBOL)? {
+            use sys::CUdevice_attribute as A;
+            let a = |x| driver::attribute(self.dev, x);
+            let env = DeviceEnv {
+                num_devices: driver::device_count()? as u32,
+                device_num: self.info.ordinal as u32,
+                // omp_get_wtime on NVIDIA reads the nanosecond global timer.
+                clock_frequency: 1_000_000_000,
+                hardware_parallelism: hardware_parallelism(
+                    a(A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?,
+                    a(A::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR)?,
+                    a(A::CU_DEVICE_ATTRIBUTE_WARP_SIZE)?,
+                ),
+                ..DeviceEnv::default()
+            }
+            .with_llvm_variables();
+            let bytes = encode_for_symbol(&env, size as u64)?;
+            self.uploads.write_device(ptr, &bytes)?;
+        }
+        for symbol in RPC_CLIENT_SYMBOLS {
+            if self.global(m, symbol)?.is_some() {
+                return Err(refuse_rpc(symbol));
+            }
+        }
+        self.run_constructors(m, image)
+    }
+
+    /// Run the image's constructors as LLVM's CUDA plugin does: a device
+    /// table of the `__init_array_object_*` function pointers (by priority)
+    /// between `__init_array_start` and `__init_array_end`, then
+    /// `nvptx$device$init` on one thread. Nothing when the image has no
+    /// such kernel.
+    fn run_constructors(&mut self, m: CUmodule, image: &[u8]) -> Result<(), BackendError> {
+        let name = CString::new(NVPTX_INIT_KERNEL)
+            .map_err(|_| BackendError::MissingKernel(NVPTX_INIT_KERNEL.into()))?;
+        let mut init: CUfunction = std::ptr::null_mut();
+        // SAFETY: valid module and NUL-terminated name.
+        if unsafe { sys::cuModuleGetFunction(&mut init, m, name.as_ptr()) }
+            != CUresult::CUDA_SUCCESS
+        {
+            return Ok(());
+        }
+        let mut table = Vec::new();
+        for ctor in nvptx_constructors(image)? {
+            let Some((ptr, 8)) = self.global(m, &ctor)? else {
+                return Err(BackendError::Image(format!(
+                    "constructor pointer `{ctor}` is not an 8-byte global of the image"
+                )));
+            };
+            let mut f = [0u8; 8];
+            // SAFETY: ptr is an 8-byte global of the loaded module.
+            ck(
+                unsafe { sys::cuMemcpyDtoH_v2(f.as_mut_ptr() as *mut c_void, ptr, 8) },
+                "cuMemcpyDtoH (constructor pointer)",
+            )?;
+            table.extend_from_slice(&f);
+        }
+        let mut buf: u64 = 0;
+        if !table.is_empty() {
+            // SAFETY: writes one device pointer to `table.len()` bytes
+            // (outside the arena: the driver never allocates inside a
+            // reservation).
+            ck(
+                unsafe { sys::cuMemAlloc_v2(&mut buf, table.len()) },
+                "cuMemAlloc (constructor table)",
+            )?;
+        }
+        let r = self.launch_constructors(m, init, buf, &table);
+        if buf != 0 {
+            // SAFETY: our allocation; the stream was synchronized (or the
+            // launch failed before using it).
+            unsafe { sys::cuMemFree_v2(buf) };
+        }
+        r
+    }
+
+    fn launch_constructors(
+        &mut self,
+        m: CUmodule,
+        init: CUfunction,
+        buf: u64,
+        table: &[u8],
+    ) -> Result<(), BackendError> {
+        self.uploads.write_device(buf, table)?;
+        for (name, at) in [
+            (NVPTX_INIT_START, buf),
+            (NVPTX_INIT_END, buf + table.len() as u64),
+        ] {
+            if let Some((ptr, 8)) = self.global(m, name)? {
+                self.uploads.write_device(ptr, &at.to_le_bytes())?;
+            }
+        }
+        // SAFETY: a kernel without arguments, one thread, on our stream
+        // behind the table's copies; then the stream is waited for.
+        unsafe {
+            ck(
+                sys::cuLaunchKernel(
+                    init,
+                    1,
+                    1,
+                    1,
+                    1,
+                    1,
+                    1,
+                    0,
+                    self.stream,
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                ),
+                "cuLaunchKernel (nvptx$device$init)",
+            )?;
+            let r = sys::cuStreamSynchronize(self.stream);
+            if r != CUresult::CUDA_SUCCESS {
+                return Err(BackendError::DeviceFault(format!(
+                    "the image's constructors ({NVPTX_INIT_KERNEL}) failed: {}",
+                    describe(r)
+                )));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -155,7 +317,12 @@ impl Backend for CudaBackend {
         if let Some(mut p) = self.placeholder.take() {
             p.release();
         }
-        self.arena = Some(DeviceArena::create(self.dev, base, size)?);
+        self.arena = Some(DeviceArena::create(
+            self.dev,
+            base,
+            size,
+            self.recorded_reservation,
+        )?);
         let queue = CudaQueue {
             stream: self.stream,
         };
@@ -231,8 +398,21 @@ impl Backend for CudaBackend {
             _ => ck(r, "cuModuleGetFunction")?,
         }
         self.function = Some(f);
-        self.shared_attr = DEFAULT_SHARED_LIMIT;
-        Ok(())
+        let mut static_shared: c_int = 0;
+        // SAFETY: valid function; writes one int.
+        ck(
+            unsafe {
+                sys::cuFuncGetAttribute(
+                    &mut static_shared,
+                    sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
+                    f,
+                )
+            },
+            "cuFuncGetAttribute(SHARED_SIZE_BYTES)",
+        )?;
+        self.static_shared = static_shared.max(0) as u32;
+        self.shared_attr = None;
+        self.setup_device_state(m, image)
     }
 
     fn write_global(&mut self, name: &str, data: &[u8]) -> Result<(), BackendError> {
@@ -261,15 +441,10 @@ impl Backend for CudaBackend {
                 actual: bytes as u64,
             });
         }
-        self.uploads.settle()?;
-        if data.is_empty() {
-            return Ok(());
-        }
-        // SAFETY: ptr is the global's device address with exactly data.len() bytes.
-        ck(
-            unsafe { sys::cuMemcpyHtoD_v2(ptr, data.as_ptr() as *const c_void, data.len()) },
-            "cuMemcpyHtoD (global)",
-        )
+        // Asynchronous, on the replay stream, from pinned memory: ordered
+        // before the launch (a cuMemcpyHtoD would run on the legacy stream,
+        // which the non-blocking replay stream does not wait for).
+        self.uploads.write_device(ptr, data)
     }
 
     fn launch(&mut self, args: &[u64], params: &LaunchParams) -> Result<Duration, BackendError> {
@@ -280,19 +455,28 @@ impl Backend for CudaBackend {
         })?;
         let dims = LaunchDims::from_params(params)?;
         self.uploads.settle()?;
-        if dims.shared_memory > self.shared_attr {
-            // SAFETY: valid function; the driver checks the value against the device.
+        let device_max = driver::attribute(
+            self.dev,
+            sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+        )?;
+        if let Some(v) = dynamic_shared_opt_in(
+            self.static_shared,
+            dims.shared_memory,
+            self.shared_attr,
+            device_max.max(0) as u32,
+        )? {
+            // SAFETY: valid function; the value was checked against the device.
             ck(
                 unsafe {
                     sys::cuFuncSetAttribute(
                         f,
                         sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                        dims.shared_memory as c_int,
+                        v as c_int,
                     )
                 },
                 "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)",
             )?;
-            self.shared_attr = dims.shared_memory;
+            self.shared_attr = Some(v);
         }
         let mut kp = KernelParams::new(args);
         // SAFETY: valid events/stream/function; kernelParams points at one
@@ -321,31 +505,20 @@ impl Backend for CudaBackend {
                 sys::cuEventRecord(self.stop_ev, self.stream),
                 "cuEventRecord",
             )?;
-            let r = match params.timeout {
-                None => sys::cuEventSynchronize(self.stop_ev),
-                Some(limit) => {
-                    let t0 = std::time::Instant::now();
-                    loop {
-                        let r = sys::cuEventQuery(self.stop_ev);
-                        if r != CUresult::CUDA_ERROR_NOT_READY {
-                            break r;
-                        }
-                        if t0.elapsed() > limit {
-                            // A running kernel cannot be killed: leave the
-                            // context alone (Drop skips every call that
-                            // would wait) and let process exit reclaim it.
-                            self.wedged = true;
-                            return Err(BackendError::TimedOut(limit));
-                        }
-                        std::thread::sleep(Duration::from_micros(200));
-                    }
-                }
+            let stop = self.stop_ev;
+            let r = poll_until(params.timeout, || match sys::cuEventQuery(stop) {
+                CUresult::CUDA_ERROR_NOT_READY => Poll::Pending,
+                r => Poll::Done(r),
+            });
+            let Some(r) = r else {
+                // A running kernel cannot be killed: leave the context
+                // alone (Drop skips every call that would wait) and let
+                // process exit reclaim it.
+                self.wedged = true;
+                return Err(BackendError::TimedOut(params.timeout.unwrap_or_default()));
             };
             if r != CUresult::CUDA_SUCCESS {
-                return Err(BackendError::Driver {
-                    op: "kernel".into(),
-                    reason: format!("the kernel failed on the device: {}", describe(r)),
-                });
+                return Err(BackendError::DeviceFault(describe(r)));
             }
         }
         let mut ms = 0f32;

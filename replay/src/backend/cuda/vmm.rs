@@ -2,14 +2,15 @@
 //! CUDA virtual memory management API at exactly the recorded address and
 //! backed by one physical allocation.
 //!
-//! `cuMemAddressReserve` treats the address as a hint; we check the driver
-//! honoured it and give the range back otherwise (pointers inside the
+//! `cuMemAddressReserve` treats the address as a hint; the lengths tried and
+//! their order are [`crate::backend::reservation`]'s (pointers inside the
 //! snapshot cannot be relocated).
 
 use cudarc::driver::sys::{self, CUdevice, CUdeviceptr, CUmemGenericAllocationHandle, CUresult};
 
 use super::driver::{ck, describe};
 use crate::backend::placeholder::{occupants, round_range};
+use crate::backend::reservation::{reservation_lengths, reserve_at_hint};
 use crate::backend::BackendError;
 
 /// A reserved, mapped and accessible device range; released in reverse order
@@ -53,69 +54,64 @@ pub fn granularity(dev: CUdevice) -> Result<u64, BackendError> {
     Ok(g.max(1) as u64)
 }
 
-/// Virtual reservation lengths to try for `len` bytes: exact, then rounded
-/// up to 64 MiB, then to 1 GiB.
-pub fn reservation_lengths(len: u64) -> Vec<u64> {
-    let mut v = vec![len];
-    for step in [64u64 << 20, 1 << 30] {
-        if let Some(x) = len.checked_next_multiple_of(step) {
-            if !v.contains(&x) {
-                v.push(x);
-            }
-        }
-    }
-    v
-}
-
 impl DeviceArena {
     /// Reserve `[base, base+size)` rounded outward to the granularity, at
     /// exactly that address, back it with device memory and make it
-    /// readable and writable from `dev`.
-    pub fn create(dev: CUdevice, base: u64, size: u64) -> Result<Self, BackendError> {
+    /// readable and writable from `dev`. `recorded` is the reservation the
+    /// recorder made there (`VAllocSize`), asked for first.
+    pub fn create(
+        dev: CUdevice,
+        base: u64,
+        size: u64,
+        recorded: Option<u64>,
+    ) -> Result<Self, BackendError> {
         let gran = granularity(dev)?;
         let reserve_err = |reason: String| BackendError::Reserve { base, size, reason };
         let (start, len) = round_range(base, size, gran)
             .ok_or_else(|| reserve_err("the range overflows the address space".into()))?;
         let len_us = usize::try_from(len)
             .map_err(|_| reserve_err("the range does not fit this platform's size_t".into()))?;
-        // The driver honours the address hint only for some reservation
-        // sizes (on an H200 with driver 580, 8 and 16 MiB reservations were
-        // placed elsewhere while 64 MiB and 1 GiB ones landed on the hint):
-        // try the exact length, then larger virtual reservations; only
-        // `len` bytes are ever backed with memory.
-        let mut placed = Vec::new();
-        let mut arena = None;
-        for vlen in reservation_lengths(len) {
-            let vlen_us = usize::try_from(vlen)
-                .map_err(|_| reserve_err("the range does not fit this platform's size_t".into()))?;
-            let mut got: CUdeviceptr = 0;
-            // SAFETY: writes one device pointer; the hint is only a hint.
-            let r = unsafe { sys::cuMemAddressReserve(&mut got, vlen_us, 0, start, 0) };
-            if r != CUresult::CUDA_SUCCESS {
-                placed.push(format!("{vlen:#x} bytes: {}", describe(r)));
-                continue;
+        // The hint is honoured for some sizes only: the recorder's own
+        // request first, then the arena's length, then larger ones.
+        let lengths = reservation_lengths(len, recorded, gran);
+        let landed = reserve_at_hint(
+            start,
+            &lengths,
+            |vlen, hint| {
+                let vlen = usize::try_from(vlen).map_err(|_| "larger than size_t".to_string())?;
+                let mut got: CUdeviceptr = 0;
+                // SAFETY: writes one device pointer; the hint is only a hint.
+                let r = unsafe { sys::cuMemAddressReserve(&mut got, vlen, 0, hint, 0) };
+                if r == CUresult::CUDA_SUCCESS {
+                    Ok(got)
+                } else {
+                    Err(describe(r))
+                }
+            },
+            // SAFETY: frees a misplaced reservation just made (its length
+            // fit size_t when it was made).
+            |got, vlen| unsafe {
+                sys::cuMemAddressFree(got, vlen as usize);
+            },
+        );
+        let reserved = match landed {
+            Ok(vlen) => vlen as usize,
+            Err(attempts) => {
+                return Err(reserve_err(format!(
+                    "the CUDA driver did not reserve the range at {start:#x} (granularity \
+                     {gran:#x}; attempts: {}); the range is in use in this process or the \
+                     driver: {}",
+                    attempts.join(", "),
+                    occupants(start, len)
+                )))
             }
-            if got == start {
-                arena = Some(DeviceArena {
-                    start: got,
-                    len: len_us,
-                    reserved: vlen_us,
-                    handle: None,
-                    mapped: false,
-                });
-                break;
-            }
-            // SAFETY: frees the misplaced reservation just made.
-            unsafe { sys::cuMemAddressFree(got, vlen_us) };
-            placed.push(format!("{vlen:#x} bytes at {got:#x}"));
-        }
-        let Some(mut arena) = arena else {
-            return Err(reserve_err(format!(
-                "the CUDA driver did not reserve the range at {start:#x} (granularity {gran:#x}; \
-                 attempts: {}); the range is in use in this process or the driver: {}",
-                placed.join(", "),
-                occupants(start, len)
-            )));
+        };
+        let mut arena = DeviceArena {
+            start,
+            len: len_us,
+            reserved,
+            handle: None,
+            mapped: false,
         };
         let p = prop(dev);
         let mut h: CUmemGenericAllocationHandle = 0;
@@ -173,23 +169,5 @@ impl Drop for DeviceArena {
             }
             sys::cuMemAddressFree(self.start, self.reserved);
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::reservation_lengths;
-
-    #[test]
-    fn reservation_lengths_grow_without_duplicates() {
-        assert_eq!(
-            reservation_lengths(8 << 20),
-            vec![8 << 20, 64 << 20, 1 << 30]
-        );
-        assert_eq!(reservation_lengths(1 << 30), vec![1 << 30]);
-        assert_eq!(
-            reservation_lengths((1 << 30) + (2 << 20)),
-            vec![(1 << 30) + (2 << 20), (1 << 30) + (64 << 20), 2 << 30]
-        );
     }
 }

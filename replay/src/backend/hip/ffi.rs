@@ -16,7 +16,8 @@
 //! `-lamdhip64`, which would break every build on a machine without ROCm.
 
 use std::ffi::{c_char, c_int, c_uint, c_ulonglong, c_void};
-use std::path::PathBuf;
+use std::mem::ManuallyDrop;
+use std::path::{Path, PathBuf};
 
 use libloading::Library;
 
@@ -36,6 +37,7 @@ pub const HIP_ERROR_INVALID_IMAGE: HipError = 200;
 pub const HIP_ERROR_NO_BINARY_FOR_GPU: HipError = 209;
 pub const HIP_ERROR_INVALID_SYMBOL: HipError = 13;
 pub const HIP_ERROR_NOT_FOUND: HipError = 500;
+pub const HIP_ERROR_NOT_READY: HipError = 600;
 
 /// `hipMemAllocationTypePinned`.
 pub const HIP_MEM_ALLOCATION_TYPE_PINNED: c_uint = 1;
@@ -52,6 +54,12 @@ pub const HIP_STREAM_NON_BLOCKING: c_uint = 1;
 /// `hipEventDefault` / `hipEventDisableTiming`.
 pub const HIP_EVENT_DEFAULT: c_uint = 0;
 pub const HIP_EVENT_DISABLE_TIMING: c_uint = 2;
+/// `hipDeviceAttribute_t` values (HIP 6.x/7.x `hip_runtime_api.h`).
+pub const HIP_ATTR_MAX_THREADS_PER_MULTIPROCESSOR: c_int = 57;
+pub const HIP_ATTR_MULTIPROCESSOR_COUNT: c_int = 63;
+pub const HIP_ATTR_WARP_SIZE: c_int = 87;
+/// kHz of the constant-rate counter `omp_get_wtime` reads on AMD GPUs.
+pub const HIP_ATTR_WALL_CLOCK_RATE: c_int = 10017;
 /// `hipHostMallocDefault`.
 pub const HIP_HOST_MALLOC_DEFAULT: c_uint = 0;
 
@@ -139,11 +147,15 @@ macro_rules! hip_api {
             $( pub $field: unsafe extern "C" fn($($arg),*) -> $ret, )*
             /// Where the library was loaded from.
             pub path: String,
-            _lib: Library,
+            /// Never closed: see [`open_resident`].
+            _lib: ManuallyDrop<Library>,
         }
 
         impl HipApi {
-            fn from_library(lib: Library, path: String) -> Result<Self, BackendError> {
+            fn from_library(
+                lib: ManuallyDrop<Library>,
+                path: String,
+            ) -> Result<Self, BackendError> {
                 Ok(HipApi {
                     $( $field: {
                         // SAFETY: the symbol has this C signature in HIP 6.x/7.x
@@ -180,6 +192,7 @@ hip_api! {
     hipSetDevice: fn(c_int) -> HipError;
     hipDeviceGetName: fn(*mut c_char, c_int, c_int) -> HipError;
     hipDeviceTotalMem: fn(*mut usize, c_int) -> HipError;
+    hipDeviceGetAttribute: fn(*mut c_int, c_int, c_int) -> HipError;
     hipGetDevicePropertiesR0600: fn(*mut c_void, c_int) -> HipError;
     hipMemGetAllocationGranularity: fn(*mut usize, *const HipMemAllocationProp, c_uint) -> HipError;
     hipMemAddressReserve: fn(*mut HipDevicePtr, usize, usize, HipDevicePtr, c_ulonglong) -> HipError;
@@ -200,6 +213,7 @@ hip_api! {
     hipEventCreateWithFlags: fn(*mut HipEvent, c_uint) -> HipError;
     hipEventRecord: fn(HipEvent, HipStream) -> HipError;
     hipEventSynchronize: fn(HipEvent) -> HipError;
+    hipEventQuery: fn(HipEvent) -> HipError;
     hipEventElapsedTime: fn(*mut f32, HipEvent, HipEvent) -> HipError;
     hipEventDestroy: fn(HipEvent) -> HipError;
     hipModuleLoadData: fn(*mut HipModule, *const c_void) -> HipError;
@@ -207,6 +221,17 @@ hip_api! {
     hipModuleGetFunction: fn(*mut HipFunction, HipModule, *const c_char) -> HipError;
     hipModuleGetGlobal: fn(*mut HipDevicePtr, *mut usize, HipModule, *const c_char) -> HipError;
     hipModuleLaunchKernel: fn(HipFunction, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, HipStream, *mut *mut c_void, *mut *mut c_void) -> HipError;
+}
+
+/// Open a library that stays loaded until the process exits, whatever is
+/// dropped: the HIP runtime starts threads (ROCr's signal and interrupt
+/// handlers) that keep running in its code after the last HIP call, so
+/// `dlclose` on it could unmap code those threads execute. cudarc never
+/// unloads `libcuda` for the same reason.
+pub fn open_resident(path: &Path) -> Result<ManuallyDrop<Library>, libloading::Error> {
+    // SAFETY: loading the HIP runtime runs its initializers, which is what
+    // using it requires.
+    unsafe { Library::new(path) }.map(ManuallyDrop::new)
 }
 
 /// Names tried, in order, for the HIP runtime.
@@ -232,9 +257,7 @@ impl HipApi {
     /// Load the first candidate that opens and resolve every function.
     pub fn load() -> Result<Self, BackendError> {
         for path in candidates() {
-            // SAFETY: loading the HIP runtime runs its initializers, which
-            // is what using it requires.
-            if let Ok(lib) = unsafe { Library::new(&path) } {
+            if let Ok(lib) = open_resident(&path) {
                 return HipApi::from_library(lib, path.display().to_string());
             }
         }
@@ -311,6 +334,47 @@ mod tests {
         shifted[1300..1306].copy_from_slice(b"gfx90a");
         assert_eq!(gcn_arch_name(&shifted).unwrap(), "gfx90a");
         assert_eq!(gcn_arch_name(&[0u8; 2000]), None);
+    }
+
+    /// Whether `name` is loaded in this process (dlopen with RTLD_NOLOAD
+    /// opens nothing new).
+    fn loaded(name: &str) -> bool {
+        let c = std::ffi::CString::new(name).unwrap();
+        // SAFETY: RTLD_NOLOAD only looks the name up.
+        let h = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
+        if h.is_null() {
+            return false;
+        }
+        // SAFETY: drops the reference the lookup just took.
+        unsafe { libc::dlclose(h) };
+        true
+    }
+
+    #[test]
+    fn the_runtime_library_is_never_unloaded() {
+        // Two libraries this test binary does not link, standing in for
+        // libamdhip64 (absent here): one opened the old way, one resident.
+        let mut spare = [
+            "libz.so.1",
+            "libexpat.so.1",
+            "liblzma.so.5",
+            "libbz2.so.1.0",
+        ]
+        .into_iter()
+        // SAFETY: system libraries without unusual initializers.
+        .filter(|n| !loaded(n) && unsafe { Library::new(n) }.is_ok());
+        let (Some(plain), Some(resident)) = (spare.next(), spare.next()) else {
+            eprintln!("no two spare system libraries to load: cannot check unloading here");
+            return;
+        };
+        // The old holder, a plain Library: dropping it unloads.
+        // SAFETY: a system library without unusual initializers.
+        drop(unsafe { Library::new(plain) }.unwrap());
+        assert!(!loaded(plain), "a dropped Library is dlclosed");
+        let api_like = open_resident(Path::new(resident)).unwrap();
+        // What dropping a HipApi does to its library: nothing.
+        let _ = api_like;
+        assert!(loaded(resident), "{resident} must stay loaded");
     }
 
     #[test]

@@ -24,9 +24,15 @@ use std::time::Duration;
 use self::ffi::*;
 use self::staging::HipQueue;
 use super::args::{KernelParams, LaunchDims};
+use super::device_env::{
+    amd_clock_frequency, encode_for_symbol, hardware_parallelism, refuse_rpc, DeviceEnv,
+    AMDGPU_INIT_KERNEL, DEVICE_ENV_SYMBOL, RPC_CLIENT_SYMBOLS,
+};
 use super::placeholder::{occupants, round_range, Placeholder};
+use super::reservation::{reservation_lengths, reserve_at_hint};
 use super::staging::{ArenaUploads, Uploads};
 use super::target::{self, DeviceTarget};
+use super::wait::{poll_until, Poll};
 use super::{Backend, BackendError, LaunchParams};
 
 const STAGING_BUFFERS: usize = 3;
@@ -126,7 +132,10 @@ pub fn list() -> Result<(String, Vec<HipDeviceInfo>), BackendError> {
 struct HipArena {
     api: Arc<HipApi>,
     start: u64,
+    /// Bytes backed and mapped.
     len: usize,
+    /// Bytes of address space reserved (>= len).
+    reserved: usize,
     handle: Option<HipMemHandle>,
     mapped: bool,
 }
@@ -142,7 +151,7 @@ impl Drop for HipArena {
             if let Some(h) = self.handle.take() {
                 (self.api.hipMemRelease)(h);
             }
-            (self.api.hipMemAddressFree)(p, self.len);
+            (self.api.hipMemAddressFree)(p, self.reserved);
         }
     }
 }
@@ -155,10 +164,14 @@ pub struct HipBackend {
     start_ev: HipEvent,
     stop_ev: HipEvent,
     placeholder: Option<Placeholder>,
+    /// The reservation the recorder made at the arena's address (`VAllocSize`).
+    recorded_reservation: Option<u64>,
     arena: Option<HipArena>,
     uploads: Uploads<HipQueue>,
     module: Option<HipModule>,
     function: Option<HipFunction>,
+    /// A launch timed out and may still run: teardown must not wait on it.
+    wedged: bool,
 }
 
 impl HipBackend {
@@ -196,10 +209,12 @@ impl HipBackend {
             start_ev: std::ptr::null_mut(),
             stop_ev: std::ptr::null_mut(),
             placeholder,
+            recorded_reservation: None,
             arena: None,
             uploads: Uploads::default(),
             module: None,
             function: None,
+            wedged: false,
         };
         // SAFETY: each writes one handle on the current device.
         unsafe {
@@ -219,12 +234,108 @@ impl HipBackend {
         Ok(b)
     }
 
+    /// The reservation the recorder made at the arena's address
+    /// (`VAllocSize`, when the recording has it): asked for first.
+    pub fn with_recorded_reservation(mut self, reserved: Option<u64>) -> Self {
+        self.recorded_reservation = reserved;
+        self
+    }
+
     pub fn info(&self) -> &HipDeviceInfo {
         &self.info
     }
 
     fn device_target(&self) -> DeviceTarget {
         DeviceTarget::from_gcn_arch_name(&self.info.gcn_arch_name)
+    }
+
+    /// A device attribute, `None` when the runtime does not know it.
+    fn attribute(&self, attr: c_int) -> Option<i32> {
+        let mut v: c_int = 0;
+        // SAFETY: writes one int for a valid device.
+        let e =
+            unsafe { (self.api.hipDeviceGetAttribute)(&mut v, attr, self.info.ordinal as c_int) };
+        (e == HIP_SUCCESS).then_some(v)
+    }
+
+    /// Device address and size of the global `name` of module `m`, or
+    /// `None` when the image has none.
+    fn global(&self, m: HipModule, name: &str) -> Result<Option<(u64, usize)>, BackendError> {
+        let Ok(cname) = CString::new(name) else {
+            return Ok(None);
+        };
+        let mut ptr: HipDevicePtr = std::ptr::null_mut();
+        let mut bytes = 0usize;
+        // SAFETY: valid module and name; writes two values.
+        let e = unsafe { (self.api.hipModuleGetGlobal)(&mut ptr, &mut bytes, m, cname.as_ptr()) };
+        match e {
+            HIP_SUCCESS => Ok(Some((ptr as u64, bytes))),
+            HIP_ERROR_NOT_FOUND | HIP_ERROR_INVALID_SYMBOL => Ok(None),
+            _ => self.api.ck(e, "hipModuleGetGlobal").map(|()| None),
+        }
+    }
+
+    /// What LLVM's AMDGPU plugin sets up after loading an image, in its
+    /// order: the device environment, the refusal of images that need the
+    /// host RPC server, then the image's constructors
+    /// (`amdgcn.device.init`, one thread), all on the replay stream before
+    /// the recorded globals and the launch.
+    fn setup_device_state(&mut self, m: HipModule) -> Result<(), BackendError> {
+        if let Some((ptr, size)) = self.global(m, DEVICE_ENV_SYMBOL)? {
+            let mut n: c_int = 0;
+            // SAFETY: writes one int.
+            self.api.ck(
+                unsafe { (self.api.hipGetDeviceCount)(&mut n) },
+                "hipGetDeviceCount",
+            )?;
+            let env = DeviceEnv {
+                num_devices: n.max(0) as u32,
+                device_num: self.info.ordinal as u32,
+                clock_frequency: amd_clock_frequency(self.attribute(HIP_ATTR_WALL_CLOCK_RATE)),
+                hardware_parallelism: hardware_parallelism(
+                    self.attribute(HIP_ATTR_MULTIPROCESSOR_COUNT).unwrap_or(0),
+                    self.attribute(HIP_ATTR_MAX_THREADS_PER_MULTIPROCESSOR)
+                        .unwrap_or(0),
+                    self.attribute(HIP_ATTR_WARP_SIZE).unwrap_or(0),
+                ),
+                ..DeviceEnv::default()
+            }
+            .with_llvm_variables();
+            let bytes = encode_for_symbol(&env, size as u64)?;
+            self.uploads.write_device(ptr, &bytes)?;
+        }
+        for symbol in RPC_CLIENT_SYMBOLS {
+            if self.global(m, symbol)?.is_some() {
+                return Err(refuse_rpc(symbol));
+            }
+        }
+        let name = CString::new(AMDGPU_INIT_KERNEL)
+            .map_err(|_| BackendError::MissingKernel(AMDGPU_INIT_KERNEL.into()))?;
+        let mut init: HipFunction = std::ptr::null_mut();
+        // SAFETY: valid module, NUL-terminated name.
+        let e = unsafe { (self.api.hipModuleGetFunction)(&mut init, m, name.as_ptr()) };
+        if e == HIP_SUCCESS {
+            // SAFETY: a kernel without arguments, one thread, on our stream
+            // (after the environment's copy, before the globals' copies).
+            let e = unsafe {
+                (self.api.hipModuleLaunchKernel)(
+                    init,
+                    1,
+                    1,
+                    1,
+                    1,
+                    1,
+                    1,
+                    0,
+                    self.stream,
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                )
+            };
+            self.api
+                .ck(e, "hipModuleLaunchKernel(amdgcn.device.init)")?;
+        }
+        Ok(())
     }
 }
 
@@ -266,32 +377,48 @@ impl Backend for HipBackend {
         if let Some(mut p) = self.placeholder.take() {
             p.release();
         }
-        let mut got: HipDevicePtr = std::ptr::null_mut();
-        // SAFETY: writes one pointer; the address is a hint.
-        let e =
-            unsafe { (api.hipMemAddressReserve)(&mut got, len_us, 0, start as HipDevicePtr, 0) };
-        if e != HIP_SUCCESS {
-            return Err(reserve_err(format!(
-                "hipMemAddressReserve of {len} bytes at {start:#x} failed: {}",
-                api.describe(e)
-            )));
-        }
+        // Same order as CUDA: the recorder's own request, then the arena's
+        // length, then larger ones (the hint is honoured for some sizes only).
+        let lengths = reservation_lengths(len, self.recorded_reservation, gran.max(1) as u64);
+        let landed = reserve_at_hint(
+            start,
+            &lengths,
+            |vlen, hint| {
+                let vlen = usize::try_from(vlen).map_err(|_| "larger than size_t".to_string())?;
+                let mut got: HipDevicePtr = std::ptr::null_mut();
+                // SAFETY: writes one pointer; the address is a hint.
+                let e = unsafe {
+                    (api.hipMemAddressReserve)(&mut got, vlen, 0, hint as HipDevicePtr, 0)
+                };
+                if e == HIP_SUCCESS {
+                    Ok(got as u64)
+                } else {
+                    Err(api.describe(e))
+                }
+            },
+            // SAFETY: frees a misplaced reservation just made (its length
+            // fit size_t when it was made).
+            |got, vlen| unsafe {
+                (api.hipMemAddressFree)(got as HipDevicePtr, vlen as usize);
+            },
+        );
+        let reserved = landed.map_err(|attempts| {
+            reserve_err(format!(
+                "the HIP runtime did not reserve the range at {start:#x} (attempts: {}); \
+                 the range is in use: {}",
+                attempts.join(", "),
+                occupants(start, len)
+            ))
+        })?;
+        let got = start as HipDevicePtr;
         let mut arena = HipArena {
             api: api.clone(),
-            start: got as u64,
+            start,
             len: len_us,
+            reserved: reserved as usize,
             handle: None,
             mapped: false,
         };
-        if got as u64 != start {
-            drop(arena);
-            return Err(reserve_err(format!(
-                "the HIP runtime placed the reservation at {:#x} instead of {start:#x}; \
-                 the range is in use: {}",
-                got as u64,
-                occupants(start, len)
-            )));
-        }
         let mut h: HipMemHandle = std::ptr::null_mut();
         // SAFETY: valid prop; writes one handle.
         let e = unsafe { (api.hipMemCreate)(&mut h, len_us, &prop, 0) };
@@ -387,7 +514,7 @@ impl Backend for HipBackend {
             _ => api.ck(e, "hipModuleGetFunction")?,
         }
         self.function = Some(f);
-        Ok(())
+        self.setup_device_state(m)
     }
 
     fn write_global(&mut self, name: &str, data: &[u8]) -> Result<(), BackendError> {
@@ -416,15 +543,10 @@ impl Backend for HipBackend {
                 actual: bytes as u64,
             });
         }
-        self.uploads.settle()?;
-        if data.is_empty() {
-            return Ok(());
-        }
-        // SAFETY: ptr is the global with exactly data.len() bytes.
-        api.ck(
-            unsafe { (api.hipMemcpyHtoD)(ptr, data.as_ptr() as *const c_void, data.len()) },
-            "hipMemcpyHtoD (global)",
-        )
+        // Asynchronous on the replay stream, ordered before the launch
+        // (hipMemcpyHtoD uses the null stream, which the non-blocking
+        // replay stream does not wait for).
+        self.uploads.write_device(ptr as u64, data)
     }
 
     fn launch(&mut self, args: &[u64], params: &LaunchParams) -> Result<Duration, BackendError> {
@@ -461,12 +583,19 @@ impl Backend for HipBackend {
                 (api.hipEventRecord)(self.stop_ev, self.stream),
                 "hipEventRecord",
             )?;
-            let e = (api.hipEventSynchronize)(self.stop_ev);
+            // Polled, not hipEventSynchronize: that would block past
+            // --timeout on a kernel that never ends.
+            let stop = self.stop_ev;
+            let e = poll_until(params.timeout, || match (api.hipEventQuery)(stop) {
+                HIP_ERROR_NOT_READY => Poll::Pending,
+                e => Poll::Done(e),
+            });
+            let Some(e) = e else {
+                self.wedged = true;
+                return Err(BackendError::TimedOut(params.timeout.unwrap_or_default()));
+            };
             if e != HIP_SUCCESS {
-                return Err(BackendError::Driver {
-                    op: "kernel".into(),
-                    reason: format!("the kernel failed on the device: {}", api.describe(e)),
-                });
+                return Err(BackendError::DeviceFault(api.describe(e)));
             }
         }
         let mut ms = 0f32;
@@ -501,6 +630,13 @@ impl Backend for HipBackend {
 impl Drop for HipBackend {
     fn drop(&mut self) {
         let api = self.api.clone();
+        if self.wedged {
+            // hipStreamSynchronize and the frees would wait for the kernel
+            // that timed out; process exit reclaims everything.
+            std::mem::forget(self.uploads.take());
+            std::mem::forget(self.arena.take());
+            return;
+        }
         // SAFETY: teardown in reverse order of creation; errors ignored.
         unsafe {
             if !self.stream.is_null() {

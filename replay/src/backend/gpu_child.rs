@@ -1,0 +1,517 @@
+//! A GPU backend run in a child process, so that what the GPU runtime does
+//! to its process cannot end rrstore: ROCm's default handler aborts the
+//! whole process on a GPU memory fault, and a kernel that never ends cannot
+//! be killed. The parent keeps a [`ChildBackend`] that forwards every
+//! [`Backend`] call over a socket; the child runs the real backend. When
+//! the child dies the call reports [`BackendError::Crashed`] with its
+//! signal; when a launch outlives `--timeout` (plus a grace for the child's
+//! own timeout reply) the child is killed and the call reports
+//! [`BackendError::TimedOut`]. Either way the engine gets a verdict and
+//! records it.
+//!
+//! The input reaches the child through one shared window (an anonymous
+//! `MAP_SHARED` mapping made before the fork): the engine decodes into it
+//! ([`Backend::staging_window`]) and the child copies it into its pinned
+//! staging buffers. The child is forked (see
+//! [`crate::backend::host::process::RunnerProcess::fork`]), so this process
+//! must be single-threaded when it is started.
+
+use std::io::{self, Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::host::process::RunnerProcess;
+use super::{Backend, BackendError, LaunchParams};
+
+/// Bytes of the shared window (the largest piece sent at once).
+const WINDOW: usize = 64 << 20;
+/// How long past `--timeout` the parent waits for the child's own reply.
+const GRACE: Duration = Duration::from_secs(2);
+
+/// The real backend, made in the child.
+pub type Factory = Box<dyn FnOnce() -> Result<Box<dyn Backend>, BackendError>>;
+
+#[derive(Serialize, Deserialize, Debug)]
+enum Request {
+    ExpectImage,
+    Reserve {
+        base: u64,
+        size: u64,
+    },
+    /// `len` bytes in the window go to the arena at `offset`.
+    Upload {
+        offset: u64,
+        len: u64,
+    },
+    LoadImage {
+        kernel: String,
+    },
+    WriteGlobal {
+        name: String,
+    },
+    Launch {
+        args: Vec<u64>,
+        params: WireParams,
+    },
+    /// `len` bytes of the arena at `offset` into the window.
+    Download {
+        offset: u64,
+        len: u64,
+    },
+}
+
+#[derive(Serialize, Deserialize, Debug)]
+struct WireParams {
+    num_teams: u64,
+    num_threads: u64,
+    shared_memory: u64,
+    loop_trip_count: u64,
+    timeout_ns: Option<u64>,
+}
+
+#[derive(Serialize, Deserialize, Debug)]
+enum Reply {
+    Ready { name: String, description: String },
+    Done,
+    Kernel { ns: u64 },
+}
+
+/// An anonymous shared mapping, inherited by the forked child.
+struct Window {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl Window {
+    fn new(len: usize) -> io::Result<Window> {
+        // SAFETY: a fresh anonymous mapping; no existing memory is touched.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Window {
+            ptr: p as *mut u8,
+            len,
+        })
+    }
+
+    /// The first `len` bytes (at most the window).
+    fn bytes(&mut self, len: usize) -> &mut [u8] {
+        // SAFETY: the mapping holds `self.len` bytes and lives as long as
+        // `self`; the other process touches it only between a request and
+        // its reply, while this side waits.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, len.min(self.len)) }
+    }
+}
+
+impl Drop for Window {
+    fn drop(&mut self) {
+        // SAFETY: our own mapping, unmapped once.
+        unsafe { libc::munmap(self.ptr as *mut libc::c_void, self.len) };
+    }
+}
+
+fn send(w: &mut impl Write, msg: &impl Serialize, data: &[u8]) -> io::Result<()> {
+    let json = serde_json::to_vec(msg).map_err(io::Error::other)?;
+    w.write_all(&(json.len() as u64).to_le_bytes())?;
+    w.write_all(&json)?;
+    w.write_all(&(data.len() as u64).to_le_bytes())?;
+    w.write_all(data)?;
+    w.flush()
+}
+
+/// One message and its bytes, or `None` at end of stream.
+fn recv<T: for<'de> Deserialize<'de>>(r: &mut impl Read) -> io::Result<Option<(T, Vec<u8>)>> {
+    let mut len = [0u8; 8];
+    match r.read_exact(&mut len) {
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
+        r => r?,
+    }
+    let mut json = vec![0u8; u64::from_le_bytes(len) as usize];
+    r.read_exact(&mut json)?;
+    r.read_exact(&mut len)?;
+    let mut data = vec![0u8; u64::from_le_bytes(len) as usize];
+    r.read_exact(&mut data)?;
+    let msg = serde_json::from_slice(&json).map_err(io::Error::other)?;
+    Ok(Some((msg, data)))
+}
+
+/// The child: make the backend, then serve requests until the parent
+/// closes the socket. Returns the child's exit status.
+fn serve(mut sock: UnixStream, window: *mut u8, make: Factory) -> i32 {
+    let mut win = Window {
+        ptr: window,
+        len: WINDOW,
+    };
+    let mut backend = match make() {
+        Ok(b) => b,
+        Err(e) => {
+            let _ = send(&mut sock, &Err::<Reply, _>(e), &[]);
+            std::mem::forget(win);
+            return 0;
+        }
+    };
+    let ready: Result<Reply, BackendError> = Ok(Reply::Ready {
+        name: backend.name().into(),
+        description: backend.device_description(),
+    });
+    if send(&mut sock, &ready, &[]).is_err() {
+        return 0;
+    }
+    while let Ok(Some((req, data))) = recv::<Request>(&mut sock) {
+        let r: Result<Reply, BackendError> = match req {
+            Request::ExpectImage => {
+                backend.expect_image(&data);
+                Ok(Reply::Done)
+            }
+            Request::Reserve { base, size } => backend.reserve(base, size).map(|()| Reply::Done),
+            Request::Upload { offset, len } => backend
+                .upload(offset, win.bytes(len as usize))
+                .map(|()| Reply::Done),
+            Request::LoadImage { kernel } => {
+                backend.load_image(&data, &kernel).map(|()| Reply::Done)
+            }
+            Request::WriteGlobal { name } => {
+                backend.write_global(&name, &data).map(|()| Reply::Done)
+            }
+            Request::Launch { args, params } => {
+                let p = LaunchParams {
+                    num_teams: params.num_teams,
+                    num_threads: params.num_threads,
+                    shared_memory: params.shared_memory,
+                    loop_trip_count: params.loop_trip_count,
+                    timeout: params.timeout_ns.map(Duration::from_nanos),
+                };
+                backend.launch(&args, &p).map(|d| Reply::Kernel {
+                    ns: d.as_nanos() as u64,
+                })
+            }
+            Request::Download { offset, len } => backend
+                .download(offset, win.bytes(len as usize))
+                .map(|()| Reply::Done),
+        };
+        if send(&mut sock, &r, &[]).is_err() {
+            break;
+        }
+    }
+    drop(backend);
+    // The parent unmaps the window; this copy goes with the process.
+    std::mem::forget(win);
+    0
+}
+
+/// Open GPU device 0 of `name` (`cuda` or `hip`) with the recorded arena
+/// (`base`, `size`) and reservation: HIP always in a child process (a GPU
+/// memory fault aborts the process under ROCm), CUDA in one when a
+/// `timeout` is given (a kernel that outlives it is killed with the child;
+/// CUDA reports faults as errors, so without a timeout it stays in this
+/// process, whose staging path was measured). In this process when it runs
+/// other threads (a child could not be forked safely).
+pub fn open_gpu(
+    name: &'static str,
+    arena: Option<(u64, u64)>,
+    reserved: Option<u64>,
+    timeout: Option<Duration>,
+) -> Result<Box<dyn Backend>, BackendError> {
+    let make: Factory = match name {
+        "hip" => Box::new(move || {
+            let b = super::hip::HipBackend::new(0, arena)?.with_recorded_reservation(reserved);
+            Ok(Box::new(b) as Box<dyn Backend>)
+        }),
+        _ => Box::new(move || {
+            let b = super::cuda::CudaBackend::new(0, arena)?.with_recorded_reservation(reserved);
+            Ok(Box::new(b) as Box<dyn Backend>)
+        }),
+    };
+    let in_child = name == "hip" || timeout.is_some();
+    if in_child && super::host::process::single_threaded() {
+        Ok(Box::new(ChildBackend::spawn(name, make)?))
+    } else {
+        make()
+    }
+}
+
+/// The parent's side: a [`Backend`] whose calls run in the child.
+pub struct ChildBackend {
+    runner: Option<RunnerProcess>,
+    window: Window,
+    name: &'static str,
+    description: String,
+    /// How the child ended, once it has: every later call reports it.
+    ended: Option<BackendError>,
+}
+
+impl ChildBackend {
+    /// Fork the child and make the backend there with `make`; `name` is the
+    /// backend's name (`cuda`, `hip`). Errors the child's backend reports
+    /// while starting (no device, no runtime) come back as they are. This
+    /// process must run a single thread (a forked child of a multi-threaded
+    /// one may deadlock on a lock another thread held).
+    pub fn spawn(name: &'static str, make: Factory) -> Result<Self, BackendError> {
+        if !super::host::process::single_threaded() {
+            return Err(BackendError::Unavailable(format!(
+                "cannot fork the {name} runner process: this process runs more than one thread"
+            )));
+        }
+        let unavailable = |e: io::Error| {
+            BackendError::Unavailable(format!(
+                "cannot start the {name} runner process: {e}; the machine may be out of memory \
+                 or processes"
+            ))
+        };
+        let mut window = Window::new(WINDOW).map_err(unavailable)?;
+        let shared = window.bytes(0).as_mut_ptr();
+        let runner =
+            RunnerProcess::fork(&[], move |sock| serve(sock, shared, make)).map_err(unavailable)?;
+        let mut b = ChildBackend {
+            runner: Some(runner),
+            window,
+            name,
+            description: String::new(),
+            ended: None,
+        };
+        match b.reply(None)? {
+            Reply::Ready { description, .. } => b.description = description,
+            other => return Err(b.protocol(other)),
+        }
+        Ok(b)
+    }
+
+    fn protocol(&self, r: Reply) -> BackendError {
+        BackendError::Driver {
+            op: format!("{} runner", self.name),
+            reason: format!("unexpected reply {r:?}"),
+        }
+    }
+
+    /// Send `req` with `data` and wait for the reply, at most `limit` (plus
+    /// a grace) when given.
+    fn call(
+        &mut self,
+        req: &Request,
+        data: &[u8],
+        limit: Option<Duration>,
+    ) -> Result<Reply, BackendError> {
+        if let Some(e) = &self.ended {
+            return Err(clone_error(e));
+        }
+        let sent = match self.runner.as_mut() {
+            Some(r) => send(&mut r.sock, req, data).is_ok(),
+            None => false,
+        };
+        if !sent {
+            return Err(self.child_ended());
+        }
+        self.reply(limit)
+    }
+
+    /// The child's next reply, waiting at most `limit` plus a grace.
+    fn reply(&mut self, limit: Option<Duration>) -> Result<Reply, BackendError> {
+        let Some(runner) = self.runner.as_mut() else {
+            return Err(self.child_ended());
+        };
+        if let Some(limit) = limit {
+            if !readable_within(&runner.sock, limit + GRACE) {
+                return Err(self.kill_timed_out(limit));
+            }
+        }
+        match recv::<Result<Reply, BackendError>>(&mut runner.sock) {
+            Ok(Some((Err(BackendError::TimedOut(d)), _))) => {
+                // The kernel may still run in the child: end it there.
+                Err(self.kill_timed_out(d))
+            }
+            Ok(Some((r, _))) => r,
+            _ => Err(self.child_ended()),
+        }
+    }
+
+    fn kill_timed_out(&mut self, limit: Duration) -> BackendError {
+        if let Some(r) = self.runner.take() {
+            r.kill();
+            let _ = r.wait();
+        }
+        self.ended = Some(BackendError::TimedOut(limit));
+        BackendError::TimedOut(limit)
+    }
+
+    /// The child closed the socket (or is gone): reap it and say how it
+    /// ended.
+    fn child_ended(&mut self) -> BackendError {
+        use std::os::unix::process::ExitStatusExt;
+        if let Some(e) = &self.ended {
+            return clone_error(e);
+        }
+        let e = match self.runner.take().map(|r| r.wait()) {
+            Some(Ok(status)) => match status.signal() {
+                Some(signal) => BackendError::Crashed { signal },
+                None => BackendError::DeviceFault(format!(
+                    "the {} runner process exited with status {}",
+                    self.name,
+                    status.code().unwrap_or(-1)
+                )),
+            },
+            _ => BackendError::Unavailable(format!("the {} runner process is gone", self.name)),
+        };
+        self.ended = Some(clone_error(&e));
+        e
+    }
+
+    fn done(&mut self, req: &Request, data: &[u8]) -> Result<(), BackendError> {
+        match self.call(req, data, None)? {
+            Reply::Done => Ok(()),
+            other => Err(self.protocol(other)),
+        }
+    }
+}
+
+/// `BackendError` is not `Clone` (its variants are plain data, though).
+fn clone_error(e: &BackendError) -> BackendError {
+    serde_json::to_vec(e)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_else(|| BackendError::Unavailable(e.to_string()))
+}
+
+/// Whether `sock` has something to read (or was closed) within `limit`.
+fn readable_within(sock: &UnixStream, limit: Duration) -> bool {
+    let mut fd = libc::pollfd {
+        fd: sock.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let ms = left.as_millis().min(i32::MAX as u128) as i32;
+        // SAFETY: one valid pollfd.
+        let r = unsafe { libc::poll(&mut fd, 1, ms) };
+        if r > 0 {
+            return true;
+        }
+        if r == 0 && left.is_zero() {
+            return false;
+        }
+        if r < 0 && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+            return true;
+        }
+    }
+}
+
+impl Backend for ChildBackend {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn device_description(&self) -> String {
+        self.description.clone()
+    }
+
+    fn expect_image(&mut self, image: &[u8]) {
+        let _ = self.done(&Request::ExpectImage, image);
+    }
+
+    fn reserve(&mut self, base: u64, size: u64) -> Result<(), BackendError> {
+        self.done(&Request::Reserve { base, size }, &[])
+    }
+
+    fn upload(&mut self, offset: u64, data: &[u8]) -> Result<(), BackendError> {
+        let mut at = 0usize;
+        while at < data.len() {
+            let n = (data.len() - at).min(WINDOW);
+            self.window.bytes(n).copy_from_slice(&data[at..at + n]);
+            self.done(
+                &Request::Upload {
+                    offset: offset + at as u64,
+                    len: n as u64,
+                },
+                &[],
+            )?;
+            at += n;
+        }
+        Ok(())
+    }
+
+    fn staging_window(&mut self, max_len: usize) -> Result<Option<&mut [u8]>, BackendError> {
+        Ok(Some(self.window.bytes(max_len)))
+    }
+
+    fn commit_staging(&mut self, offset: u64, len: usize) -> Result<(), BackendError> {
+        let len = len.min(WINDOW) as u64;
+        self.done(&Request::Upload { offset, len }, &[])
+    }
+
+    fn load_image(&mut self, image: &[u8], kernel: &str) -> Result<(), BackendError> {
+        self.done(
+            &Request::LoadImage {
+                kernel: kernel.into(),
+            },
+            image,
+        )
+    }
+
+    fn write_global(&mut self, name: &str, data: &[u8]) -> Result<(), BackendError> {
+        self.done(&Request::WriteGlobal { name: name.into() }, data)
+    }
+
+    fn launch(&mut self, args: &[u64], params: &LaunchParams) -> Result<Duration, BackendError> {
+        let req = Request::Launch {
+            args: args.to_vec(),
+            params: WireParams {
+                num_teams: params.num_teams,
+                num_threads: params.num_threads,
+                shared_memory: params.shared_memory,
+                loop_trip_count: params.loop_trip_count,
+                timeout_ns: params.timeout.map(|t| t.as_nanos() as u64),
+            },
+        };
+        match self.call(&req, &[], params.timeout)? {
+            Reply::Kernel { ns } => Ok(Duration::from_nanos(ns)),
+            other => Err(self.protocol(other)),
+        }
+    }
+
+    fn download(&mut self, offset: u64, dst: &mut [u8]) -> Result<(), BackendError> {
+        let mut at = 0usize;
+        while at < dst.len() {
+            let n = (dst.len() - at).min(WINDOW);
+            self.done(
+                &Request::Download {
+                    offset: offset + at as u64,
+                    len: n as u64,
+                },
+                &[],
+            )?;
+            dst[at..at + n].copy_from_slice(self.window.bytes(n));
+            at += n;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for ChildBackend {
+    fn drop(&mut self) {
+        // Closing the socket ends the child's loop; it releases the device
+        // in order and exits. A child that does not (a wedged runtime) is
+        // killed rather than waited for.
+        if let Some(r) = self.runner.take() {
+            let _ = r.sock.shutdown(std::net::Shutdown::Write);
+            if readable_within(&r.sock, GRACE) {
+                let _ = r.wait();
+            } else {
+                r.end();
+            }
+        }
+    }
+}
