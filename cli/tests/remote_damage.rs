@@ -109,7 +109,10 @@ fn ls_and_filtered_pulls_skip_a_corrupt_manifest_and_name_it() {
     assert!(names_bad(&String::from_utf8_lossy(&o.stderr)), "{o:?}");
 
     // `pull --kernel` / `--label`: every intact match is pulled, then exit 5.
-    for (store, flag, glob) in [("b", "--kernel", "__omp_offloading_*"), ("c", "--label", "fix*")] {
+    for (store, flag, glob) in [
+        ("b", "--kernel", "__omp_offloading_*"),
+        ("c", "--label", "fix*"),
+    ] {
         let s = t.path().join(store);
         ok(&s, &["remote", "add", "r", &url]);
         let o = run(&s, &["pull", "r", flag, glob, "--json"]);
