@@ -18,6 +18,45 @@ fn s(p: &Path) -> &str {
 }
 
 #[test]
+fn replay_and_inspect_refuse_a_part_file_linked_outside_unless_followed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    let rec = tmp.path().join("rec");
+    copy_tree(&fixtures().join("llvm22-host/saxpy"), &rec);
+    let elsewhere = tmp.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    let memory = rec.join(format!("{SAXPY}.memory"));
+    std::fs::rename(&memory, elsewhere.join("data")).unwrap();
+    symlink("../elsewhere/data", &memory).unwrap();
+    let desc = rec.join(format!("{SAXPY}.json"));
+
+    // The directory and the descriptor, as replay and inspect take them.
+    for target in [s(&rec), s(&desc)] {
+        for verb in ["replay", "inspect"] {
+            let (code, err) = fails(&store, &[verb, target]);
+            assert_eq!(code, 4, "{verb} {target}: {err}");
+            assert!(
+                err.contains(&format!("{SAXPY}.memory is a symbolic link"))
+                    && err.contains("outside the recording's directory")
+                    && err.contains("--follow-symlinks"),
+                "{verb} {target}: {err}"
+            );
+        }
+    }
+    // Nothing was replayed: no history row.
+    let h = ok(&store, &["history", "--json"]);
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&h).unwrap(),
+        serde_json::json!([])
+    );
+
+    let out = ok(&store, &["inspect", s(&rec), "--follow-symlinks"]);
+    assert!(out.contains(SAXPY), "{out}");
+    let out = ok(&store, &["replay", s(&rec), "--follow-symlinks"]);
+    assert!(out.contains("VERIFIED"), "{out}");
+}
+
+#[test]
 fn a_part_file_linked_outside_its_directory_is_refused_unless_followed() {
     let tmp = tempfile::tempdir().unwrap();
     let store = tmp.path().join("store");

@@ -418,6 +418,28 @@ fn every_json_output_matches_its_schema() {
         .find(|p| p.extension().is_some_and(|x| x == "json"))
         .unwrap();
     json_of(&s, "replay", &["replay", desc.to_str().unwrap(), "--json"]);
+    // ... and one whose recorded output was changed: a mismatch.
+    let m = t.path().join("mismatch");
+    std::fs::create_dir(&m).unwrap();
+    for e in std::fs::read_dir(fixtures().join("saxpy"))
+        .unwrap()
+        .flatten()
+    {
+        std::fs::copy(e.path(), m.join(e.file_name())).unwrap();
+    }
+    let out = std::fs::read_dir(&m)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.to_string_lossy().ends_with(".original.output"))
+        .unwrap();
+    let mut bytes = std::fs::read(&out).unwrap();
+    bytes[1_048_576 + 64] ^= 0x40;
+    std::fs::write(&out, &bytes).unwrap();
+    let o = run(&s, &["replay", m.to_str().unwrap(), "--json"]);
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    let r = validate("replay", &String::from_utf8_lossy(&o.stdout));
+    assert_eq!(r["mismatch"]["largest"][0]["span"], 1, "{r:#}");
 
     // verify with problems: a flipped bit in a store of its own.
     let c = t.path().join("corrupt");

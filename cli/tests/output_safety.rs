@@ -366,3 +366,135 @@ fn an_output_directory_that_is_a_link_to_a_directory_is_followed() {
     assert_eq!(code, 7, "{err}");
     assert!(err.contains("is a symbolic link"), "{err}");
 }
+
+/// A saxpy-layout LLVM recording in `dir` whose snapshot is `size` bytes of
+/// random data (incompressible: the archive is as big).
+fn big_recording(dir: &Path, size: usize) {
+    std::fs::create_dir_all(dir).unwrap();
+    for ext in ["image", "globals"] {
+        let name = format!("{STEM}.{ext}");
+        std::fs::copy(saxpy().join(&name), dir.join(&name)).unwrap();
+    }
+    let json = std::fs::read_to_string(saxpy().join(format!("{STEM}.json"))).unwrap();
+    let json = json.replace(
+        "\"DeviceMemorySize\":2097168",
+        &format!("\"DeviceMemorySize\":{size}"),
+    );
+    std::fs::write(dir.join(format!("{STEM}.json")), json).unwrap();
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let mut data = Vec::with_capacity(size);
+    while data.len() < size {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        data.extend_from_slice(&x.to_le_bytes());
+    }
+    data.truncate(size);
+    std::fs::write(dir.join(format!("{STEM}.memory")), data).unwrap();
+}
+
+fn temporaries(dir: &Path) -> Vec<String> {
+    names(dir)
+        .into_iter()
+        .filter(|n| n.starts_with(".rrstore-tmp-"))
+        .collect()
+}
+
+/// This host's name as temporary file names spell it.
+fn host() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap()
+        .trim()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn the_next_unpack_or_export_removes_what_a_killed_one_left() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    let rec = tmp.path().join("big");
+    big_recording(&rec, 256 << 20);
+    let rra = tmp.path().join("big.rra");
+    pack(&store, &rec, &rra);
+    let out = tmp.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+
+    // SIGKILL an unpack once its temporary snapshot file has data in it.
+    let mut child = std::process::Command::new(bin())
+        .args(["--store", s(&store), "unpack", s(&rra), "-o", s(&out)])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let has_data = |n: &String| std::fs::metadata(out.join(n)).is_ok_and(|m| m.len() > 0);
+    loop {
+        if temporaries(&out).iter().any(has_data) {
+            child.kill().unwrap();
+            break;
+        }
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the unpack ended before it could be killed"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    assert!(!child.wait().unwrap().success());
+    let left = temporaries(&out);
+    assert!(!left.is_empty(), "{:?}", names(&out));
+    assert!(
+        left.iter()
+            .all(|n| n.contains(&format!("{}.{}.", host(), child.id()))),
+        "{left:?}"
+    );
+    assert!(names(&out).iter().all(|n| n.starts_with(".rrstore-tmp-")));
+    // Others' temporary files: another host's, and a live process's (this
+    // test's), whose writers may still run.
+    let other = out.join(".rrstore-tmp-elsewhere.77.0");
+    let live = out.join(format!(".rrstore-tmp-{}.{}.0", host(), std::process::id()));
+    std::fs::write(&other, b"theirs").unwrap();
+    std::fs::write(&live, b"mine").unwrap();
+
+    let o = run(&store, &["unpack", s(&rra), "-o", s(&out)]);
+    assert!(o.status.success(), "{o:?}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(&format!("removed {} stale temporary file(s)", left.len())),
+        "{err}"
+    );
+    let mut kept = temporaries(&out);
+    kept.sort();
+    let mut expected = vec![
+        other.file_name().unwrap().to_string_lossy().into_owned(),
+        live.file_name().unwrap().to_string_lossy().into_owned(),
+    ];
+    expected.sort();
+    assert_eq!(kept, expected);
+    let memory = format!("{STEM}.memory");
+    assert_eq!(
+        std::fs::metadata(out.join(&memory)).unwrap().len(),
+        256 << 20
+    );
+    std::fs::remove_file(out.join(&memory)).unwrap();
+
+    // export: a stale file of a process that is gone (pid above any
+    // pid_max) is removed as well.
+    ok(&store, &["import", s(&saxpy())]);
+    let x = tmp.path().join("x");
+    std::fs::create_dir(&x).unwrap();
+    let dead = x.join(format!(".rrstore-tmp-{}.4194999.3", host()));
+    std::fs::write(&dead, b"half a snapshot").unwrap();
+    let o = run(&store, &["export", "d7e4", "-o", s(&x)]);
+    assert!(o.status.success(), "{o:?}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("removed 1 stale temporary file(s)"), "{err}");
+    assert!(temporaries(&x).is_empty(), "{:?}", names(&x));
+    assert_eq!(names(&x).len(), 5, "{:?}", names(&x));
+}

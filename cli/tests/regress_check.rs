@@ -186,12 +186,14 @@ fn check_times_repetitions_and_compares_medians_with_the_baseline() {
     assert!(outside || !slower, "{t:#}");
     assert_eq!(v["slower"], u64::from(slower));
     assert_eq!(v["replays"], if outside { 2 } else { 1 }, "{v:#}");
-    // The next check's baseline is every earlier recorded-image run.
+    // The next check's baseline is every earlier recorded-image run (not
+    // its own run, nor the replay that checked a slowdown it found: on a
+    // busy machine it may find one).
     let (_, v) = check(&s, &["--kernel", SCALE]);
     let t = &row(&v, "_l13")["time"];
     let earlier: Vec<serde_json::Value> = history_rows(&s, &id)
         .iter()
-        .filter(|h| h["id"] != row(&v, "_l13")["run"]["row"])
+        .filter(|h| h["id"] != row(&v, "_l13")["run"]["row"] && h["id"] != t["confirmed_by"])
         .map(|h| h["id"].clone())
         .collect();
     assert!(earlier.len() >= 2);
@@ -203,4 +205,80 @@ fn check_times_repetitions_and_compares_medians_with_the_baseline() {
     assert!(out.contains("slower beyond the noise"), "{out}");
     let (code, err) = fails(&s, &["check", "--repetitions", "0"]);
     assert_eq!(code, 2, "{err}");
+}
+
+/// `check --json ARGS` with `OMP_NUM_THREADS` set for the host runner.
+fn check_threads(s: &std::path::Path, threads: &str, args: &[&str]) -> serde_json::Value {
+    let mut a = vec!["--store", s.to_str().unwrap(), "check", "--json"];
+    a.extend_from_slice(args);
+    let o = std::process::Command::new(store_common::bin())
+        .args(&a)
+        .env_remove("RRSTORE_DIR")
+        .env("OMP_NUM_THREADS", threads)
+        .output()
+        .unwrap();
+    assert!(o.status.code().is_some_and(|c| c <= 1), "{o:?}");
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+#[test]
+fn the_replay_cache_reuses_only_runs_with_the_same_launch() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = tmp.path().join("store");
+    setup(&s);
+    let args = ["--image", "build-2", "--kernel", SCALE, "--use-cache"];
+    // (A run found slower is confirmed by one more replay of the recorded
+    // image: counts of replays are not asserted.)
+    let first = check_threads(&s, "1", &args);
+    assert!(row(&first, "_l13")["run"]["launch"]
+        .as_str()
+        .unwrap()
+        .contains("OMP_NUM_THREADS=1"));
+    // Another OMP_NUM_THREADS is another launch: both runs are replayed.
+    let v = check_threads(&s, "2", &args);
+    let r = row(&v, "_l13");
+    for side in ["run", "baseline"] {
+        assert_eq!(r[side]["cached"], false, "{side}: {v:#}");
+        let launch = r[side]["launch"].as_str().unwrap();
+        assert!(launch.contains("OMP_NUM_THREADS=2"), "{side}: {v:#}");
+    }
+    // The same launch again: both come from the history.
+    let again = check_threads(&s, "2", &args);
+    let ra = row(&again, "_l13");
+    assert_eq!(ra["run"]["row"], r["run"]["row"], "{again:#}");
+    for side in ["run", "baseline"] {
+        assert_eq!(ra[side]["cached"], true, "{side}: {again:#}");
+        let launch = ra[side]["launch"].as_str().unwrap();
+        assert!(launch.contains("OMP_NUM_THREADS=2"), "{side}: {again:#}");
+    }
+
+    // A replay of the recorded image with --num-threads is the newest row
+    // of (recording, image), but not the launch check gives it.
+    let id = rec_id(&s, SCALE);
+    let o = std::process::Command::new(store_common::bin())
+        .args([
+            "--store",
+            s.to_str().unwrap(),
+            "replay",
+            &id,
+            "--num-threads",
+            "3",
+        ])
+        .env_remove("RRSTORE_DIR")
+        .env("OMP_NUM_THREADS", "2")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{o:?}");
+    let h = history_rows(&s, &id);
+    let newest = h.iter().map(|e| e["id"].as_i64().unwrap()).max().unwrap();
+    let replayed = h.iter().find(|e| e["id"] == newest).unwrap();
+    assert_eq!(replayed["launch_overrides"], "num_threads=3", "{h:#?}");
+    let v = check_threads(&s, "2", &args);
+    let b = &row(&v, "_l13")["baseline"];
+    assert_eq!(b["cached"], true, "{v:#}");
+    assert_ne!(b["row"], newest, "{v:#}");
+    assert!(
+        b["launch"].as_str().unwrap().contains("OMP_NUM_THREADS=2"),
+        "{v:#}"
+    );
 }

@@ -1,6 +1,6 @@
 //! Remotes that were damaged or left half-written, through the real binary:
-//! a corrupt manifest costs only its own recording in `pull --all` (exit 5
-//! after pulling the rest), temporary files of interrupted pushes are never
+//! a corrupt manifest costs only its own recording in `pull --all`,
+//! `pull --kernel/--label` and `ls NAME:` (exit 5 after the rest), temporary files of interrupted pushes are never
 //! taken for objects and the next push removes them, and an `http://` S3
 //! endpoint the remote does not allow names `--allow-http`.
 
@@ -63,6 +63,70 @@ fn pull_all_pulls_every_intact_recording_and_names_the_damaged_one() {
         (Some(1), Some(10))
     );
     assert!(again.get("damaged").is_none(), "{again}");
+}
+
+#[test]
+fn ls_and_filtered_pulls_skip_a_corrupt_manifest_and_name_it() {
+    let t = tempfile::tempdir().unwrap();
+    let a = t.path().join("a");
+    let rdir = t.path().join("r");
+    let url = format!("file://{}", rdir.display());
+    import(&a, &["saxpy", "globals", "reduction", "multi"]);
+    let all = ids(&a, None);
+    ok(&a, &["remote", "add", "r", &url]);
+    ok(&a, &["push", "r", "--all"]);
+    let bad = all[5].clone();
+    let man = rdir.join("recordings").join(&bad);
+    let mut m = std::fs::read(&man).unwrap();
+    let k = m.len() / 2;
+    m[k] ^= 0x10;
+    std::fs::write(&man, &m).unwrap();
+    let intact: Vec<String> = all.iter().filter(|id| **id != bad).cloned().collect();
+    let names_bad = |err: &str| {
+        err.contains(&bad)
+            && err.contains("corrupt")
+            && err.contains("1 recording(s) on remote `r` are damaged")
+    };
+
+    // `ls r:`: every intact recording, in JSON and as text, then exit 5.
+    let o = run(&a, &["ls", "r:", "--json"]);
+    assert_eq!(o.status.code(), Some(5), "{o:?}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(names_bad(&err), "{err}");
+    let rows: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let mut listed: Vec<String> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap().to_string())
+        .collect();
+    listed.sort();
+    assert_eq!(listed, intact);
+    let o = run(&a, &["ls", "r:"]);
+    assert_eq!(o.status.code(), Some(5), "{o:?}");
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(text.lines().count(), 1 + intact.len(), "{text}");
+    assert!(names_bad(&String::from_utf8_lossy(&o.stderr)), "{o:?}");
+
+    // `pull --kernel` / `--label`: every intact match is pulled, then exit 5.
+    for (store, flag, glob) in [
+        ("b", "--kernel", "__omp_offloading_*"),
+        ("c", "--label", "fix*"),
+    ] {
+        let s = t.path().join(store);
+        ok(&s, &["remote", "add", "r", &url]);
+        let o = run(&s, &["pull", "r", flag, glob, "--json"]);
+        assert_eq!(o.status.code(), Some(5), "{flag}: {o:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            names_bad(&err) && err.contains(&format!("recording {bad} was not pulled")),
+            "{flag}: {err}"
+        );
+        let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(report["recordings"], 10, "{flag}: {report}");
+        assert_eq!(report["damaged"][0]["id"], bad.as_str(), "{flag}: {report}");
+        assert_eq!(ids(&s, None), intact, "{flag}");
+    }
 }
 
 /// This host's name as temporary file names spell it (see spec/REMOTE.md).

@@ -198,14 +198,31 @@ fn a_modified_output_is_a_mismatch_with_exit_1_and_a_history_row() {
         "{t}"
     );
     assert!(
-        t.contains("in the buffer of argument 3 (arena+0x100000) at +0x40"),
+        t.contains("1 differing byte(s) in 1 byte(s), in the buffer of argument 3 (arena+0x100000) at +0x40"),
         "{t}"
     );
     let o = rrstore(&store, &["replay", json_path.to_str().unwrap(), "--json"]);
     assert_eq!(code(&o), 1);
     let v = json(&o);
     assert_eq!(v["verdict"], "mismatch");
-    assert_eq!(v["mismatch"]["differing_bytes"], 1);
+    // The ranges as `diff` reports them: span and differing bytes.
+    let m = &v["mismatch"];
+    assert_eq!(m["differing_bytes"], 1);
+    assert_eq!(
+        (m["merge_gap"].clone(), m["unlisted_ranges"].clone()),
+        (16.into(), 0.into())
+    );
+    let r = &m["largest"][0];
+    assert_eq!(
+        (
+            r["offset"].clone(),
+            r["span"].clone(),
+            r["differing_bytes"].clone()
+        ),
+        (0x100040.into(), 1.into(), 1.into()),
+        "{m}"
+    );
+    assert!(r.get("len").is_none(), "{m}");
     let o = rrstore(&store, &["history", "--json"]);
     let rows = json(&o);
     assert_eq!(rows[0]["verdict"], "mismatch");

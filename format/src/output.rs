@@ -3,8 +3,13 @@
 //! none does, and nothing outside them is touched.
 //!
 //! * Each file is written to a temporary file created with `O_EXCL` in its
-//!   target directory (`.rrstore-tmp-<pid>-<n>`), fsynced, and renamed
-//!   into place only when every file of the set is complete.
+//!   target directory (`.rrstore-tmp-<host>.<pid>.<n>`), fsynced, and
+//!   renamed into place only when every file of the set is complete.
+//! * A process killed meanwhile leaves its temporary files: before writing
+//!   into a directory, the temporary files there of this host's processes
+//!   that are gone are removed ([`Staging::stale_removed`] lists them). Those
+//!   of other hosts (a shared file system), and older names without a host,
+//!   are left alone: whether their writer still runs cannot be told.
 //! * A destination that exists is refused unless `force`; a destination that
 //!   is a symbolic link is refused unless `force`, and even then the link
 //!   itself is replaced, never followed (rename replaces the directory entry).
@@ -34,6 +39,63 @@ pub const TMP_PREFIX: &str = ".rrstore-tmp-";
 
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 
+/// This host's name as temporary file names spell it (anything but ASCII
+/// letters, digits and `-` replaced by `_`, so it holds no `.`).
+fn host() -> String {
+    let name = fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let clean: String = name
+        .trim()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if clean.is_empty() {
+        "host".into()
+    } else {
+        clean
+    }
+}
+
+/// Whether `name` is a temporary file of a process of host `me` that is
+/// gone (not this process: its own files are its own business).
+fn stale(name: &str, me: &str) -> bool {
+    let Some(rest) = name.strip_prefix(TMP_PREFIX) else {
+        return false;
+    };
+    let mut it = rest.split('.');
+    let (Some(host), Some(pid), Some(n), None) = (it.next(), it.next(), it.next(), it.next())
+    else {
+        return false;
+    };
+    let (Ok(pid), true) = (pid.parse::<u32>(), n.bytes().all(|b| b.is_ascii_digit())) else {
+        return false;
+    };
+    host == me && pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// Remove the stale temporary files directly in `dir` (best effort: one
+/// that cannot be removed stays); returns those removed.
+fn remove_stale(dir: &Path) -> Vec<PathBuf> {
+    let me = host();
+    let Ok(entries) = fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut removed: Vec<PathBuf> = entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .filter(|e| e.file_name().to_str().is_some_and(|n| stale(n, &me)))
+        .map(|e| e.path())
+        .filter(|p| fs::remove_file(p).is_ok())
+        .collect();
+    removed.sort();
+    removed
+}
+
 struct Staged {
     tmp: PathBuf,
     dest: PathBuf,
@@ -47,6 +109,10 @@ pub struct Staging {
     /// Bytes promised per file system (by device number) and one directory
     /// on it, for the free-space check.
     needed: HashMap<u64, (PathBuf, u64)>,
+    /// Directories already swept of stale temporary files, and what the
+    /// sweeps removed.
+    swept: Vec<PathBuf>,
+    stale_removed: Vec<PathBuf>,
 }
 
 /// The directory `path` is in (`.` for a bare file name).
@@ -72,6 +138,22 @@ impl Staging {
             files: Vec::new(),
             created_dirs: Vec::new(),
             needed: HashMap::new(),
+            swept: Vec::new(),
+            stale_removed: Vec::new(),
+        }
+    }
+
+    /// Stale temporary files of killed processes removed from the
+    /// directories written to (see the module docs).
+    pub fn stale_removed(&self) -> &[PathBuf] {
+        &self.stale_removed
+    }
+
+    /// Remove the stale temporary files in `dir`, once per directory.
+    fn sweep(&mut self, dir: &Path) {
+        if !self.swept.iter().any(|d| d == dir) {
+            self.swept.push(dir.to_path_buf());
+            self.stale_removed.extend(remove_stale(dir));
         }
     }
 
@@ -108,6 +190,8 @@ impl Staging {
                 Err(e) => return Err(write_err(&d, e)),
             }
         }
+        // Before the free-space check: what killed runs left takes space.
+        self.sweep(dir);
         Ok(())
     }
 
@@ -163,10 +247,12 @@ impl Staging {
             });
         }
         let dir = parent_dir(dest);
+        self.sweep(dir);
+        let host = host();
         // Not derived from the file name, which may already be near NAME_MAX.
         loop {
             let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-            let tmp = dir.join(format!("{TMP_PREFIX}{}-{n}", std::process::id()));
+            let tmp = dir.join(format!("{TMP_PREFIX}{host}.{}.{n}", std::process::id()));
             match OpenOptions::new().write(true).create_new(true).open(&tmp) {
                 Ok(f) => {
                     self.files.push(Staged {
@@ -244,19 +330,21 @@ impl Staging {
 
 /// Write the one file `path` with `write` (given a buffered writer on its
 /// temporary file) through a [`Staging`] of its own: `path` appears,
-/// complete, only if `write` succeeds.
+/// complete, only if `write` succeeds. Returns `write`'s value and the
+/// stale temporary files removed ([`Staging::stale_removed`]).
 pub fn write_one<T>(
     path: &Path,
     force: bool,
     write: impl FnOnce(&mut BufWriter<File>) -> Result<T>,
-) -> Result<T> {
+) -> Result<(T, Vec<PathBuf>)> {
     let mut staging = Staging::new(force);
     let mut w = BufWriter::with_capacity(1 << 20, staging.create(path)?);
     let value = write(&mut w)?;
     w.flush().map_err(|e| write_err(path, e))?;
     drop(w);
+    let stale = staging.stale_removed().to_vec();
     staging.commit()?;
-    Ok(value)
+    Ok((value, stale))
 }
 
 impl Drop for Staging {

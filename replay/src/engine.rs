@@ -22,7 +22,7 @@ use crate::backend::{Backend, BackendError, LaunchParams};
 use crate::error::ReplayError;
 use crate::source::ReplaySource;
 use crate::verify::arg_pointers;
-use crate::verify::exact::{ExactComparer, MismatchReport};
+use crate::verify::ranges::{RangeReport, RangeTally};
 use crate::verify::tolerance::{Tolerance, ToleranceComparer, ToleranceReport};
 
 /// Piece size of streamed uploads, downloads and comparisons.
@@ -232,7 +232,7 @@ pub struct ReplayReport {
     pub verdict: Verdict,
     /// What failed, when the verdict is crashed, timed-out or error.
     pub error: Option<String>,
-    pub mismatch: Option<MismatchReport>,
+    pub mismatch: Option<RangeReport>,
     pub tolerance: Option<ToleranceReport>,
     /// blake3 of the arena after the (last) launch (hex).
     pub output_blake3: Option<String>,
@@ -727,7 +727,7 @@ fn run(
 
 enum Comparer {
     None,
-    Exact(ExactComparer),
+    Exact(RangeTally),
     Tolerance(ToleranceComparer),
 }
 
@@ -744,7 +744,7 @@ fn check_output(
     let pointers = arg_pointers(&rec.args, rec.arena.base.unwrap_or(0), size);
     let mut comparer = match (verify, opts.tolerance) {
         (false, _) => Comparer::None,
-        (true, None) => Comparer::Exact(ExactComparer::new(pointers)),
+        (true, None) => Comparer::Exact(RangeTally::new(pointers)),
         (true, Some(t)) => Comparer::Tolerance(ToleranceComparer::new(t)),
     };
     let output_info = rec.part(PartRole::Output).cloned();

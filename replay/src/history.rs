@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use rrstore_format::RecordingId;
+use rrstore_format::{Recording, RecordingId};
 use rrstore_store::{HistoryEntry, Store};
 
 use crate::engine::{ReplayOptions, ReplayReport};
@@ -28,15 +28,15 @@ pub fn entry_for(id: RecordingId, report: &ReplayReport, opts: &ReplayOptions) -
 /// this process, plus the options' extra environment; the variables the
 /// count options set themselves are left out: the option says it).
 /// Other backends take no `OMP_*` from the environment.
-fn overrides(report: &ReplayReport, opts: Option<&ReplayOptions>) -> String {
+fn overrides(backend: &str, counts: (u64, u64), opts: Option<&ReplayOptions>) -> String {
     let mut out = Vec::new();
     let mut set_by_options: &[&str] = &[];
     if let Some(o) = opts {
         if o.num_teams.is_some() {
-            out.push(format!("num_teams={}", report.num_teams));
+            out.push(format!("num_teams={}", counts.0));
         }
         if o.num_threads.is_some() {
-            out.push(format!("num_threads={}", report.num_threads));
+            out.push(format!("num_threads={}", counts.1));
         }
         set_by_options = match (o.num_teams.is_some(), o.num_threads.is_some()) {
             (true, true) => &["OMP_NUM_TEAMS", "OMP_NUM_THREADS", "OMP_TEAMS_THREAD_LIMIT"],
@@ -45,7 +45,7 @@ fn overrides(report: &ReplayReport, opts: Option<&ReplayOptions>) -> String {
             (false, false) => &[],
         };
     }
-    if report.backend == "host" {
+    if backend == "host" {
         let mut env: BTreeMap<String, String> = std::env::vars_os()
             .filter_map(|(k, v)| Some((k.into_string().ok()?, v.to_string_lossy().into_owned())))
             .filter(|(k, _)| k.starts_with("OMP_"))
@@ -62,6 +62,20 @@ fn overrides(report: &ReplayReport, opts: Option<&ReplayOptions>) -> String {
         }
     }
     out.join(" ")
+}
+
+/// Whether history row `e` ran with the launch a replay of `rec` with
+/// `opts` would get now: the same team and thread counts and the same
+/// overrides (options and the host runner's `OMP_*` environment). Rows
+/// that predate launch recording never match: their launch is unknown.
+pub fn same_launch(e: &HistoryEntry, rec: &Recording, opts: &ReplayOptions) -> bool {
+    let counts = (
+        opts.num_teams.unwrap_or(rec.launch.num_teams),
+        opts.num_threads.unwrap_or(rec.launch.num_threads),
+    );
+    e.num_teams == Some(counts.0)
+        && e.num_threads == Some(counts.1)
+        && e.launch_overrides == overrides(&e.backend, counts, Some(opts))
 }
 
 fn row(id: RecordingId, report: &ReplayReport, opts: Option<&ReplayOptions>) -> HistoryEntry {
@@ -95,7 +109,11 @@ fn row(id: RecordingId, report: &ReplayReport, opts: Option<&ReplayOptions>) -> 
         detail,
         num_teams: Some(report.num_teams),
         num_threads: Some(report.num_threads),
-        launch_overrides: overrides(report, opts),
+        launch_overrides: overrides(
+            &report.backend,
+            (report.num_teams, report.num_threads),
+            opts,
+        ),
     }
 }
 

@@ -41,9 +41,17 @@ pub struct ReplaySource<'s> {
 }
 
 impl<'s> ReplaySource<'s> {
-    /// An LLVM recording from its `.json` descriptor.
+    /// An LLVM recording from its `.json` descriptor; a part file linked
+    /// outside the recording's directory is refused.
     pub fn llvm(path: &Path) -> Result<ReplaySource<'s>, ReplayError> {
-        let rec = rrstore_format::llvm::load(path)?;
+        ReplaySource::llvm_links(path, false)
+    }
+
+    /// [`llvm`](Self::llvm); with `follow_symlinks`, part files that are
+    /// symbolic links leading outside the recording's directory are read
+    /// too (a `.memory` linked to a system file would be replayed).
+    pub fn llvm_links(path: &Path, follow_symlinks: bool) -> Result<ReplaySource<'s>, ReplayError> {
+        let rec = rrstore_format::llvm::load_links(path, follow_symlinks)?;
         let recording = rec.recording.clone();
         Ok(ReplaySource {
             id: recording.id(),
@@ -81,19 +89,18 @@ impl<'s> ReplaySource<'s> {
     }
 
     /// Resolve `spec`: an existing file is an archive (`.rra`) or an LLVM
-    /// descriptor (anything else, normally `.json`); otherwise it is an ID
-    /// prefix looked up in `store`, which is opened only then.
+    /// descriptor (anything else, normally `.json`; its part files linked
+    /// outside its directory are read only with `follow_symlinks`);
+    /// otherwise it is an ID prefix looked up in `store`, which is opened
+    /// only then.
     pub fn open(
         spec: &str,
+        follow_symlinks: bool,
         store: impl FnOnce() -> Result<Store, ReplayError>,
     ) -> Result<ReplaySource<'static>, ReplayError> {
         let path = Path::new(spec);
         if path.is_file() {
-            return if path.extension().is_some_and(|e| e == "rra") {
-                ReplaySource::archive(path)
-            } else {
-                ReplaySource::llvm(path)
-            };
+            return ReplaySource::file(path, follow_symlinks);
         }
         if !spec.bytes().all(|b| b.is_ascii_hexdigit()) || spec.is_empty() {
             return Err(ReplayError::BadSpec(spec.to_string()));
@@ -104,14 +111,26 @@ impl<'s> ReplaySource<'s> {
     }
 
     /// [`open`](Self::open) with an already open store.
-    pub fn open_in(spec: &str, store: &'s Store) -> Result<ReplaySource<'s>, ReplayError> {
+    pub fn open_in(
+        spec: &str,
+        follow_symlinks: bool,
+        store: &'s Store,
+    ) -> Result<ReplaySource<'s>, ReplayError> {
         let path = Path::new(spec);
         if path.is_file() {
-            return ReplaySource::open(spec, || Err(ReplayError::BadSpec(spec.to_string())));
+            return ReplaySource::file(path, follow_symlinks);
         }
         if !spec.bytes().all(|b| b.is_ascii_hexdigit()) || spec.is_empty() {
             return Err(ReplayError::BadSpec(spec.to_string()));
         }
         ReplaySource::stored(store, spec)
+    }
+
+    fn file(path: &Path, follow_symlinks: bool) -> Result<ReplaySource<'s>, ReplayError> {
+        if path.extension().is_some_and(|e| e == "rra") {
+            ReplaySource::archive(path)
+        } else {
+            ReplaySource::llvm_links(path, follow_symlinks)
+        }
     }
 }

@@ -38,7 +38,8 @@ fn modified_output_is_a_mismatch_mapped_to_argument_buffers() {
     assert_eq!(m.differing_bytes, 41);
     assert_eq!(m.first_offset, 100);
     assert_eq!(m.ranges, 2);
-    assert_eq!((m.largest[0].offset, m.largest[0].len), (100, 40));
+    let r0 = m.largest[0];
+    assert_eq!((r0.offset, r0.span, r0.differing_bytes), (100, 40, 40));
     assert_eq!(m.largest[0].arg.unwrap().index, 1);
     assert_eq!(m.largest[1].arg.unwrap().index, 3);
     // The output hash is that of the replayed arena, not the edited file.

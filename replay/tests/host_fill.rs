@@ -167,7 +167,7 @@ fn a_corrupt_input_chunk_in_the_store_is_named_by_its_byte_range() {
         .import(&r, &mut rec, &ImportOptions::default(), &mut |_| {})
         .unwrap();
     let id = r.id();
-    let open = || ReplaySource::open(&id.to_hex(), || Ok(Store::open(tmp.path()).unwrap()));
+    let open = || ReplaySource::open(&id.to_hex(), false, || Ok(Store::open(tmp.path()).unwrap()));
 
     // Intact: filled from the packs by the runner.
     let report = replay(&mut open().unwrap(), &common::options());

@@ -96,9 +96,10 @@ fn every_fixture_verifies_from_a_store_and_gets_a_history_row() {
     }
     let packs_before = dir_listing(tmp.path());
     for id in &ids {
-        let mut src =
-            ReplaySource::open(&id.to_hex()[..16], || Ok(Store::open(tmp.path()).unwrap()))
-                .unwrap();
+        let mut src = ReplaySource::open(&id.to_hex()[..16], false, || {
+            Ok(Store::open(tmp.path()).unwrap())
+        })
+        .unwrap();
         assert_eq!(src.id, *id);
         let report = check(&id.to_hex(), &mut src);
         rrstore_replay::history::record(&store, *id, &report).unwrap();

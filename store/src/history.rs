@@ -40,8 +40,10 @@ pub struct HistoryEntry {
     pub num_teams: Option<u64>,
     #[serde(default)]
     pub num_threads: Option<u64>,
-    /// What overrode the recorded launch, e.g. `num_threads=4 (--num-threads)
-    /// OMP_NUM_THREADS=4`; empty when nothing did.
+    /// What overrode the recorded launch, space-separated: the replay's
+    /// count options (`num_teams=N`, `num_threads=N`), then the host
+    /// runner's `OMP_*` environment, e.g. `num_threads=4 OMP_PROC_BIND=close`;
+    /// empty when nothing did.
     #[serde(default)]
     pub launch_overrides: String,
 }

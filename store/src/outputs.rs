@@ -6,8 +6,9 @@
 //! linked to the history row (`saved_outputs`): an output equal to the
 //! recorded output just points at the recording's output part, any other
 //! is stored chunk-deduplicated (usually only the few chunks that differ
-//! are new). The replay cache key is (recording ID, image hash): a run whose
-//! row has an output hash (or crashed / timed out) is not repeated.
+//! are new). The replay cache key is (recording ID, image hash, launch): a
+//! run whose row has an output hash (or crashed / timed out) is not
+//! repeated; the caller says which launches are the same.
 
 use std::path::Path;
 
@@ -92,14 +93,17 @@ impl Store {
             .ok_or_else(|| StoreError::ObjectNotFound(format!("there is no history row {id}")))
     }
 
-    /// The newest reusable history row of `recording` run with `image`.
+    /// The newest reusable history row of `recording` run with `image` and
+    /// a launch `same_launch` accepts (team/thread counts and overrides).
     pub fn cached_run(
         &self,
         recording: &RecordingId,
         image: &[u8; 32],
+        same_launch: &dyn Fn(&HistoryEntry) -> bool,
     ) -> Result<Option<HistoryEntry>> {
         Ok(self.history(Some(*recording))?.into_iter().rev().find(|e| {
             &e.image_hash == image
+                && same_launch(e)
                 && CACHEABLE.contains(&e.verdict.as_str())
                 && (e.output_blake3.is_some()
                     || matches!(e.verdict.as_str(), "crashed" | "timed-out"))

@@ -48,6 +48,21 @@ pub fn output_context(e: FormatError, what: String) -> anyhow::Error {
     anyhow::Error::new(e).context(format!("{what}{hint}"))
 }
 
+/// Say which temporary files of killed runs the output removed (on stderr:
+/// stdout lists what was written).
+pub fn report_stale(removed: &[std::path::PathBuf]) {
+    if removed.is_empty() {
+        return;
+    }
+    eprintln!(
+        "removed {} stale temporary file(s) left by interrupted rrstore runs (their processes are gone):",
+        removed.len()
+    );
+    for p in removed {
+        eprintln!("  {}", p.display());
+    }
+}
+
 pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
     let store = storeutil::open(globals)?;
     let ids = args
@@ -76,7 +91,7 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         let id = &ids[0];
         let mut src = store.part_source(id)?;
         let rec = src.recording().clone();
-        output::write_one(&args.output, args.force, |w| {
+        let (_, stale) = output::write_one(&args.output, args.force, |w| {
             archive::write(&rec, &mut src, w, &archive::WriteOptions::default())
         })
         .map_err(|e| {
@@ -85,6 +100,7 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
                 format!("cannot export {} to {}", id, args.output.display()),
             )
         })?;
+        report_stale(&stale);
         println!("{}", args.output.display());
         return Ok(ExitCode::SUCCESS);
     }
@@ -100,9 +116,11 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         llvm::export_into(&mut staging, &rec, &mut src, &dir, args.layout)
             .map_err(|e| output_context(e, format!("cannot export {} to {}", id, dir.display())))?;
     }
+    let stale = staging.stale_removed().to_vec();
     let files = staging
         .commit()
         .map_err(|e| output_context(e, format!("cannot export to {}", args.output.display())))?;
+    report_stale(&stale);
     for f in files {
         println!("{}", f.display());
     }

@@ -31,7 +31,9 @@ pub struct Args {
 fn filter_prefix(spec: &str) -> anyhow::Result<String> {
     let p = Path::new(spec);
     if p.is_file() {
-        let src = ReplaySource::open(spec, unreachable_store)
+        // Only the recording's ID is taken from the files (nothing is
+        // replayed or stored), so linked part files are read.
+        let src = ReplaySource::open(spec, true, unreachable_store)
             .map_err(super::replay::into_anyhow)
             .with_context(|| format!("cannot open recording `{spec}`"))?;
         return Ok(src.id.to_hex());

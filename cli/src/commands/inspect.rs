@@ -22,6 +22,10 @@ pub struct Args {
     /// Print the stable JSON form (docs/format-llvm.md) instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Read part files that are symbolic links leading outside the
+    /// recording's directory (refused otherwise).
+    #[arg(long)]
+    pub follow_symlinks: bool,
 }
 
 /// Whether the file starts with the archive magic.
@@ -56,8 +60,16 @@ pub fn run(args: Args, _globals: &Globals) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("cannot inspect archive {}", path.display()))?;
         describe(reader.recording(), &[])
     } else {
-        let loaded = llvm::load(&path)
-            .with_context(|| format!("cannot inspect recording {}", path.display()))?;
+        let loaded = llvm::load_links(&path, args.follow_symlinks).map_err(|e| {
+            let hint = match e {
+                rrstore_format::FormatError::LinkOutside { .. } => {
+                    " (give --follow-symlinks to read linked part files anyway)"
+                }
+                _ => "",
+            };
+            anyhow::Error::new(e)
+                .context(format!("cannot inspect recording {}{hint}", path.display()))
+        })?;
         describe(&loaded.recording, &loaded.warnings)
     };
     if args.json {

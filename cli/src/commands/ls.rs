@@ -74,11 +74,17 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
     let store = storeutil::open(globals)?;
     let stdout = std::io::stdout();
     let out = stdout.lock();
+    // Recordings of a remote whose manifest is corrupt: named at the end.
+    let mut damaged = Vec::new();
     let written = match (&args.remote, args.json) {
         (None, false) => print_table(out, &store.list_table(&filter)?, now),
         (remote, json) => {
             let rows = match remote {
-                Some(spec) => super::remote::list_remote(&store, spec, &filter)?,
+                Some(spec) => {
+                    let (rows, bad) = super::remote::list_remote(&store, spec, &filter)?;
+                    damaged = bad;
+                    rows
+                }
                 None => store.list(&filter)?,
             };
             if json {
@@ -95,7 +101,19 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::from(crate::exit::BROKEN_PIPE))
         }
         Err(e) => Err(anyhow::Error::new(e).context("cannot write the listing")),
-        Ok(()) => Ok(ExitCode::SUCCESS),
+        Ok(()) if damaged.is_empty() => Ok(ExitCode::SUCCESS),
+        Ok(()) => {
+            for d in &damaged {
+                eprintln!("error: recording {} is not listed: {}", d.id, d.reason);
+            }
+            eprintln!(
+                "error: {} recording(s) on remote `{}` are damaged and were not listed (the others were); \
+                 push them again from a store that has them",
+                damaged.len(),
+                args.remote.as_deref().unwrap_or_default().trim_end_matches(':')
+            );
+            Ok(ExitCode::from(crate::exit::CORRUPT))
+        }
     }
 }
 

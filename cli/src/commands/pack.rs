@@ -97,7 +97,7 @@ pub fn run(args: Args, _globals: &Globals) -> anyhow::Result<ExitCode> {
             recording.stem
         );
     }
-    let stats = output::write_one(&args.output, args.force, |w| {
+    let (stats, stale) = output::write_one(&args.output, args.force, |w| {
         archive::write_unhashed(&mut recording, &mut rec, w, &opts)
     })
     .map_err(|e| {
@@ -110,6 +110,7 @@ pub fn run(args: Args, _globals: &Globals) -> anyhow::Result<ExitCode> {
             ),
         )
     })?;
+    super::export::report_stale(&stale);
     let ratio = if stats.archive_bytes == 0 {
         0.0
     } else {

@@ -7,7 +7,7 @@
 use std::process::ExitCode;
 
 use anyhow::Context;
-use rrstore_store::remote::list::{select, Selection};
+use rrstore_store::remote::list::{select, Selected, Selection};
 
 use super::remote::{lift, open, print_report, progress_bar, TransferArgs};
 use super::storeutil;
@@ -29,7 +29,7 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
     let wanted = if recordings {
         select(&remote, &sel).map_err(lift).with_context(ctx)?
     } else {
-        Vec::new()
+        Selected::default()
     };
     let (bar, mut progress) = progress_bar(args.json);
     let report =

@@ -7,7 +7,9 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
-use rrstore_store::remote::{self, Backend, Event, RemoteConfig, RemoteError, TransferReport};
+use rrstore_store::remote::{
+    self, Backend, Damaged, Event, RemoteConfig, RemoteError, TransferReport,
+};
 use rrstore_store::{LsFilter, RecordingSummary, Store};
 
 use super::storeutil::{self, bytes, ratio};
@@ -167,12 +169,13 @@ pub fn lift(e: RemoteError) -> anyhow::Error {
     }
 }
 
-/// `rrstore ls NAME:`: what remote NAME holds, from its manifests.
+/// `rrstore ls NAME:`: what remote NAME holds, from its manifests, and the
+/// recordings whose manifest is damaged.
 pub fn list_remote(
     store: &Store,
     spec: &str,
     filter: &LsFilter,
-) -> anyhow::Result<Vec<RecordingSummary>> {
+) -> anyhow::Result<(Vec<RecordingSummary>, Vec<Damaged>)> {
     let name = spec.strip_suffix(':').unwrap_or(spec);
     let r = open(store, name, false)?;
     remote::list::summaries(&r, filter)

@@ -74,6 +74,10 @@ pub struct Args {
     /// export the recording's kernel and match the backend's target.
     #[arg(long, value_name = "HASH|FILE")]
     pub image: Option<String>,
+    /// Read part files of an LLVM recording that are symbolic links
+    /// leading outside its directory (refused otherwise).
+    #[arg(long)]
+    pub follow_symlinks: bool,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -151,6 +155,16 @@ fn preload_setting() -> Preload {
 
 /// Turn a replay error into an anyhow error whose chain holds the library
 /// error `exit::code_for` maps (the backend, format or store error itself).
+/// The flag that overrides a refused link, when `e` is one.
+fn link_hint(e: &ReplayError) -> &'static str {
+    match e {
+        ReplayError::Format(rrstore_format::FormatError::LinkOutside { .. }) => {
+            " (give --follow-symlinks to read linked part files anyway)"
+        }
+        _ => "",
+    }
+}
+
 pub fn into_anyhow(e: ReplayError) -> anyhow::Error {
     match e {
         ReplayError::Backend(b) => anyhow::Error::new(b),
@@ -304,9 +318,10 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
     } else {
         args.recording.clone()
     };
-    let mut src = ReplaySource::open_in(&spec, &store)
-        .map_err(into_anyhow)
-        .with_context(|| format!("cannot open recording `{}`", args.recording))?;
+    let mut src = ReplaySource::open_in(&spec, args.follow_symlinks, &store).map_err(|e| {
+        let hint = link_hint(&e);
+        into_anyhow(e).context(format!("cannot open recording `{}`{hint}", args.recording))
+    })?;
     // When the index's log is due to be folded back (every ~8 replays), it
     // is done while the runner loads the image, not after the replay.
     let mut report = rrstore_replay::replay_with(&mut src, &opts, &mut || store.fold_history_log());

@@ -45,7 +45,9 @@ pub fn run(args: Args, _globals: &Globals) -> anyhow::Result<ExitCode> {
     let mut staging = Staging::new(args.force);
     llvm::export_into(&mut staging, &rec, &mut reader, &args.output, args.layout)
         .map_err(|e| output_context(e, what()))?;
+    let stale = staging.stale_removed().to_vec();
     let written = staging.commit().map_err(|e| output_context(e, what()))?;
+    super::export::report_stale(&stale);
     println!("{}  {}", reader.id(), rec.kernel);
     for p in written {
         println!("  {}", p.display());

@@ -69,6 +69,14 @@ pub fn load_unhashed(descriptor: &Path) -> Result<LlvmRecording> {
     load_mode(descriptor, false, true)
 }
 
+/// [`load`] for callers that replay or describe what they read: unless
+/// `follow_symlinks`, a part file that is a symbolic link leading outside
+/// the recording's directory is refused ([`FormatError::LinkOutside`]), as
+/// by [`load_unhashed_links`].
+pub fn load_links(descriptor: &Path, follow_symlinks: bool) -> Result<LlvmRecording> {
+    load_mode(descriptor, true, follow_symlinks)
+}
+
 /// [`load_unhashed`] for callers that store or share what they read:
 /// unless `follow_symlinks`, a part file that is a symbolic link leading
 /// outside the recording's directory is refused

@@ -32,7 +32,7 @@ use crate::extents::PartExtents;
 use crate::model::{Generation, LaunchConfig, PartRole, PartSource, Recording};
 
 pub use export::{export, export_into};
-pub use load::{load, load_unhashed, load_unhashed_links};
+pub use load::{load, load_links, load_unhashed, load_unhashed_links};
 pub use walk::{find_recordings, find_recordings_skipped, single_recording, Skipped};
 
 /// A recording found on disk in one of LLVM's layouts.

@@ -142,7 +142,7 @@ pub fn check(
             }
             None => {
                 let recorded_image = super::run::image_hash(store, &id, None)?;
-                let prev = store.cached_run(&id, &recorded_image)?;
+                let prev = super::run::cached(store, &id, &recorded_image, &opts.run.replay)?;
                 let r = run(store, &id, None, &opts.run)?;
                 let prev = prev.map(|e| Run::from_history(&e));
                 (r, prev.filter(|p| p.row != 0))

@@ -5,7 +5,7 @@
 //! Descriptor and argument differences come from the manifests (and the
 //! history rows); the arena comparison streams both sides chunk by chunk
 //! from the store (1 MiB pieces, bounded memory): differing ranges (see
-//! [`ranges`]: each with its span and differing bytes, so the summary and
+//! [`crate::verify::ranges`]: each with its span and differing bytes, so the summary and
 //! the listed ranges agree) mapped to the argument buffers they fall in,
 //! and with `--dtype` the replay verifier's element-wise error statistics.
 //!
@@ -26,9 +26,7 @@ use super::run::{run, RunOptions};
 use super::RegressError;
 use crate::verify::tolerance::{DType, Tolerance, ToleranceComparer, ToleranceReport};
 
-pub mod ranges;
-
-use ranges::{RangeReport, RangeTally};
+use crate::verify::ranges::{RangeReport, RangeTally};
 
 const PIECE: usize = 1 << 20;
 

@@ -1,8 +1,9 @@
 //! One replay of a stored recording with a given image (or its recorded
 //! one), through the replay cache and keeping its output.
 //!
-//! Cache: the key is (recording ID, image hash); the newest history row for
-//! it that has an output hash (or crashed / timed out) is reused instead of
+//! Cache: the key is (recording ID, image hash, launch: team and thread
+//! counts and overrides, `OMP_*` included); the newest history row for it
+//! that has an output hash (or crashed / timed out) is reused instead of
 //! replaying. Rows with the verdict `error` (the replay could not start) are
 //! never reused. Kept outputs: a run's arena is written to a scratch file in
 //! the store's `tmp/` by the engine's `--save-output` path, then linked to
@@ -22,7 +23,7 @@ use crate::{ReplayOptions, ReplaySource};
 pub struct RunOptions {
     /// Base replay options (`image` and `save_output` are set per run).
     pub replay: ReplayOptions,
-    /// Reuse a history row with the same recording and image hash.
+    /// Reuse a history row with the same recording, image hash and launch.
     pub use_cache: bool,
     /// Keep the output bytes in the store, linked to the history row.
     pub keep_output: bool,
@@ -93,6 +94,18 @@ pub fn image_hash(
     }
 }
 
+/// The newest reusable history row of `id` with image `image` that ran with
+/// the launch `opts` gives it.
+pub fn cached(
+    store: &Store,
+    id: &RecordingId,
+    image: &[u8; 32],
+    opts: &ReplayOptions,
+) -> Result<Option<HistoryEntry>, RegressError> {
+    let rec = store.recording(id)?;
+    Ok(store.cached_run(id, image, &|e| crate::history::same_launch(e, &rec, opts))?)
+}
+
 /// Replay recording `id` with `image` (None: the recorded image).
 pub fn run(
     store: &mut Store,
@@ -102,7 +115,7 @@ pub fn run(
 ) -> Result<Run, RegressError> {
     let hash = image_hash(store, id, image)?;
     if opts.use_cache {
-        if let Some(e) = store.cached_run(id, &hash)? {
+        if let Some(e) = cached(store, id, &hash, &opts.replay)? {
             let kept = store.saved_output(e.id)?.is_some();
             return Ok(Run::from_entry(&e, true, kept));
         }

@@ -2,11 +2,12 @@
 //! engine feeds both in matching pieces (the output part is read through a
 //! bounded buffer, never held whole).
 //!
-//! * [`exact`]: byte-exact comparison with differing ranges mapped to the
-//!   argument buffers they fall in.
+//! * [`ranges`]: byte-exact comparison, differing ranges (span and
+//!   differing bytes) mapped to the argument buffers they fall in; `diff`
+//!   reports the same ranges.
 //! * [`tolerance`]: element-wise f32/f64 comparison with rtol/atol/ULP.
 
-pub mod exact;
+pub mod ranges;
 pub mod tolerance;
 
 /// An argument whose value points into the arena: argument `index` at

@@ -1,11 +1,14 @@
 //! What a remote holds, from its manifests alone (`rrstore ls NAME:`), and
 //! choosing recordings on a remote (`pull` by ID prefix, kernel, label).
+//! A corrupt manifest costs only its own recording: it is set aside as
+//! [`Damaged`] and the others are listed or chosen.
 
 use rrstore_format::{PartRole, RecordingId};
 
 use super::backend::Backend;
 use super::error::{RemoteError, Result};
 use super::layout::{self, Manifest};
+use super::Damaged;
 use crate::query::{LsFilter, LsSort, RecordingSummary};
 
 /// Recording IDs on the remote (one LIST).
@@ -19,9 +22,18 @@ pub fn ids(remote: &Backend) -> Result<Vec<RecordingId>> {
     Ok(v)
 }
 
+/// Manifests of a remote: the intact ones, sorted by ID, and the
+/// recordings whose manifest is corrupt.
+#[derive(Debug, Default)]
+pub struct Manifests {
+    pub intact: Vec<(RecordingId, Manifest)>,
+    pub damaged: Vec<Damaged>,
+}
+
 /// Fetch and check the manifests of `ids`.
-pub fn manifests(remote: &Backend, ids: &[RecordingId]) -> Result<Vec<(RecordingId, Manifest)>> {
+pub fn manifests(remote: &Backend, ids: &[RecordingId]) -> Result<Manifests> {
     let mut out = Vec::with_capacity(ids.len());
+    let mut damaged = Vec::new();
     let keys = ids.iter().map(layout::recording_key);
     remote.get_all(keys, &mut |key, body| {
         let Some(id) = layout::id_of_key(&key) else {
@@ -31,16 +43,26 @@ pub fn manifests(remote: &Backend, ids: &[RecordingId]) -> Result<Vec<(Recording
             remote: remote.name.clone(),
             id: id.to_hex(),
         })?;
-        let m = layout::decode_manifest(&body, &id).map_err(|reason| RemoteError::Corrupt {
-            remote: remote.name.clone(),
-            key: key.clone(),
-            reason,
-        })?;
-        out.push((id, m));
+        match layout::decode_manifest(&body, &id) {
+            Ok(m) => out.push((id, m)),
+            Err(reason) => damaged.push(Damaged {
+                id: id.to_hex(),
+                reason: RemoteError::Corrupt {
+                    remote: remote.name.clone(),
+                    key: key.clone(),
+                    reason,
+                }
+                .to_string(),
+            }),
+        }
         Ok(())
     })?;
     out.sort_by_key(|(id, _)| *id);
-    Ok(out)
+    damaged.sort_by(|a, b| a.id.cmp(&b.id));
+    Ok(Manifests {
+        intact: out,
+        damaged,
+    })
 }
 
 /// Resolve a hex prefix (at least 4 digits) among `ids`.
@@ -76,9 +98,17 @@ pub struct Selection {
     pub label: Option<String>,
 }
 
-/// Resolve a selection to IDs (with manifests when they had to be read to
-/// filter).
-pub fn select(remote: &Backend, sel: &Selection) -> Result<Vec<(RecordingId, Option<Manifest>)>> {
+/// The recordings a selection chose (with their manifests when they had to
+/// be read to filter), and those whose manifest is corrupt, so they could
+/// not be filtered (nor pulled).
+#[derive(Debug, Default)]
+pub struct Selected {
+    pub recordings: Vec<(RecordingId, Option<Manifest>)>,
+    pub damaged: Vec<Damaged>,
+}
+
+/// Resolve a selection to IDs.
+pub fn select(remote: &Backend, sel: &Selection) -> Result<Selected> {
     let all = ids(remote)?;
     let mut chosen: Vec<RecordingId> = if sel.ids.is_empty() {
         all.clone()
@@ -91,7 +121,10 @@ pub fn select(remote: &Backend, sel: &Selection) -> Result<Vec<(RecordingId, Opt
     chosen.sort();
     chosen.dedup();
     if sel.kernel.is_none() && sel.label.is_none() {
-        return Ok(chosen.into_iter().map(|id| (id, None)).collect());
+        return Ok(Selected {
+            recordings: chosen.into_iter().map(|id| (id, None)).collect(),
+            damaged: Vec::new(),
+        });
     }
     let filter = LsFilter {
         kernel: sel.kernel.clone(),
@@ -99,21 +132,33 @@ pub fn select(remote: &Backend, sel: &Selection) -> Result<Vec<(RecordingId, Opt
         ..Default::default()
     };
     let matcher = Matcher::new(&filter)?;
-    Ok(manifests(remote, &chosen)?
-        .into_iter()
-        .filter(|(id, m)| matcher.matches(&summary(id, m)))
-        .map(|(id, m)| (id, Some(m)))
-        .collect())
+    let read = manifests(remote, &chosen)?;
+    Ok(Selected {
+        recordings: read
+            .intact
+            .into_iter()
+            .filter(|(id, m)| matcher.matches(&summary(id, m)))
+            .map(|(id, m)| (id, Some(m)))
+            .collect(),
+        damaged: read.damaged,
+    })
 }
 
-/// `ls NAME:`: summaries of the remote's recordings matching `filter`.
-pub fn summaries(remote: &Backend, filter: &LsFilter) -> Result<Vec<RecordingSummary>> {
+/// `ls NAME:`: summaries of the remote's recordings matching `filter`, and
+/// the recordings whose manifest is corrupt (not filtered: what they hold
+/// is unknown).
+pub fn summaries(
+    remote: &Backend,
+    filter: &LsFilter,
+) -> Result<(Vec<RecordingSummary>, Vec<Damaged>)> {
     let matcher = Matcher::new(filter)?;
     let mut ids = ids(remote)?;
     if !filter.ids.is_empty() {
         ids.retain(|id| filter.ids.contains(id));
     }
-    let mut rows: Vec<RecordingSummary> = manifests(remote, &ids)?
+    let read = manifests(remote, &ids)?;
+    let mut rows: Vec<RecordingSummary> = read
+        .intact
         .iter()
         .map(|(id, m)| summary(id, m))
         .filter(|s| matcher.matches(s))
@@ -132,7 +177,7 @@ pub fn summaries(remote: &Backend, filter: &LsFilter) -> Result<Vec<RecordingSum
     if let Some(n) = filter.limit {
         rows.truncate(n as usize);
     }
-    Ok(rows)
+    Ok((rows, read.damaged))
 }
 
 /// An `ls` row from a manifest.

@@ -19,6 +19,7 @@ use super::backend::Backend;
 use super::error::{RemoteError, Result};
 use super::known::Known;
 use super::layout::{self, ChunkRef, Manifest, PartObject};
+use super::list::Selected;
 use super::local::{check_entry, PulledChunk, PulledPart};
 use super::tree;
 use super::{Damaged, Event, TransferReport};
@@ -75,17 +76,20 @@ pub(crate) fn corrupt(remote: &Backend, key: &str, reason: String) -> RemoteErro
     }
 }
 
-/// Pull `wanted` (with their manifests, when already fetched) into `store`,
-/// and every image of the remote's image library when `images`.
+/// Pull the `wanted` recordings (with their manifests, when already
+/// fetched) into `store`, and every image of the remote's image library
+/// when `images`. Those the selection found damaged start the report's
+/// `damaged`.
 pub fn pull(
     store: &mut Store,
     remote: &Backend,
-    wanted: Vec<(RecordingId, Option<Manifest>)>,
+    wanted: Selected,
     images: bool,
     progress: &mut dyn FnMut(Event),
 ) -> Result<TransferReport> {
     let mut s = Session::new(store, remote);
-    s.pull_recordings(wanted, progress)?;
+    s.report.damaged = wanted.damaged;
+    s.pull_recordings(wanted.recordings, progress)?;
     if images {
         s.pull_images(progress)?;
     }

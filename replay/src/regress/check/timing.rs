@@ -8,6 +8,9 @@
 //! up to 10x. So the spread is the interquartile range (the cold launch falls
 //! outside it), and the baseline is several history rows, each its own
 //! spread: a run is slower only when it is slower than every one of them.
+//! A row's quartiles mean something only with [`MIN_SAMPLES`] launches (with
+//! fewer they are its min and max), so rows with fewer are left out of the
+//! comparison rather than pooled with the others.
 
 use rrstore_format::RecordingId;
 use rrstore_store::Store;
@@ -20,7 +23,8 @@ use crate::regress::RegressError;
 pub const DEFAULT_REPETITIONS: u32 = 5;
 /// A median more than this fraction above the baseline may be a slowdown.
 pub const SLOWDOWN_THRESHOLD: f64 = 0.10;
-/// Fewer launches than this on either side say nothing about the noise.
+/// Fewer launches than this in the run, or in a baseline row, say nothing
+/// about the noise.
 pub const MIN_SAMPLES: usize = 3;
 /// How many of the newest recorded-image history rows form the baseline.
 pub const BASELINE_RUNS: usize = 5;
@@ -70,12 +74,13 @@ pub struct TimeCompare {
     /// The run's median over the baseline's (all launches together).
     pub ratio: f64,
     /// Slower beyond the noise: the run's median is more than
-    /// [`SLOWDOWN_THRESHOLD`] above every baseline row's median AND the
-    /// run's lower quartile is above every baseline row's upper quartile.
+    /// [`SLOWDOWN_THRESHOLD`] above every compared baseline row's median
+    /// AND the run's lower quartile is above every compared row's upper
+    /// quartile. Compared rows: those with [`MIN_SAMPLES`] launches.
     pub slower: bool,
     /// Faster beyond the noise (the same rule, mirrored).
     pub faster: bool,
-    /// The run and the baseline both have [`MIN_SAMPLES`] launches.
+    /// The run and at least one baseline row have [`MIN_SAMPLES`] launches.
     pub enough_samples: bool,
     /// The history row of the replay that confirmed or refuted a slowdown
     /// (`check` replays the recorded image once more when `slower`).
@@ -87,7 +92,11 @@ impl TimeCompare {
     /// times) of each baseline run. None when either side has no time.
     pub fn of(run: &[u64], baseline: &[(i64, Vec<u64>)]) -> Option<TimeCompare> {
         let r = Spread::of(run)?;
-        let rows: Vec<Spread> = baseline.iter().filter_map(|(_, t)| Spread::of(t)).collect();
+        let rows: Vec<Spread> = baseline
+            .iter()
+            .filter_map(|(_, t)| Spread::of(t))
+            .filter(|s| s.samples >= MIN_SAMPLES)
+            .collect();
         let pooled: Vec<u64> = baseline
             .iter()
             .flat_map(|(_, t)| t.iter().copied())
@@ -96,7 +105,7 @@ impl TimeCompare {
         if b.median_ns == 0 {
             return None;
         }
-        let enough = r.samples >= MIN_SAMPLES && b.samples >= MIN_SAMPLES;
+        let enough = r.samples >= MIN_SAMPLES && !rows.is_empty();
         let k = 1.0 + SLOWDOWN_THRESHOLD;
         let med = |s: &Spread| s.median_ns as f64;
         let slower = rows
@@ -186,6 +195,23 @@ mod tests {
         // Faster beyond the noise.
         let t = compare(&[50, 51, 50, 52, 50], &[base]);
         assert!(t.faster && !t.slower, "{t:?}");
+    }
+
+    #[test]
+    fn baseline_rows_of_one_or_two_launches_are_not_compared() {
+        // Seen: `faster`, ratio 0.06, against rows of 1 and 2 launches (whose
+        // quartiles are their min and max). Together they have 3 launches,
+        // but no row says anything about the noise.
+        let run: &[u64] = &[50, 51, 50, 52, 50];
+        let t = compare(run, &[&[1000], &[900, 1100]]);
+        assert!(!t.enough_samples && !t.faster && !t.slower, "{t:?}");
+        assert_eq!(t.baseline.samples, 3);
+        // A row with enough launches is compared; the short one is not
+        // (its single fast launch would otherwise hide the speed-up).
+        let t = compare(run, &[&[40], &[100, 101, 99, 102, 100]]);
+        assert!(t.enough_samples && t.faster, "{t:?}");
+        let t = compare(&[200, 201, 200, 202, 200], &[&[300], &[100, 101, 99]]);
+        assert!(t.enough_samples && t.slower, "{t:?}");
     }
 
     #[test]

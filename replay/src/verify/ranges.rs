@@ -1,17 +1,20 @@
-//! The differing ranges `diff` reports, counted so that the summary and the
-//! listed ranges agree: each range carries both its span and the number of
-//! differing bytes in it, and the report says how many ranges and bytes
-//! are not listed.
+//! Byte-exact comparison of two arenas (the replayed one with the recorded
+//! output in `replay`, any two in `diff`), as differing ranges counted so
+//! that the summary and the listed ranges agree: each range carries both
+//! its span and the number of differing bytes in it, and the report says
+//! how many ranges and bytes are not listed.
 //!
-//! Ranges are merged as the replay verifier merges them (differing bytes
-//! less than [`MERGE_GAP`] apart are one range), so a range's span can be
-//! larger than its differing bytes. Memory stays bounded: only the
+//! Differing bytes less than [`MERGE_GAP`] apart are one range (a changed
+//! float usually differs in a few of its bytes, not all), so a range's span
+//! can be larger than its differing bytes. Memory stays bounded: only the
 //! [`LISTED`] widest ranges are kept.
 
 use serde::Serialize;
 
-use crate::verify::exact::MERGE_GAP;
 use crate::verify::{owning_arg, ArgPointer};
+
+/// Differing bytes at most this far apart belong to the same range.
+pub const MERGE_GAP: u64 = 16;
 
 /// How many of the widest ranges are listed.
 pub const LISTED: usize = 5;
@@ -188,6 +191,56 @@ impl RangeTally {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn equal_input_is_no_mismatch() {
+        let a = vec![7u8; 1000];
+        let mut t = RangeTally::new(vec![]);
+        t.feed(&a[..500], &a[..500]);
+        t.feed(&a[500..], &a[500..]);
+        assert!(t.finish().is_none());
+    }
+
+    #[test]
+    fn ranges_carry_span_differing_bytes_and_argument_across_pieces() {
+        let expected = vec![0u8; 4096];
+        let mut actual = expected.clone();
+        actual[10] = 1; // range A: 1 byte
+        for b in &mut actual[1000..1300] {
+            *b = 2; // range B: 300 bytes, split across the two pieces below
+        }
+        actual[1310] = 3; // within MERGE_GAP of B: merged
+        actual[3000] = 4;
+        actual[3001] = 4; // range C: 2 bytes
+        let ptrs = vec![
+            ArgPointer {
+                index: 1,
+                offset: 0,
+            },
+            ArgPointer {
+                index: 3,
+                offset: 2048,
+            },
+        ];
+        let mut t = RangeTally::new(ptrs);
+        t.feed(&actual[..1100], &expected[..1100]);
+        t.feed(&actual[1100..], &expected[1100..]);
+        let r = t.finish().unwrap();
+        assert_eq!(r.differing_bytes, 1 + 300 + 1 + 2);
+        assert_eq!(r.first_offset, 10);
+        assert_eq!(r.ranges, 3);
+        let b = r.largest[0];
+        assert_eq!((b.offset, b.span, b.differing_bytes), (1000, 311, 301));
+        assert_eq!(b.arg.unwrap().index, 1);
+        assert_eq!(r.largest[1].offset, 3000);
+        assert_eq!(r.largest[1].arg.unwrap().index, 3);
+        let text = r.describe(Some(0x7000)).join("\n");
+        assert!(
+            text.contains("arena+0x3e8 (0x73e8): 301 differing byte(s) in 311 byte(s), in the buffer of argument 1"),
+            "{text}"
+        );
+        assert!(text.contains("arena+0xbb8 (0x7bb8): 2 differing byte(s) in 2 byte(s), in the buffer of argument 3 (arena+0x800) at +0x3b8"), "{text}");
+    }
 
     #[test]
     fn listed_and_unlisted_add_up_to_the_summary() {
