@@ -279,6 +279,7 @@ fn store_code_for(err: &anyhow::Error) -> Option<u8> {
             S::NotFound(_) | S::ObjectNotFound(_) => NOT_FOUND,
             S::Ambiguous { .. } => AMBIGUOUS,
             S::BadPrefix(_) | S::Invalid(_) | S::SourceChanged { .. } => INVALID_INPUT,
+            S::Worker(_) | S::ManifestEncode { .. } => INVALID_INPUT,
             S::CorruptPart { .. } | S::CorruptPack { .. } | S::CorruptIndex { .. } => CORRUPT,
             S::SourceRead { .. } | S::Source { .. } | S::NoRecordings(_) => NOT_FOUND,
             S::Format(f) => format_code(f),

@@ -97,6 +97,11 @@ pub enum StoreError {
     NoRecordings(PathBuf),
     #[error("{0}")]
     Invalid(String),
+    /// A worker thread of the import pipeline died (panic, out of memory).
+    #[error("{0}; nothing was committed, import again")]
+    Worker(String),
+    #[error("recording {recording}: its manifest cannot be encoded: {reason}")]
+    ManifestEncode { recording: String, reason: String },
     #[error("the store is busy: {0}; retry when the other rrstore process has finished")]
     Busy(String),
 }

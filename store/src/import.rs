@@ -22,12 +22,12 @@ use rrstore_format::archive::pool::{self, Pool};
 use rrstore_format::archive::scan::{part_scanner, Span};
 use rrstore_format::chunk::{ChunkHash, Codec};
 use rrstore_format::{PartInfo, PartSource, Recording, RecordingId};
-use rusqlite::{OptionalExtension, TransactionBehavior};
 use serde::Serialize;
 
 use crate::error::{Result, StoreError};
 use crate::import_heal::{chunk_stored, lookup_err, Stored};
-use crate::index::i;
+use crate::index::recording_rows::insert_recording_rows;
+use crate::index::write::{self, AsPartRow, ChunkRow, Keep, Outcome, PartRow, Recheck};
 use crate::pack::writer::PackWriter;
 use crate::pack::{EntryHeader, ENTRY_HEADER_LEN, PACK_TARGET_SIZE};
 use crate::Store;
@@ -63,20 +63,20 @@ pub struct ImportReport {
     pub healed_chunks: u64,
 }
 
-/// A chunk written to a pack in this attempt, not yet committed.
-pub(crate) struct NewChunk {
-    pub(crate) hash: ChunkHash,
-    pub(crate) pack: String,
-    pub(crate) offset: u64,
-    pub(crate) stored_len: u32,
-    pub(crate) len: u32,
-    pub(crate) codec: Codec,
-}
-
 pub(crate) struct NewPart {
     pub(crate) hash: [u8; 32],
     pub(crate) len: u64,
     pub(crate) chunks: Vec<ChunkHash>,
+}
+
+impl AsPartRow for NewPart {
+    fn part_row(&self) -> PartRow<'_> {
+        PartRow {
+            hash: self.hash,
+            len: self.len,
+            chunks: &self.chunks,
+        }
+    }
 }
 
 #[derive(Default)]
@@ -84,7 +84,7 @@ pub(crate) struct Plan {
     pub(crate) new_parts: Vec<NewPart>,
     pub(crate) reused_parts: Vec<[u8; 32]>,
     pub(crate) reused_chunks: Vec<ChunkHash>,
-    pub(crate) new_chunks: Vec<NewChunk>,
+    pub(crate) new_chunks: Vec<ChunkRow>,
     /// Hashes written in this attempt (dedup within the recording).
     pub(crate) written: HashSet<ChunkHash>,
     /// Chunks the index lists in a pack that cannot deliver them: written
@@ -116,16 +116,25 @@ impl ImportReport {
 }
 
 impl Attempt {
-    /// The outcome of `sync_and_commit` for `report`: committed, found
-    /// already present, or to be retried after gc.
-    pub(crate) fn after_commit(committed: Option<bool>, report: ImportReport) -> Attempt {
-        match committed {
-            Some(true) => Attempt::Done(report),
-            Some(false) => Attempt::Done(report.already_present()),
-            None => Attempt::Retry,
+    /// The attempt whose commit had `outcome`, for `report`.
+    pub(crate) fn after_commit(outcome: Outcome, report: ImportReport) -> Attempt {
+        match outcome {
+            Outcome::Committed => Attempt::Done(report),
+            Outcome::Present => Attempt::Done(report.already_present()),
+            Outcome::Raced => Attempt::Retry,
+        }
+    }
+
+    pub(crate) fn done(self) -> Option<ImportReport> {
+        match self {
+            Attempt::Done(r) => Some(r),
+            Attempt::Retry => None,
         }
     }
 }
+
+/// How often an import starts over when gc removed something it reused.
+pub(crate) const IMPORT_ATTEMPTS: u32 = 8;
 
 /// Pack writers shared with the pool's workers during one import attempt.
 pub(crate) type Writers = Arc<Mutex<Vec<PackWriter>>>;
@@ -179,21 +188,21 @@ impl Store {
         opts: &ImportOptions,
         progress: &mut dyn FnMut(u64),
     ) -> Result<ImportReport> {
-        for _ in 0..8 {
-            let writers = self.share_writers();
-            let attempt = self.import_attempt(rec, hashes, src, opts, progress, &writers);
-            self.unshare_writers(writers);
-            // After one attempt every part hash is known.
-            hashes = Hashes::Known;
-            match attempt? {
-                Attempt::Done(r) => return self.with_recovery(r),
-                Attempt::Retry => continue,
-            }
-        }
-        Err(StoreError::Busy(format!(
-            "recording {}: gc kept removing chunks this import reused",
-            rec.id()
-        )))
+        let r = write::retry_raced(
+            &mut (&mut *self, rec),
+            IMPORT_ATTEMPTS,
+            &|(_, rec)| format!("recording {}", rec.id()),
+            "import",
+            &mut |(s, rec)| {
+                let writers = s.share_writers();
+                let attempt = s.import_attempt(rec, hashes, src, opts, progress, &writers);
+                s.unshare_writers(writers);
+                // After one attempt every part hash is known.
+                hashes = Hashes::Known;
+                attempt.map(Attempt::done)
+            },
+        )?;
+        self.with_recovery(r)
     }
 
     /// After a committed (or present) recording: write its recovery
@@ -223,8 +232,9 @@ impl Store {
             .unwrap_or_default();
     }
 
-    /// Make the packs durable, then commit the plan (see [`Store::commit`]);
-    /// afterwards keep only the current writer.
+    /// Make the packs durable, then commit the plan in one index
+    /// transaction (`index::write`); afterwards keep only the current
+    /// writer.
     pub(crate) fn sync_and_commit(
         &mut self,
         rec: &Recording,
@@ -233,17 +243,40 @@ impl Store {
         plan: &Plan,
         epoch0: i64,
         writers: &Writers,
-    ) -> Result<Option<bool>> {
+    ) -> Result<Outcome> {
         let Ok(mut ws) = writers.lock() else {
-            return Err(StoreError::Invalid("an import worker panicked".into()));
+            return Err(worker_panicked());
         };
         for w in ws.iter_mut() {
             w.sync()?;
         }
-        let pack_sizes: Vec<(String, u64)> =
+        let packs: Vec<(String, u64)> =
             ws.iter().map(|w| (w.name().to_string(), w.len())).collect();
         drop(ws);
-        let committed = self.commit(rec, id, opts, plan, epoch0, &pack_sizes)?;
+        let manifest = rmp_serde::to_vec_named(rec).map_err(|e| StoreError::ManifestEncode {
+            recording: id.to_hex(),
+            reason: e.to_string(),
+        })?;
+        let parts: Vec<PartRow> = plan.new_parts.iter().map(AsPartRow::part_row).collect();
+        let w = write::Write {
+            recheck: Recheck::SinceEpoch(epoch0),
+            reused_parts: &plan.reused_parts,
+            reused_chunks: &plan.reused_chunks,
+            packs: &packs,
+            chunks: &plan.new_chunks,
+            healed: &plan.healed,
+            parts: &parts,
+        };
+        let keep = Keep {
+            context: "adding the recording",
+            present: &|tx| crate::index::lookup::has_recording(tx, id),
+            insert: &|tx| {
+                let now = crate::now_unix();
+                insert_recording_rows(tx, id, rec, &manifest, &opts.source, &opts.label, now)
+            },
+        };
+        let index = self.index_path();
+        let outcome = write::commit(&mut self.conn, &index, &w, Some(&keep))?;
         // Chunks committed now live in the index; a finished writer can be
         // closed (its lock released) once nothing uncommitted is in it.
         if let Ok(mut ws) = writers.lock() {
@@ -251,22 +284,23 @@ impl Store {
             ws.clear();
             ws.extend(keep);
         }
-        Ok(committed)
+        Ok(outcome)
     }
 
-    pub(crate) fn gc_epoch(&self) -> Result<i64> {
-        self.conn()
-            .query_row("SELECT value FROM meta WHERE key = 'gc_epoch'", [], |r| {
-                r.get(0)
-            })
-            .map_err(self.ierr("reading the gc epoch"))
-    }
-
-    pub(crate) fn part_exists(&self, hash: &[u8; 32]) -> Result<bool> {
-        self.conn()
-            .prepare_cached("SELECT 1 FROM parts WHERE hash = ?1")
-            .and_then(|mut s| s.exists([&hash[..]]))
-            .map_err(self.ierr("looking up a part"))
+    /// Whether `part` (its hash known) is stored and deliverable, or
+    /// earlier in this recording: then nothing of it is read and `plan`
+    /// reuses it.
+    pub(crate) fn plan_stored_part(&self, plan: &mut Plan, part: &PartInfo) -> Result<bool> {
+        if plan.new_parts.iter().any(|p| p.hash == part.blake3) {
+            return Ok(true);
+        }
+        if self.has_part(&part.blake3)?
+            && self.part_deliverable(&part.blake3, &mut plan.pack_sizes)?
+        {
+            plan.reused_parts.push(part.blake3);
+            return Ok(true);
+        }
+        Ok(false)
     }
 
     fn import_attempt(
@@ -299,18 +333,9 @@ impl Store {
         let shown = rec.clone();
         pool::with_pool(0, level, 6, |pool| -> Result<()> {
             for part in &mut parts {
-                if hashes == Hashes::Known {
-                    if plan.new_parts.iter().any(|p| p.hash == part.blake3) {
-                        progress(part.len);
-                        continue;
-                    }
-                    if self.part_exists(&part.blake3)?
-                        && self.part_deliverable(&part.blake3, &mut plan.pack_sizes)?
-                    {
-                        plan.reused_parts.push(part.blake3);
-                        progress(part.len);
-                        continue;
-                    }
+                if hashes == Hashes::Known && self.plan_stored_part(&mut plan, part)? {
+                    progress(part.len);
+                    continue;
                 }
                 let chunks = self.chunk_part(
                     &shown,
@@ -329,7 +354,7 @@ impl Store {
                     if plan.new_parts.iter().any(|p| p.hash == part.blake3) {
                         continue;
                     }
-                    if self.part_exists(&part.blake3)? {
+                    if self.has_part(&part.blake3)? {
                         plan.reused_parts.push(part.blake3);
                         continue;
                     }
@@ -384,7 +409,7 @@ impl Store {
         let mut scanner = part_scanner(src, role, self.chunk_params, window)
             .map_err(|source| StoreError::SourceRead { part: role, source })?;
         let mut list = Vec::new();
-        let mut pending: VecDeque<Receiver<Result<Vec<NewChunk>>>> = VecDeque::new();
+        let mut pending: VecDeque<Receiver<Result<Vec<ChunkRow>>>> = VecDeque::new();
         let read_err = |source: std::io::Error| StoreError::SourceRead { part: role, source };
         loop {
             let Some(sb) = scanner.next(pool).map_err(read_err)? else {
@@ -458,174 +483,19 @@ impl Store {
         part.blake3 = hash;
         Ok(list)
     }
-
-    /// The index transaction. `Some(true)`: committed; `Some(false)`: another
-    /// process committed the same recording first; `None`: retry.
-    pub(crate) fn commit(
-        &mut self,
-        rec: &Recording,
-        id: &RecordingId,
-        opts: &ImportOptions,
-        plan: &Plan,
-        epoch0: i64,
-        pack_sizes: &[(String, u64)],
-    ) -> Result<Option<bool>> {
-        let index_path = self.index_path();
-        let err = |context: &'static str| {
-            let p = index_path.clone();
-            move |source| StoreError::Index {
-                path: p.clone(),
-                context: context.into(),
-                source,
-            }
-        };
-        let manifest = rmp_serde::to_vec_named(rec)
-            .map_err(|e| StoreError::Invalid(format!("cannot encode the manifest: {e}")))?;
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(err("starting the import transaction"))?;
-        let epoch: i64 = tx
-            .query_row("SELECT value FROM meta WHERE key = 'gc_epoch'", [], |r| {
-                r.get(0)
-            })
-            .map_err(err("reading the gc epoch"))?;
-        if epoch != epoch0 {
-            // gc ran since we looked things up: everything we reuse must
-            // still be there, else start over.
-            let mut part_q = tx
-                .prepare_cached("SELECT 1 FROM parts WHERE hash = ?1")
-                .map_err(err("re-checking parts"))?;
-            for h in &plan.reused_parts {
-                if !part_q.exists([&h[..]]).map_err(err("re-checking parts"))? {
-                    return Ok(None);
-                }
-            }
-            let mut chunk_q = tx
-                .prepare_cached("SELECT 1 FROM chunks WHERE hash = ?1")
-                .map_err(err("re-checking chunks"))?;
-            for h in &plan.reused_chunks {
-                if !chunk_q
-                    .exists([&h[..]])
-                    .map_err(err("re-checking chunks"))?
-                {
-                    return Ok(None);
-                }
-            }
-        }
-        let present: Option<i64> = tx
-            .query_row("SELECT 1 FROM recordings WHERE id = ?1", [&id.0[..]], |r| {
-                r.get(0)
-            })
-            .optional()
-            .map_err(err("looking up the recording"))?;
-        // A recording already present only gets the rows of chunks stored
-        // again because their pack could no longer deliver them.
-        let present = present.is_some();
-        if present && plan.healed.is_empty() {
-            return Ok(Some(false));
-        }
-        {
-            let mut pack_ins = tx
-                .prepare_cached(
-                    "INSERT INTO packs (name, size) VALUES (?1, ?2) \
-                     ON CONFLICT (name) DO UPDATE SET size = max(size, excluded.size)",
-                )
-                .map_err(err("recording a pack"))?;
-            let mut pack_id = tx
-                .prepare_cached("SELECT id FROM packs WHERE name = ?1")
-                .map_err(err("recording a pack"))?;
-            let mut ids = std::collections::HashMap::new();
-            for (name, size) in pack_sizes {
-                if !plan.new_chunks.iter().any(|c| &c.pack == name) {
-                    continue;
-                }
-                pack_ins
-                    .execute(rusqlite::params![name, i(*size)])
-                    .map_err(err("recording a pack"))?;
-                let pid: i64 = pack_id
-                    .query_row([name], |r| r.get(0))
-                    .map_err(err("recording a pack"))?;
-                ids.insert(name.clone(), pid);
-            }
-            let mut chunk_ins = tx
-                .prepare_cached(
-                    "INSERT OR IGNORE INTO chunks (hash, pack, offset, stored_len, len, codec) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                )
-                .map_err(err("adding chunks"))?;
-            let mut chunk_heal = tx
-                .prepare_cached(
-                    "INSERT INTO chunks (hash, pack, offset, stored_len, len, codec) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (hash) DO UPDATE SET \
-                     pack = excluded.pack, offset = excluded.offset, \
-                     stored_len = excluded.stored_len, len = excluded.len, codec = excluded.codec",
-                )
-                .map_err(err("repointing healed chunks"))?;
-            for c in &plan.new_chunks {
-                let healed = plan.healed.contains(&c.hash);
-                if present && !healed {
-                    continue;
-                }
-                let pid = ids.get(&c.pack).copied().unwrap_or(-1);
-                let stmt = if healed {
-                    &mut chunk_heal
-                } else {
-                    &mut chunk_ins
-                };
-                stmt.execute(rusqlite::params![
-                    &c.hash[..],
-                    pid,
-                    i(c.offset),
-                    c.stored_len,
-                    c.len,
-                    c.codec as u8
-                ])
-                .map_err(err("adding chunks"))?;
-            }
-            if present {
-                drop((chunk_ins, chunk_heal, pack_ins, pack_id));
-                tx.commit().map_err(err("committing the healed chunks"))?;
-                return Ok(Some(false));
-            }
-            let mut part_ins = tx
-                .prepare_cached(
-                    "INSERT OR IGNORE INTO parts (hash, len, nchunks) VALUES (?1, ?2, ?3)",
-                )
-                .map_err(err("adding parts"))?;
-            let mut pc_ins = tx
-                .prepare_cached(
-                    "INSERT OR IGNORE INTO part_chunks (part, seq, chunk) VALUES (?1, ?2, ?3)",
-                )
-                .map_err(err("adding parts"))?;
-            for p in &plan.new_parts {
-                part_ins
-                    .execute(rusqlite::params![
-                        &p.hash[..],
-                        i(p.len),
-                        p.chunks.len() as i64
-                    ])
-                    .map_err(err("adding parts"))?;
-                for (seq, c) in p.chunks.iter().enumerate() {
-                    pc_ins
-                        .execute(rusqlite::params![&p.hash[..], seq as i64, &c[..]])
-                        .map_err(err("adding parts"))?;
-                }
-            }
-            insert_recording(&tx, id, rec, &manifest, &opts.source, &opts.label)
-                .map_err(err("adding the recording"))?;
-        }
-        tx.commit().map_err(err("committing the import"))?;
-        Ok(Some(true))
-    }
 }
 
 pub(crate) fn worker_gone() -> StoreError {
-    StoreError::Invalid("an import worker thread stopped unexpectedly (out of memory?)".into())
+    StoreError::Worker("an import worker thread stopped unexpectedly (out of memory?)".into())
+}
+
+/// A worker panicked while holding the shared pack writers.
+pub(crate) fn worker_panicked() -> StoreError {
+    StoreError::Worker("an import worker panicked".into())
 }
 
 /// Take a batch's appended chunks back, counting them in the report.
-fn wait(rx: &Receiver<Result<Vec<NewChunk>>>, report: &mut ImportReport) -> Result<Vec<NewChunk>> {
+fn wait(rx: &Receiver<Result<Vec<ChunkRow>>>, report: &mut ImportReport) -> Result<Vec<ChunkRow>> {
     let done = pool::wait(rx).map_err(|_| worker_gone())??;
     for c in &done {
         report.new_chunks += 1;
@@ -644,14 +514,12 @@ fn append_batch(
     batch: &[Span],
     writers: &Mutex<Vec<PackWriter>>,
     dir: &std::path::Path,
-) -> Result<Vec<NewChunk>> {
+) -> Result<Vec<ChunkRow>> {
     let stored: Vec<Option<Vec<u8>>> = batch
         .iter()
         .map(|s| w.compress(&block[s.start..s.end]))
         .collect();
-    let mut ws = writers
-        .lock()
-        .map_err(|_| StoreError::Invalid("an import worker panicked".into()))?;
+    let mut ws = writers.lock().map_err(|_| worker_panicked())?;
     let mut out = Vec::with_capacity(batch.len());
     for (s, z) in batch.iter().zip(&stored) {
         let data = &block[s.start..s.end];
@@ -672,7 +540,7 @@ pub(crate) fn append(
     codec: Codec,
     len: usize,
     stored: &[u8],
-) -> Result<NewChunk> {
+) -> Result<ChunkRow> {
     let header = EntryHeader {
         codec,
         len: len as u32,
@@ -690,7 +558,7 @@ pub(crate) fn append(
         .last_mut()
         .ok_or_else(|| StoreError::Invalid("no pack writer".into()))?;
     let offset = w.append(&header, stored)?;
-    Ok(NewChunk {
+    Ok(ChunkRow {
         hash,
         pack: w.name().to_string(),
         offset,
@@ -698,71 +566,4 @@ pub(crate) fn append(
         len: header.len,
         codec,
     })
-}
-
-/// Insert a recording's index rows (`recordings`, `manifests`,
-/// `recording_parts`) inside the caller's transaction, after its parts are
-/// stored. Shared by import and by a remote pull, so both write exactly the
-/// rows `ls`, `show` and gc read.
-pub(crate) fn insert_recording(
-    tx: &rusqlite::Transaction,
-    id: &RecordingId,
-    rec: &Recording,
-    manifest: &[u8],
-    source: &str,
-    label: &str,
-) -> rusqlite::Result<()> {
-    insert_recording_rows(tx, id, rec, manifest, source, label, crate::now_unix())
-}
-
-/// The rows of [`insert_recording`], with a given import time and without
-/// writing recovery metadata (`repair` restores rows from it).
-pub(crate) fn insert_recording_rows(
-    tx: &rusqlite::Transaction,
-    id: &RecordingId,
-    rec: &Recording,
-    manifest: &[u8],
-    source: &str,
-    label: &str,
-    imported_at: i64,
-) -> rusqlite::Result<()> {
-    use rrstore_format::PartRole;
-    let input = rec.part(PartRole::Input).map(|p| i(p.len));
-    let output = rec.part(PartRole::Output).map(|p| i(p.len));
-    let image = rec.part(PartRole::Image).map(|p| p.blake3.to_vec());
-    tx.execute(
-        "INSERT INTO recordings (id, id_hex, kernel, generation, target, arena_base, \
-         arena_size, input_size, output_size, num_args, num_globals, logical_size, \
-         image_hash, imported_at, source, label) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
-        rusqlite::params![
-            &id.0[..],
-            id.to_hex(),
-            rec.kernel,
-            rec.generation.as_str(),
-            rec.image_target.short_name(),
-            rec.arena.base.map(i),
-            i(rec.arena.size),
-            input,
-            output,
-            rec.args.len() as i64,
-            rec.globals.len() as i64,
-            i(rec.logical_size()),
-            image,
-            imported_at,
-            source,
-            label,
-        ],
-    )?;
-    tx.execute(
-        "INSERT INTO manifests (id, manifest) VALUES (?1, ?2)",
-        rusqlite::params![&id.0[..], manifest],
-    )?;
-    let mut rp_ins = tx.prepare_cached(
-        "INSERT INTO recording_parts (recording, role, part) VALUES (?1, ?2, ?3)",
-    )?;
-    for p in &rec.parts {
-        rp_ins.execute(rusqlite::params![&id.0[..], p.role.as_str(), &p.blake3[..]])?;
-    }
-    Ok(())
 }

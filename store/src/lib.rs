@@ -188,14 +188,6 @@ impl Store {
         }
     }
 
-    /// Whether a recording with this ID is stored.
-    pub fn contains(&self, id: &RecordingId) -> Result<bool> {
-        self.conn
-            .prepare_cached("SELECT 1 FROM recordings WHERE id = ?1")
-            .and_then(|mut s| s.exists([&id.0[..]]))
-            .map_err(self.ierr("looking up a recording"))
-    }
-
     /// The stored recording's manifest.
     pub fn recording(&self, id: &RecordingId) -> Result<Recording> {
         recording_from(&self.conn, &self.index_path(), id)

@@ -30,6 +30,10 @@ use crate::{Store, StoreError};
 /// Index pulled chunks after this many bytes have been appended.
 const COMMIT_EVERY: u64 = 64 << 20;
 
+/// How often one recording or image is pulled again when gc removed
+/// something its commit needs.
+const PULL_ATTEMPTS: u32 = 3;
+
 /// Test hooks (docs/remote.md): `RRSTORE_PULL_BATCH_BYTES` overrides
 /// [`COMMIT_EVERY`]; `RRSTORE_PULL_PAUSE_AFTER_BATCHES=N` makes the pull
 /// announce on stderr and then wait forever once N batches are committed,
@@ -169,21 +173,14 @@ impl<'a> Session<'a> {
         Ok(())
     }
 
-    /// Run `f` until it does not report a gc race (`None`), 3 times at most.
+    /// Run `f` until it does not report a gc race (`None`), `PULL_ATTEMPTS`
+    /// times at most.
     pub fn retry(
         &mut self,
         what: &str,
         f: &mut dyn FnMut(&mut Self) -> Result<Option<bool>>,
     ) -> Result<bool> {
-        for _ in 0..3 {
-            if let Some(added) = f(self)? {
-                return Ok(added);
-            }
-        }
-        Err(StoreError::Busy(format!(
-            "{what}: gc kept removing chunks this pull reused; pull again"
-        ))
-        .into())
+        crate::index::write::retry_raced(self, PULL_ATTEMPTS, &|_| what.to_string(), "pull", f)
     }
 
     /// One attempt at one recording. `Some(true)`: added; `Some(false)`:
@@ -230,7 +227,7 @@ impl<'a> Session<'a> {
         let remote = self.remote;
         let mut need: Vec<([u8; 32], u64)> = Vec::new();
         for &(h, len) in parts {
-            if !self.store.xfer_has_part(&h)? && !need.iter().any(|n| n.0 == h) {
+            if !self.store.has_part(&h)? && !need.iter().any(|n| n.0 == h) {
                 need.push((h, len));
             }
         }
@@ -281,7 +278,7 @@ impl<'a> Session<'a> {
         let mut queued = HashSet::new();
         for (_, _, chunks) in &new_parts {
             for (h, len) in chunks {
-                if queued.insert(*h) && !self.store.xfer_has_chunk(h)? {
+                if queued.insert(*h) && !self.store.has_chunk(h)? {
                     missing.push(*h);
                     total += *len as u64;
                 }
