@@ -241,3 +241,87 @@ fn insert_parts(tx: &Transaction, parts: &[PartRow<'_>]) -> rusqlite::Result<()>
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Store;
+
+    fn count(store: &Store, table: &str) -> i64 {
+        store
+            .conn
+            .query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
+            .unwrap_or(-1)
+    }
+
+    fn chunk(hash: u8) -> ChunkRow {
+        ChunkRow {
+            hash: [hash; 32],
+            pack: "p0".into(),
+            offset: 32,
+            stored_len: 10,
+            len: 10,
+            codec: Codec::Raw,
+        }
+    }
+
+    /// The invariant: a write whose reused chunk gc deleted (the epoch
+    /// moved) writes nothing; with the epoch unchanged it is not re-checked;
+    /// a present keeping row gets nothing but healed chunks.
+    #[test]
+    fn raced_writes_nothing_and_present_writes_only_healed_rows() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut store = Store::open(dir.path()).expect("store");
+        let index = store.index_path();
+        let epoch0 = lookup::gc_epoch(&store.conn).expect("epoch");
+        let gone = [7u8; 32];
+        let new = [chunk(1)];
+        let list = [[1u8; 32], gone];
+        let parts = [PartRow {
+            hash: [9; 32],
+            len: 20,
+            chunks: &list,
+        }];
+        let packs = [("p0".to_string(), 64)];
+        let none = HashSet::new();
+        let w = |recheck| Write {
+            recheck,
+            reused_parts: &[],
+            reused_chunks: std::slice::from_ref(&gone),
+            packs: &packs,
+            chunks: &new,
+            healed: &none,
+            parts: &parts,
+        };
+        store
+            .conn
+            .execute(
+                "UPDATE meta SET value = value + 1 WHERE key = 'gc_epoch'",
+                [],
+            )
+            .expect("bump");
+        let raced = commit(
+            &mut store.conn,
+            &index,
+            &w(Recheck::SinceEpoch(epoch0)),
+            None,
+        );
+        assert_eq!(raced.ok(), Some(Outcome::Raced));
+        assert_eq!(count(&store, "chunks") + count(&store, "parts"), 0);
+
+        let present = Keep {
+            context: "test",
+            present: &|_| Ok(true),
+            insert: &|_| Ok(()),
+        };
+        let w1 = w(Recheck::SinceEpoch(epoch0 + 1));
+        let done = commit(&mut store.conn, &index, &w1, Some(&present));
+        assert_eq!(done.ok(), Some(Outcome::Present));
+        assert_eq!(count(&store, "chunks") + count(&store, "parts"), 0);
+
+        let done = commit(&mut store.conn, &index, &w1, None);
+        assert_eq!(done.ok(), Some(Outcome::Committed));
+        assert_eq!((count(&store, "chunks"), count(&store, "parts")), (1, 1));
+        assert_eq!(count(&store, "part_chunks"), 2);
+    }
+}
