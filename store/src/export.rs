@@ -108,8 +108,9 @@ impl<'s> StoredRecording<'s> {
 
     /// Chunk locations of a part, in order, checked against the manifest.
     pub fn locations(&self, role: PartRole) -> Result<Vec<ChunkLoc>> {
-        let info = self.rec.part(role).ok_or_else(|| {
-            StoreError::Invalid(format!("recording {} has no {role} part", self.id))
+        let info = self.rec.part(role).ok_or_else(|| StoreError::NoSuchPart {
+            recording: self.id,
+            part: role,
         })?;
         let locs = part_locations(&self.conn, &self.dir, &info.blake3).map_err(|e| match e {
             StoreError::Index { .. } => e,
@@ -146,7 +147,7 @@ impl<'s> StoredRecording<'s> {
         }
         self.index
             .as_ref()
-            .ok_or_else(|| StoreError::Invalid("part index vanished".into()))
+            .ok_or_else(|| StoreError::Internal("part index vanished".into()))
     }
 
     fn read_range_once(
@@ -169,17 +170,18 @@ impl<'s> StoredRecording<'s> {
         self.part_index(role).map_err(StoreErrorOrMissing::Store)?;
         let dir = self.dir.clone();
         let (Some(index), workers) = (self.index.as_ref(), &mut self.workers) else {
-            return Err(StoreErrorOrMissing::Store(StoreError::Invalid(
+            return Err(StoreErrorOrMissing::Store(StoreError::Internal(
                 "part index vanished".into(),
             )));
         };
         let total = *index.starts.last().unwrap_or(&0);
         let end = offset.checked_add(dst.len() as u64);
         if end.is_none_or(|e| e > total) {
-            return Err(StoreErrorOrMissing::Store(StoreError::Invalid(format!(
-                "bytes {offset}..+{} are outside the {total}-byte {role} part",
-                dst.len()
-            ))));
+            return Err(StoreErrorOrMissing::Store(StoreError::BadPartRead {
+                part: role,
+                len: total,
+                reason: format!("bytes {offset}..+{} are outside it", dst.len()),
+            }));
         }
         let pieces = pieces(index, offset, dst.len() as u64);
         // Contiguous groups of about equal bytes, one per thread.
@@ -247,10 +249,11 @@ impl<'s> StoredRecording<'s> {
     pub fn read_part(&mut self, role: PartRole, dst: &mut [u8]) -> Result<()> {
         let len = self.part_index(role)?.starts.last().copied().unwrap_or(0);
         if dst.len() as u64 != len {
-            return Err(StoreError::Invalid(format!(
-                "the {role} part is {len} bytes, the destination {}",
-                dst.len()
-            )));
+            return Err(StoreError::BadPartRead {
+                part: role,
+                len,
+                reason: format!("the destination is {} bytes", dst.len()),
+            });
         }
         self.read_part_range(role, 0, dst)
     }
@@ -377,11 +380,9 @@ pub(crate) fn part_locations(
             .and_then(|mut s| s.query_row([&part[..]], |r| r.get(0)).optional())
             .map_err(ierr)?
     };
-    let nchunks = nchunks.ok_or_else(|| {
-        StoreError::Invalid(format!(
-            "part {} is not in the index",
-            rrstore_format::id::hex(part)
-        ))
+    let nchunks = nchunks.ok_or_else(|| StoreError::PartRows {
+        part: rrstore_format::id::hex(part),
+        reason: "it is not in the index".into(),
     })?;
     let mut stmt = conn
         .prepare_cached(
@@ -406,11 +407,12 @@ pub(crate) fn part_locations(
     let mut out = Vec::with_capacity(nchunks.max(0) as usize);
     for row in rows {
         let (hash, found, pack, offset, stored_len, len, codec) = row.map_err(ierr)?;
-        let missing = || {
-            StoreError::Invalid(format!(
+        let missing = || StoreError::PartRows {
+            part: rrstore_format::id::hex(part),
+            reason: format!(
                 "chunk {} is missing from the index",
                 rrstore_format::id::hex(&hash)
-            ))
+            ),
         };
         if found.is_none() {
             return Err(missing());
@@ -418,13 +420,21 @@ pub(crate) fn part_locations(
         let (Some(pack), Some(offset), Some(stored_len), Some(len), Some(codec)) =
             (pack, offset, stored_len, len, codec)
         else {
-            return Err(StoreError::Invalid(format!(
-                "chunk {} points to a pack that is not in the index",
-                rrstore_format::id::hex(&hash)
-            )));
+            return Err(StoreError::PartRows {
+                part: rrstore_format::id::hex(part),
+                reason: format!(
+                    "chunk {} points to a pack that is not in the index",
+                    rrstore_format::id::hex(&hash)
+                ),
+            });
         };
-        let codec = Codec::from_u8(codec as u8)
-            .ok_or_else(|| StoreError::Invalid(format!("chunk has unknown codec {codec}")))?;
+        let codec = Codec::from_u8(codec as u8).ok_or_else(|| StoreError::PartRows {
+            part: rrstore_format::id::hex(part),
+            reason: format!(
+                "chunk {} has unknown codec {codec}",
+                rrstore_format::id::hex(&hash)
+            ),
+        })?;
         out.push(ChunkLoc {
             hash,
             pack,
@@ -435,11 +445,10 @@ pub(crate) fn part_locations(
         });
     }
     if out.len() as i64 != nchunks {
-        return Err(StoreError::Invalid(format!(
-            "the index lists {} chunks for part {}, expected {nchunks}",
-            out.len(),
-            rrstore_format::id::hex(part)
-        )));
+        return Err(StoreError::PartRows {
+            part: rrstore_format::id::hex(part),
+            reason: format!("the index lists {} chunks, expected {nchunks}", out.len()),
+        });
     }
     Ok(out)
 }

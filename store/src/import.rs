@@ -253,8 +253,8 @@ impl Store {
         let packs: Vec<(String, u64)> =
             ws.iter().map(|w| (w.name().to_string(), w.len())).collect();
         drop(ws);
-        let manifest = rmp_serde::to_vec_named(rec).map_err(|e| StoreError::ManifestEncode {
-            recording: id.to_hex(),
+        let manifest = rmp_serde::to_vec_named(rec).map_err(|e| StoreError::Encode {
+            what: format!("the manifest of recording {id}"),
             reason: e.to_string(),
         })?;
         let parts: Vec<PartRow> = plan.new_parts.iter().map(AsPartRow::part_row).collect();
@@ -473,12 +473,14 @@ impl Store {
                 ),
                 Hashes::Fill => format!("{} bytes", part.len),
             };
-            return Err(StoreError::Invalid(format!(
-                "recording {} ({}), {role} part: read {total} bytes hashing to {}, but it had {said} when it was loaded; was the file changed while importing?",
-                rec.kernel,
-                rec.stem,
-                rrstore_format::id::hex(&hash),
-            )));
+            return Err(StoreError::SourceModified {
+                what: format!("recording {} ({}), {role} part", rec.kernel, rec.stem),
+                read: format!(
+                    "{total} bytes hashing to {}",
+                    rrstore_format::id::hex(&hash)
+                ),
+                expected: said,
+            });
         }
         part.blake3 = hash;
         Ok(list)
@@ -556,7 +558,7 @@ pub(crate) fn append(
     }
     let w = ws
         .last_mut()
-        .ok_or_else(|| StoreError::Invalid("no pack writer".into()))?;
+        .ok_or_else(|| StoreError::Internal("no pack writer".into()))?;
     let offset = w.append(&header, stored)?;
     Ok(ChunkRow {
         hash,

@@ -210,11 +210,7 @@ impl Store {
 }
 
 fn default_dir() -> Result<PathBuf> {
-    layout::resolve_dir(None).ok_or_else(|| {
-        StoreError::Invalid(
-            "no store directory: set RRSTORE_DIR or HOME, or pass --store DIR".into(),
-        )
-    })
+    layout::resolve_dir(None).ok_or(StoreError::NoStoreDir)
 }
 
 /// Load and check a recording's manifest from the index.

@@ -102,8 +102,12 @@ impl Store {
                 path: path.to_path_buf(),
                 source: e,
             })?;
-            let chunker = Chunker::new(std::io::BufReader::new(file), self.chunk_params)
-                .map_err(|e| StoreError::Invalid(e.to_string()))?;
+            let chunker =
+                Chunker::new(std::io::BufReader::new(file), self.chunk_params).map_err(|e| {
+                    StoreError::ChunkParams {
+                        reason: e.to_string(),
+                    }
+                })?;
             let mut seen: HashSet<ChunkHash> = HashSet::new();
             let mut total_hash = blake3::Hasher::new();
             let mut total = 0u64;
@@ -148,10 +152,9 @@ impl Store {
                 });
             }
             if total != len || *total_hash.finalize().as_bytes() != hash {
-                return Err(StoreError::Invalid(format!(
-                    "{} changed while it was being stored; try again",
-                    path.display()
-                )));
+                return Err(StoreError::ObjectChanged {
+                    path: path.to_path_buf(),
+                });
             }
             if let Some(w) = writer.as_mut() {
                 w.sync()?;

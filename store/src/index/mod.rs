@@ -212,11 +212,11 @@ fn check_version_read_only(conn: &Connection, path: &Path) -> Result<()> {
         });
     }
     if version < schema::SCHEMA_VERSION {
-        return Err(StoreError::Invalid(format!(
-            "store index {} has schema version {version} and the store is read-only, so it cannot be upgraded to version {}: open the store once where it can be written",
-            path.display(),
-            schema::SCHEMA_VERSION
-        )));
+        return Err(StoreError::OldSchemaReadOnly {
+            path: path.to_path_buf(),
+            found: version,
+            supported: schema::SCHEMA_VERSION,
+        });
     }
     Ok(())
 }

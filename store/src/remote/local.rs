@@ -81,12 +81,11 @@ impl Store {
         // gc may move a chunk between the lookup and the read: look it up
         // again once when its pack is gone.
         for attempt in 0..2 {
-            let loc = self.xfer_chunk_loc(h)?.ok_or_else(|| {
-                StoreError::Invalid(format!(
-                    "chunk {} is not in the store (was it removed by gc while pushing?)",
-                    rrstore_format::id::hex(h)
-                ))
-            })?;
+            let loc = self
+                .xfer_chunk_loc(h)?
+                .ok_or_else(|| StoreError::ChunkGone {
+                    chunk: rrstore_format::id::hex(h),
+                })?;
             let path = crate::layout::pack_path(&self.dir, &loc.pack);
             if !files.contains_key(&loc.pack) {
                 match File::open(&path) {
@@ -264,8 +263,8 @@ impl Store {
         tags: &std::collections::BTreeMap<String, String>,
     ) -> Result<Option<bool>> {
         let id = rec.id();
-        let manifest = rmp_serde::to_vec_named(rec).map_err(|e| StoreError::ManifestEncode {
-            recording: id.to_hex(),
+        let manifest = rmp_serde::to_vec_named(rec).map_err(|e| StoreError::Encode {
+            what: format!("the manifest of recording {id}"),
             reason: e.to_string(),
         })?;
         let reused: Vec<[u8; 32]> = rec

@@ -325,7 +325,7 @@ impl<'a> Session<'a> {
         }
         let known = slot
             .as_mut()
-            .ok_or_else(|| StoreError::Invalid("no local trees".into()))?;
+            .ok_or_else(|| StoreError::Internal("no local trees".into()))?;
         let fetched = &mut self.fetched;
         let mut frontier: Vec<([u8; 32], u8)> = obj.top.iter().map(|h| (*h, obj.height)).collect();
         let mut asked = HashSet::new();
@@ -434,7 +434,7 @@ impl<'a> Session<'a> {
             }
             let w = writer
                 .as_mut()
-                .ok_or_else(|| StoreError::Invalid("no pack writer".into()))?;
+                .ok_or_else(|| StoreError::Internal("no pack writer".into()))?;
             let offset = w.append(&header, &body[ENTRY_HEADER_LEN..])?;
             batch.push(PulledChunk {
                 header,
@@ -522,11 +522,11 @@ fn verify_part(
             Ok(()) => {}
             Err(crate::pack::reader::ReadError::Missing(_)) => return Ok(Ok(false)),
             Err(e) => {
-                return Err(StoreError::Invalid(format!(
-                    "reading back chunk {} of part {}: {e}",
-                    rrstore_format::id::hex(c),
-                    rrstore_format::id::hex(hash)
-                ))
+                return Err(StoreError::ReadBack {
+                    chunk: rrstore_format::id::hex(c),
+                    part: rrstore_format::id::hex(hash),
+                    reason: e.to_string(),
+                }
                 .into())
             }
         }
