@@ -8,7 +8,7 @@
 //!
 //! * [`Store`]: open a store, resolve IDs, read recordings back.
 //! * [`import`]: add recordings (chunk, dedup, compress, append, commit);
-//!   `.rra` archives are copied chunk by chunk as stored (`import_archive`).
+//!   `.rra` archives are copied chunk by chunk as stored (`import::archive`).
 //! * [`export`]: [`StoredRecording`], a `PartSource` over stored parts.
 //! * [`query`]: `ls` filters; [`listing`]: the compact table `ls` prints;
 //!   [`recordings`]: rm and tags.
@@ -24,8 +24,6 @@ pub mod gc;
 pub mod history;
 pub mod images;
 pub mod import;
-mod import_archive;
-mod import_heal;
 mod index;
 pub mod layout;
 pub mod listing;

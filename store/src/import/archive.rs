@@ -10,12 +10,10 @@
 use rrstore_format::archive::Reader;
 use rrstore_format::FormatError;
 
+use super::heal::{chunk_stored, lookup_err, Stored};
+use super::pipeline::{append, worker_panicked};
+use super::{Attempt, ImportOptions, ImportReport, NewPart, Plan, Writers, IMPORT_ATTEMPTS};
 use crate::error::{Result, StoreError};
-use crate::import::{
-    append, worker_panicked, Attempt, ImportOptions, ImportReport, NewPart, Plan, Writers,
-    IMPORT_ATTEMPTS,
-};
-use crate::import_heal::{chunk_stored, lookup_err, Stored};
 use crate::index::write;
 use crate::pack::ENTRY_HEADER_LEN;
 use crate::Store;
@@ -79,7 +77,7 @@ impl Store {
             }
             let mut lookup = self
                 .conn
-                .prepare_cached(crate::import_heal::CHUNK_END_SQL)
+                .prepare_cached(super::heal::CHUNK_END_SQL)
                 .map_err(self.ierr("preparing the chunk lookup"))?;
             let mut ws = writers.lock().map_err(|_| worker_panicked())?;
             let mut hasher = blake3::Hasher::new();
