@@ -9,7 +9,7 @@
 //! * [`Store`]: open a store, resolve IDs, read recordings back.
 //! * [`import`]: add recordings (chunk, dedup, compress, append, commit);
 //!   `.rra` archives are copied chunk by chunk as stored (`import::archive`).
-//! * [`export`]: [`StoredRecording`], a `PartSource` over stored parts.
+//! * [`read`]: the read path, [`StoredRecording`], a `PartSource` over stored parts.
 //! * [`query`]: `ls` filters; [`listing`]: the compact table `ls` prints;
 //!   [`recordings`]: rm and tags.
 //! * [`verify`], [`gc`], [`stats`], [`history`] (replay history rows).
@@ -19,7 +19,6 @@
 
 pub mod changes;
 pub mod error;
-pub mod export;
 pub mod gc;
 pub mod history;
 pub mod images;
@@ -34,6 +33,7 @@ mod opening;
 pub mod outputs;
 pub mod pack;
 pub mod query;
+pub mod read;
 pub mod recordings;
 pub mod recovery;
 #[cfg(feature = "remote")]
@@ -51,11 +51,11 @@ use rrstore_format::{Recording, RecordingId};
 use rusqlite::{Connection, OptionalExtension};
 
 pub use error::{Result, StoreError};
-pub use export::StoredRecording;
 pub use history::HistoryEntry;
 pub use import::{ImportOptions, ImportReport};
 pub use listing::{LsRow, LsTable};
 pub use query::{LsFilter, LsSort, RecordingSummary};
+pub use read::StoredRecording;
 pub use sources::{find_sources, find_sources_skipped, Source};
 
 /// An open store: its directory, a connection to its index and, while

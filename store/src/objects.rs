@@ -16,11 +16,11 @@ use rrstore_format::chunk::{self, ChunkHash, Chunker};
 use rusqlite::Transaction;
 
 use crate::error::{Result, StoreError};
-use crate::export::part_locations;
 use crate::index::write::{self, ChunkRow, Keep, Outcome, PartRow, Recheck};
 use crate::pack::reader::{ChunkLoc, PackFiles, ReadError};
 use crate::pack::writer::PackWriter;
 use crate::pack::{EntryHeader, ENTRY_HEADER_LEN};
+use crate::read::part_locations;
 use crate::Store;
 
 /// How often storing an object starts over when gc removed a chunk it

@@ -47,7 +47,7 @@ impl Store {
 
     /// Chunk locations of a stored part, in order.
     pub(crate) fn xfer_part_locs(&self, part: &[u8; 32]) -> Result<Vec<ChunkLoc>> {
-        crate::export::part_locations(&self.conn, &self.dir, part)
+        crate::read::part_locations(&self.conn, &self.dir, part)
     }
 
     /// Label, tags, source and import time of a stored recording.
