@@ -15,11 +15,62 @@ use std::path::{Path, PathBuf};
 
 use rrstore_format::extents::{Extent, PartExtents};
 use rrstore_format::{PartRole, PartSource, Recording, RecordingId};
-use rusqlite::Connection;
+use rusqlite::{Connection, OptionalExtension};
 
 use crate::error::{Result, StoreError};
 use crate::index;
 use crate::pack::reader::{ChunkLoc, PackFiles, ReadError};
+use crate::Store;
+
+impl Store {
+    /// The stored recording's manifest.
+    pub fn recording(&self, id: &RecordingId) -> Result<Recording> {
+        recording_from(&self.conn, &self.index_path(), id)
+    }
+
+    /// A [`rrstore_format::PartSource`] over a stored recording's parts.
+    /// It has its own index connection, so it can outlive `self` and move
+    /// to another thread.
+    pub fn part_source(&self, id: &RecordingId) -> Result<StoredRecording<'static>> {
+        StoredRecording::open(&self.dir, id)
+    }
+
+    /// [`part_source`](Self::part_source) reading through this store's own
+    /// index connection: no second connection to open (for a short replay
+    /// that is a measurable share of its start-up), but it borrows the store
+    /// and stays on this thread.
+    pub fn parts_of(&self, id: &RecordingId) -> Result<StoredRecording<'_>> {
+        StoredRecording::in_store(&self.dir, &self.conn, id)
+    }
+}
+
+/// Load and check a recording's manifest from the index.
+pub(crate) fn recording_from(
+    conn: &Connection,
+    index_path: &Path,
+    id: &RecordingId,
+) -> Result<Recording> {
+    let blob: Option<Vec<u8>> = conn
+        .prepare_cached("SELECT manifest FROM manifests WHERE id = ?1")
+        .and_then(|mut s| s.query_row([&id.0[..]], |r| r.get(0)).optional())
+        .map_err(|source| StoreError::Index {
+            path: index_path.to_path_buf(),
+            context: "reading a recording manifest".into(),
+            source,
+        })?;
+    let blob = blob.ok_or_else(|| StoreError::NotFound(id.to_hex()))?;
+    let rec: Recording = rmp_serde::from_slice(&blob).map_err(|e| StoreError::CorruptIndex {
+        recording: id.to_hex(),
+        reason: format!("its manifest does not decode: {e}"),
+    })?;
+    if rec.id() != *id {
+        return Err(StoreError::CorruptIndex {
+            recording: id.to_hex(),
+            reason: format!("its manifest hashes to {}", rec.id()),
+        });
+    }
+    Ok(rec)
+}
 
 /// A stored recording opened for reading.
 pub struct StoredRecording<'s> {
@@ -81,7 +132,7 @@ impl<'s> StoredRecording<'s> {
 
     fn with(dir: &Path, conn: IndexConn<'s>, id: &RecordingId) -> Result<StoredRecording<'s>> {
         let index_path = dir.join(crate::layout::INDEX_FILE);
-        let rec = crate::recording_from(&conn, &index_path, id)?;
+        let rec = recording_from(&conn, &index_path, id)?;
         Ok(StoredRecording {
             dir: dir.to_path_buf(),
             conn,
