@@ -220,7 +220,24 @@ pub fn report(err: &anyhow::Error) -> ExitCode {
     if needs_repair(err) {
         eprintln!("hint: run `rrstore repair` to rebuild the index from the pack files");
     }
+    if let Some(hint) = store_flag_hint(err) {
+        eprintln!("hint: {hint}");
+    }
     ExitCode::from(code_for(err))
+}
+
+/// The command-line way out of a store error (the library names no flags).
+fn store_flag_hint(err: &anyhow::Error) -> Option<&'static str> {
+    use rrstore_store::StoreError as S;
+    let e = err
+        .chain()
+        .find_map(|c| c.downcast_ref::<rrstore_store::StoreError>())?;
+    match e {
+        S::Dir { .. } => Some("pass --store DIR to use a store elsewhere"),
+        S::NoStoreDir => Some("pass --store DIR to name the store"),
+        _ if e.is_disk_full() => Some("pass --store DIR to use a store on another file system"),
+        _ => None,
+    }
 }
 
 /// Whether the error is one `rrstore repair` fixes (lost, emptied, foreign
@@ -279,6 +296,12 @@ fn store_code_for(err: &anyhow::Error) -> Option<u8> {
             S::NotFound(_) | S::ObjectNotFound(_) => NOT_FOUND,
             S::Ambiguous { .. } => AMBIGUOUS,
             S::BadPrefix(_) | S::Invalid(_) | S::SourceChanged { .. } => INVALID_INPUT,
+            S::NoStoreDir | S::OldSchemaReadOnly { .. } | S::SourceModified { .. } => INVALID_INPUT,
+            S::ObjectChanged { .. } | S::ChunkParams { .. } => INVALID_INPUT,
+            S::BadTagKey { .. } | S::BadTag { .. } | S::NoSuchPart { .. } => INVALID_INPUT,
+            S::BadPartRead { .. } | S::PartRows { .. } | S::ChunkGone { .. } => INVALID_INPUT,
+            S::ReadBack { .. } | S::PackStillUsed { .. } | S::Encode { .. } => INVALID_INPUT,
+            S::Worker(_) | S::Internal(_) => INVALID_INPUT,
             S::CorruptPart { .. } | S::CorruptPack { .. } | S::CorruptIndex { .. } => CORRUPT,
             S::SourceRead { .. } | S::Source { .. } | S::NoRecordings(_) => NOT_FOUND,
             S::Format(f) => format_code(f),

@@ -372,3 +372,33 @@ fn another_stores_index_is_refused() {
     assert_eq!(ls_ids(&b).len(), 1);
     ok(&b, &["verify", "--full"]);
 }
+
+/// The store library names no command-line flag: an unusable store
+/// directory, or none at all, is a sentence about the store, and the CLI
+/// adds the `--store DIR` way out as a hint line.
+#[test]
+fn store_errors_name_no_flag_and_the_cli_adds_the_store_hint() {
+    let tmp = tempfile::tempdir().unwrap();
+    let file = tmp.path().join("a-file");
+    std::fs::write(&file, b"not a directory").unwrap();
+    let saxpy = fixtures().join("llvm22-host/saxpy");
+    let (code, err) = fails(&file.join("store"), &["import", saxpy.to_str().unwrap()]);
+    let error_line = err.lines().find(|l| l.starts_with("error:")).unwrap_or("");
+    assert!(error_line.contains("cannot use store directory"), "{err}");
+    assert!(!error_line.contains("--store"), "{err}");
+    assert!(err.contains("hint: pass --store DIR"), "{err}");
+    assert_eq!(code, 7, "{err}");
+
+    let o = Command::new(bin())
+        .args(["ls"])
+        .env_remove("RRSTORE_DIR")
+        .env_remove("XDG_DATA_HOME")
+        .env_remove("HOME")
+        .output()
+        .unwrap();
+    let (_, err) = expect_failure(o, &["ls"]);
+    let error_line = err.lines().find(|l| l.starts_with("error:")).unwrap_or("");
+    assert!(error_line.contains("no store directory"), "{err}");
+    assert!(!error_line.contains("--store"), "{err}");
+    assert!(err.contains("hint: pass --store DIR"), "{err}");
+}

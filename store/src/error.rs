@@ -7,7 +7,7 @@ use rrstore_format::{FormatError, PartRole, RecordingId};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error("cannot use store directory {path}: {source} (check that it exists and is writable, or pass --store DIR)")]
+    #[error("cannot use store directory {path}: {source} (check that it exists and is writable)")]
     Dir {
         path: PathBuf,
         #[source]
@@ -97,6 +97,68 @@ pub enum StoreError {
     NoRecordings(PathBuf),
     #[error("{0}")]
     Invalid(String),
+    /// No store was named and none can be found from the environment.
+    #[error("no store directory: set RRSTORE_DIR or HOME")]
+    NoStoreDir,
+    /// A read-only index of an older schema (it cannot be migrated).
+    #[error("store index {path} has schema version {found} and the store is read-only, so it cannot be upgraded to version {supported}: open the store once where it can be written")]
+    OldSchemaReadOnly {
+        path: PathBuf,
+        found: i64,
+        supported: i64,
+    },
+    /// A source file (an LLVM part, an object to store) changed while it
+    /// was read.
+    #[error("{what}: read {read}, but it had {expected} when it was loaded; was the file changed while importing?")]
+    SourceModified {
+        what: String,
+        read: String,
+        expected: String,
+    },
+    #[error("{path} changed while it was being stored; try again")]
+    ObjectChanged { path: PathBuf },
+    #[error("invalid chunking parameters: {reason}")]
+    ChunkParams { reason: String },
+    #[error("tag key `{key}` must be non-empty and contain no `=`")]
+    BadTagKey { key: String },
+    #[error("`{text}` is not a tag: write KEY=VALUE")]
+    BadTag { text: String },
+    #[error("recording {recording} has no {part} part")]
+    NoSuchPart {
+        recording: RecordingId,
+        part: PartRole,
+    },
+    /// A read of a stored part asked for bytes it does not have.
+    #[error("the {part} part is {len} bytes: {reason}")]
+    BadPartRead {
+        part: PartRole,
+        len: u64,
+        reason: String,
+    },
+    /// A part's rows in the index do not add up (its chunk list, chunks
+    /// or packs).
+    #[error("part {part}: {reason}")]
+    PartRows { part: String, reason: String },
+    /// A chunk a transfer is sending is no longer indexed.
+    #[error("chunk {chunk} is not in the store (was it removed by gc while pushing?)")]
+    ChunkGone { chunk: String },
+    /// A pulled chunk cannot be read back from the pack it was written to.
+    #[error("reading back chunk {chunk} of part {part}: {reason}")]
+    ReadBack {
+        chunk: String,
+        part: String,
+        reason: String,
+    },
+    #[error("gc: {left} chunks still point into {path}; pack kept")]
+    PackStillUsed { path: PathBuf, left: i64 },
+    #[error("cannot encode {what}: {reason}")]
+    Encode { what: String, reason: String },
+    /// A worker thread died (panic, out of memory).
+    #[error("{0}; nothing was committed")]
+    Worker(String),
+    /// A state the code rules out was reached.
+    #[error("internal error: {0}; please report it")]
+    Internal(String),
     #[error("the store is busy: {0}; retry when the other rrstore process has finished")]
     Busy(String),
 }
@@ -137,6 +199,18 @@ impl StoreError {
         }
     }
 
+    /// True when the store's file system is full (a pack write or the
+    /// index hit ENOSPC / SQLITE_FULL).
+    pub fn is_disk_full(&self) -> bool {
+        match self {
+            StoreError::Io { source, .. } => source.raw_os_error() == Some(libc::ENOSPC),
+            StoreError::Index { source, .. } => {
+                source.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull)
+            }
+            _ => false,
+        }
+    }
+
     /// True when the error means stored data is corrupt.
     pub fn is_corrupt(&self) -> bool {
         matches!(
@@ -171,4 +245,4 @@ fn io_hint(e: &std::io::Error) -> &'static str {
     }
 }
 
-const FULL_HINT: &str = " (the file system holding the store is full: free space, or use a store elsewhere with --store DIR; recordings already imported are intact)";
+const FULL_HINT: &str = " (the file system holding the store is full: free space, or use a store on another file system; recordings already imported are intact)";

@@ -413,10 +413,10 @@ impl Store {
         if left != 0 {
             // Cannot happen (only gc moves chunks, and gc is exclusive);
             // leave the pack in place rather than lose data.
-            return Err(StoreError::Invalid(format!(
-                "gc: {left} chunks still point into {}; pack kept",
-                path.display()
-            )));
+            return Err(StoreError::PackStillUsed {
+                path: path.to_path_buf(),
+                left,
+            });
         }
         tx.execute("DELETE FROM packs WHERE id = ?1", [pid])
             .map_err(err)?;

@@ -115,7 +115,7 @@ impl Store {
             .map(|_| ())
         })?;
         let image = self.image(&put.hash)?.ok_or_else(|| {
-            StoreError::Invalid("the image row vanished right after it was written".into())
+            StoreError::Internal("the image row vanished right after it was written".into())
         })?;
         Ok(AddedImage {
             image,

@@ -6,10 +6,17 @@
 //! filters on. The layout and its invariants are written down in
 //! spec/STORE.md.
 //!
-//! * [`Store`]: open a store, resolve IDs, read recordings back.
+//! * [`Store`]: the open store; its methods live in the file of their verb:
+//!   open (`opening.rs`), resolve and ls (`query.rs`), read (`read/`),
+//!   import (`import/`), is it stored (`index/lookup.rs`), rm and tag
+//!   (`recordings.rs`), verify, gc, repair, stats, history, images, objects,
+//!   outputs (their own files), transfers (`remote/local.rs`).
 //! * [`import`]: add recordings (chunk, dedup, compress, append, commit);
-//!   `.rra` archives are copied chunk by chunk as stored (`import_archive`).
-//! * [`export`]: [`StoredRecording`], a `PartSource` over stored parts.
+//!   `.rra` archives are copied chunk by chunk as stored (`import::archive`).
+//!   Every write of stored data goes through the index's one write path
+//!   (`index::write`, spec/STORE.md "Index writes").
+//! * [`read`]: the read path: [`StoredRecording`], a `PartSource` over
+//!   stored parts.
 //! * [`query`]: `ls` filters; [`listing`]: the compact table `ls` prints;
 //!   [`recordings`]: rm and tags.
 //! * [`verify`], [`gc`], [`stats`], [`history`] (replay history rows).
@@ -19,13 +26,10 @@
 
 pub mod changes;
 pub mod error;
-pub mod export;
 pub mod gc;
 pub mod history;
 pub mod images;
 pub mod import;
-mod import_archive;
-mod import_heal;
 mod index;
 pub mod layout;
 pub mod listing;
@@ -36,6 +40,7 @@ mod opening;
 pub mod outputs;
 pub mod pack;
 pub mod query;
+pub mod read;
 pub mod recordings;
 pub mod recovery;
 #[cfg(feature = "remote")]
@@ -49,15 +54,14 @@ pub mod verify;
 use std::path::{Path, PathBuf};
 
 use rrstore_format::chunk::ChunkParams;
-use rrstore_format::{Recording, RecordingId};
-use rusqlite::{Connection, OptionalExtension};
+use rusqlite::Connection;
 
 pub use error::{Result, StoreError};
-pub use export::StoredRecording;
 pub use history::HistoryEntry;
 pub use import::{ImportOptions, ImportReport};
 pub use listing::{LsRow, LsTable};
 pub use query::{LsFilter, LsSort, RecordingSummary};
+pub use read::StoredRecording;
 pub use sources::{find_sources, find_sources_skipped, Source};
 
 /// An open store: its directory, a connection to its index and, while
@@ -77,49 +81,6 @@ pub struct Store {
 }
 
 impl Store {
-    /// Open the store at `dir`, creating it (directory, marker, packs,
-    /// index) when the directory holds no store.
-    pub fn open(dir: impl AsRef<Path>) -> Result<Store> {
-        Store::open_mode(dir.as_ref(), true)
-    }
-
-    /// Open the existing store at `dir`: [`StoreError::NotAStore`] when the
-    /// directory is not one (nothing is created).
-    pub fn open_existing(dir: impl AsRef<Path>) -> Result<Store> {
-        Store::open_mode(dir.as_ref(), false)
-    }
-
-    fn open_mode(dir: &Path, create: bool) -> Result<Store> {
-        let opened = opening::open(dir, create)?;
-        Ok(Store {
-            dir: dir.to_path_buf(),
-            conn: opened.conn,
-            writers: Vec::new(),
-            chunk_params: ChunkParams::default(),
-            zstd_level: 3,
-            read_only: opened.read_only,
-        })
-    }
-
-    /// Open the store at `explicit` (which must be a store already), else
-    /// at `$RRSTORE_DIR` or the XDG data directory (created on first use;
-    /// see [`layout::resolve_dir`]).
-    pub fn open_default(explicit: Option<&Path>) -> Result<Store> {
-        match explicit {
-            Some(dir) => Store::open_existing(dir),
-            None => Store::open(default_dir()?),
-        }
-    }
-
-    /// [`Store::open_default`] for commands that write: the store at
-    /// `explicit` is created too when it does not exist.
-    pub fn open_default_create(explicit: Option<&Path>) -> Result<Store> {
-        match explicit {
-            Some(dir) => Store::open(dir),
-            None => Store::open(default_dir()?),
-        }
-    }
-
     /// Whether the store was opened read-only (its directory cannot be
     /// written): reads work, writes fail.
     pub fn is_read_only(&self) -> bool {
@@ -149,108 +110,6 @@ impl Store {
             source,
         }
     }
-
-    /// Resolve a unique hex prefix (at least 4 digits) or a full ID.
-    pub fn resolve(&self, prefix: &str) -> Result<RecordingId> {
-        let p = prefix.trim().to_ascii_lowercase();
-        if p.len() < 4 || p.len() > 64 || !p.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(StoreError::BadPrefix(prefix.to_string()));
-        }
-        // Range scan on the id_hex index: [p, p with its last digit + 1).
-        let mut upper = p.clone().into_bytes();
-        if let Some(last) = upper.last_mut() {
-            *last += 1;
-        }
-        let upper = String::from_utf8_lossy(&upper).into_owned();
-        let mut stmt = self
-            .conn
-            .prepare_cached(
-                "SELECT id_hex FROM recordings WHERE id_hex >= ?1 AND id_hex < ?2 \
-                 ORDER BY id_hex LIMIT 11",
-            )
-            .map_err(self.ierr("resolving an ID prefix"))?;
-        let found: Vec<String> = stmt
-            .query_map([&p, &upper], |r| r.get(0))
-            .and_then(|rows| rows.collect())
-            .map_err(self.ierr("resolving an ID prefix"))?;
-        match found.len() {
-            0 => Err(StoreError::NotFound(prefix.to_string())),
-            1 => found[0]
-                .parse()
-                .map_err(|_| StoreError::NotFound(prefix.to_string())),
-            _ => Err(StoreError::Ambiguous {
-                prefix: prefix.to_string(),
-                candidates: found
-                    .iter()
-                    .map(|h| h[..16.min(h.len())].to_string())
-                    .collect(),
-            }),
-        }
-    }
-
-    /// Whether a recording with this ID is stored.
-    pub fn contains(&self, id: &RecordingId) -> Result<bool> {
-        self.conn
-            .prepare_cached("SELECT 1 FROM recordings WHERE id = ?1")
-            .and_then(|mut s| s.exists([&id.0[..]]))
-            .map_err(self.ierr("looking up a recording"))
-    }
-
-    /// The stored recording's manifest.
-    pub fn recording(&self, id: &RecordingId) -> Result<Recording> {
-        recording_from(&self.conn, &self.index_path(), id)
-    }
-
-    /// A [`rrstore_format::PartSource`] over a stored recording's parts.
-    /// It has its own index connection, so it can outlive `self` and move
-    /// to another thread.
-    pub fn part_source(&self, id: &RecordingId) -> Result<StoredRecording<'static>> {
-        StoredRecording::open(&self.dir, id)
-    }
-
-    /// [`part_source`](Self::part_source) reading through this store's own
-    /// index connection: no second connection to open (for a short replay
-    /// that is a measurable share of its start-up), but it borrows the store
-    /// and stays on this thread.
-    pub fn parts_of(&self, id: &RecordingId) -> Result<StoredRecording<'_>> {
-        StoredRecording::in_store(&self.dir, &self.conn, id)
-    }
-}
-
-fn default_dir() -> Result<PathBuf> {
-    layout::resolve_dir(None).ok_or_else(|| {
-        StoreError::Invalid(
-            "no store directory: set RRSTORE_DIR or HOME, or pass --store DIR".into(),
-        )
-    })
-}
-
-/// Load and check a recording's manifest from the index.
-pub(crate) fn recording_from(
-    conn: &Connection,
-    index_path: &Path,
-    id: &RecordingId,
-) -> Result<Recording> {
-    let blob: Option<Vec<u8>> = conn
-        .prepare_cached("SELECT manifest FROM manifests WHERE id = ?1")
-        .and_then(|mut s| s.query_row([&id.0[..]], |r| r.get(0)).optional())
-        .map_err(|source| StoreError::Index {
-            path: index_path.to_path_buf(),
-            context: "reading a recording manifest".into(),
-            source,
-        })?;
-    let blob = blob.ok_or_else(|| StoreError::NotFound(id.to_hex()))?;
-    let rec: Recording = rmp_serde::from_slice(&blob).map_err(|e| StoreError::CorruptIndex {
-        recording: id.to_hex(),
-        reason: format!("its manifest does not decode: {e}"),
-    })?;
-    if rec.id() != *id {
-        return Err(StoreError::CorruptIndex {
-            recording: id.to_hex(),
-            reason: format!("its manifest hashes to {}", rec.id()),
-        });
-    }
-    Ok(rec)
 }
 
 /// Seconds since the Unix epoch.

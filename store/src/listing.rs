@@ -190,7 +190,7 @@ impl Store {
                 });
                 let a = scan(self.conn(), &low, &params, 0, &ierr);
                 let b = upper.join().unwrap_or_else(|_| {
-                    Err(StoreError::Invalid("the listing thread panicked".into()))
+                    Err(StoreError::Worker("the listing thread panicked".into()))
                 });
                 (a, b)
             });

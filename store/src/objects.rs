@@ -13,15 +13,19 @@ use std::io::Read;
 use std::path::Path;
 
 use rrstore_format::chunk::{self, ChunkHash, Chunker};
-use rusqlite::{Transaction, TransactionBehavior};
+use rusqlite::Transaction;
 
 use crate::error::{Result, StoreError};
-use crate::export::part_locations;
-use crate::index::i;
+use crate::index::write::{self, ChunkRow, Keep, Outcome, PartRow, Recheck};
 use crate::pack::reader::{ChunkLoc, PackFiles, ReadError};
 use crate::pack::writer::PackWriter;
 use crate::pack::{EntryHeader, ENTRY_HEADER_LEN};
+use crate::read::part_locations;
 use crate::Store;
+
+/// How often storing an object starts over when gc removed a chunk it
+/// reused.
+const OBJECT_ATTEMPTS: u32 = 8;
 
 /// Inserts the row that keeps a new object, inside its transaction: called
 /// with the object's blake3 and length.
@@ -36,14 +40,6 @@ pub struct PutReport {
     pub present: bool,
     /// Bytes appended to pack files.
     pub stored_bytes: u64,
-}
-
-struct Written {
-    hash: ChunkHash,
-    offset: u64,
-    stored_len: u32,
-    len: u32,
-    codec: u8,
 }
 
 /// blake3 and length of a file, streamed.
@@ -70,35 +66,17 @@ pub fn hash_file(path: &Path) -> Result<([u8; 32], u64)> {
 }
 
 impl Store {
-    fn read_gc_epoch(&self) -> Result<i64> {
-        self.conn()
-            .query_row("SELECT value FROM meta WHERE key = 'gc_epoch'", [], |r| {
-                r.get(0)
-            })
-            .map_err(self.ierr("reading the gc epoch"))
-    }
-
-    /// Whether a part (or stand-alone object) with this blake3 is stored.
-    pub fn has_part(&self, hash: &[u8; 32]) -> Result<bool> {
-        self.conn()
-            .prepare_cached("SELECT 1 FROM parts WHERE hash = ?1")
-            .and_then(|mut s| s.exists([&hash[..]]))
-            .map_err(self.ierr("looking up a part"))
-    }
-
     /// Store the bytes of `path` as an object and, in the same transaction,
     /// call `link` with its hash and length to insert the row that keeps it.
     pub(crate) fn put_object(&mut self, path: &Path, link: &Link<'_>) -> Result<PutReport> {
         let (hash, len) = hash_file(path)?;
-        for _ in 0..8 {
-            if let Some(r) = self.put_attempt(path, hash, len, link)? {
-                return Ok(r);
-            }
-        }
-        Err(StoreError::Busy(format!(
-            "storing {}: gc kept removing chunks this write reused",
-            path.display()
-        )))
+        write::retry_raced(
+            self,
+            OBJECT_ATTEMPTS,
+            &|_| format!("storing {}", path.display()),
+            "write",
+            &mut |s: &mut Store| s.put_attempt(path, hash, len, link),
+        )
     }
 
     fn put_attempt(
@@ -108,7 +86,7 @@ impl Store {
         len: u64,
         link: &Link<'_>,
     ) -> Result<Option<PutReport>> {
-        let epoch0 = self.read_gc_epoch()?;
+        let epoch0 = self.gc_epoch()?;
         let mut report = PutReport {
             hash,
             len,
@@ -117,15 +95,19 @@ impl Store {
         };
         let mut list: Vec<ChunkHash> = Vec::new();
         let mut reused: Vec<ChunkHash> = Vec::new();
-        let mut written: Vec<Written> = Vec::new();
+        let mut written: Vec<ChunkRow> = Vec::new();
         let mut writer: Option<PackWriter> = None;
         if !report.present {
             let file = std::fs::File::open(path).map_err(|e| StoreError::Source {
                 path: path.to_path_buf(),
                 source: e,
             })?;
-            let chunker = Chunker::new(std::io::BufReader::new(file), self.chunk_params)
-                .map_err(|e| StoreError::Invalid(e.to_string()))?;
+            let chunker =
+                Chunker::new(std::io::BufReader::new(file), self.chunk_params).map_err(|e| {
+                    StoreError::ChunkParams {
+                        reason: e.to_string(),
+                    }
+                })?;
             let mut seen: HashSet<ChunkHash> = HashSet::new();
             let mut total_hash = blake3::Hasher::new();
             let mut total = 0u64;
@@ -141,12 +123,7 @@ impl Store {
                 if !seen.insert(h) {
                     continue;
                 }
-                let exists = self
-                    .conn()
-                    .prepare_cached("SELECT 1 FROM chunks WHERE hash = ?1")
-                    .and_then(|mut s| s.exists([&h[..]]))
-                    .map_err(self.ierr("looking up a chunk"))?;
-                if exists {
+                if self.has_chunk(&h)? {
                     reused.push(h);
                     continue;
                 }
@@ -165,96 +142,55 @@ impl Store {
                 };
                 let offset = w.append(&header, &stored)?;
                 report.stored_bytes += (ENTRY_HEADER_LEN + stored.len()) as u64;
-                written.push(Written {
+                written.push(ChunkRow {
                     hash: h,
+                    pack: w.name().to_string(),
                     offset,
                     stored_len: header.stored_len,
                     len: header.len,
-                    codec: codec as u8,
+                    codec,
                 });
             }
             if total != len || *total_hash.finalize().as_bytes() != hash {
-                return Err(StoreError::Invalid(format!(
-                    "{} changed while it was being stored; try again",
-                    path.display()
-                )));
+                return Err(StoreError::ObjectChanged {
+                    path: path.to_path_buf(),
+                });
             }
             if let Some(w) = writer.as_mut() {
                 w.sync()?;
             }
         }
-        let ierr = self.ierr("storing an object");
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(&ierr)?;
-        let epoch: i64 = tx
-            .query_row("SELECT value FROM meta WHERE key = 'gc_epoch'", [], |r| {
-                r.get(0)
-            })
-            .map_err(&ierr)?;
-        if epoch != epoch0 {
-            let part_there = tx
-                .prepare_cached("SELECT 1 FROM parts WHERE hash = ?1")
-                .and_then(|mut s| s.exists([&hash[..]]))
-                .map_err(&ierr)?;
-            if report.present && !part_there {
-                return Ok(None);
-            }
-            let mut q = tx
-                .prepare_cached("SELECT 1 FROM chunks WHERE hash = ?1")
-                .map_err(&ierr)?;
-            for h in &reused {
-                if !q.exists([&h[..]]).map_err(&ierr)? {
-                    return Ok(None);
-                }
-            }
-        }
-        if !report.present {
-            if let Some(w) = &writer {
-                tx.execute(
-                    "INSERT INTO packs (name, size) VALUES (?1, ?2) \
-                     ON CONFLICT (name) DO UPDATE SET size = max(size, excluded.size)",
-                    rusqlite::params![w.name(), i(w.len())],
-                )
-                .map_err(&ierr)?;
-                let pid: i64 = tx
-                    .query_row("SELECT id FROM packs WHERE name = ?1", [w.name()], |r| {
-                        r.get(0)
-                    })
-                    .map_err(&ierr)?;
-                for c in &written {
-                    tx.execute(
-                        "INSERT OR IGNORE INTO chunks (hash, pack, offset, stored_len, len, codec) \
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                        rusqlite::params![
-                            &c.hash[..],
-                            pid,
-                            i(c.offset),
-                            c.stored_len,
-                            c.len,
-                            c.codec
-                        ],
-                    )
-                    .map_err(&ierr)?;
-                }
-            }
-            tx.execute(
-                "INSERT OR IGNORE INTO parts (hash, len, nchunks) VALUES (?1, ?2, ?3)",
-                rusqlite::params![&hash[..], i(len), list.len() as i64],
-            )
-            .map_err(&ierr)?;
-            for (seq, c) in list.iter().enumerate() {
-                tx.execute(
-                    "INSERT OR IGNORE INTO part_chunks (part, seq, chunk) VALUES (?1, ?2, ?3)",
-                    rusqlite::params![&hash[..], seq as i64, &c[..]],
-                )
-                .map_err(&ierr)?;
-            }
-        }
-        link(&tx, &hash, len).map_err(&ierr)?;
-        tx.commit().map_err(&ierr)?;
-        Ok(Some(report))
+        let packs: Vec<(String, u64)> = writer
+            .iter()
+            .map(|w| (w.name().to_string(), w.len()))
+            .collect();
+        let reused_parts: &[[u8; 32]] = if report.present { &[hash] } else { &[] };
+        let part = [PartRow {
+            hash,
+            len,
+            chunks: &list,
+        }];
+        let w = write::Write {
+            recheck: Recheck::SinceEpoch(epoch0),
+            reused_parts,
+            reused_chunks: &reused,
+            packs: &packs,
+            chunks: &written,
+            healed: &HashSet::new(),
+            parts: if report.present { &[] } else { &part },
+        };
+        let keep = Keep {
+            context: "storing an object",
+            present: &|_| Ok(false),
+            insert: &|tx| link(tx, &hash, len),
+        };
+        let index = self.index_path();
+        Ok(
+            match write::commit(&mut self.conn, &index, &w, Some(&keep))? {
+                Outcome::Raced => None,
+                Outcome::Committed | Outcome::Present => Some(report),
+            },
+        )
     }
 
     /// Read a whole stored object (an image) into memory, checked chunk by

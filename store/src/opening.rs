@@ -1,12 +1,63 @@
-//! Opening a store: is the directory a store (marker, index, packs), is its
-//! index usable, and creating one (spec/STORE.md, "Opening").
+//! Opening a store: [`Store::open`] and its variants, is the directory a
+//! store (marker, index, packs), is its index usable, and creating one
+//! (spec/STORE.md, "Opening").
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
+use rrstore_format::chunk::ChunkParams;
 use rusqlite::Connection;
 
 use crate::error::{Result, StoreError};
-use crate::{index, layout, marker, recovery};
+use crate::{index, layout, marker, recovery, Store};
+
+impl Store {
+    /// Open the store at `dir`, creating it (directory, marker, packs,
+    /// index) when the directory holds no store.
+    pub fn open(dir: impl AsRef<Path>) -> Result<Store> {
+        Store::open_mode(dir.as_ref(), true)
+    }
+
+    /// Open the existing store at `dir`: [`StoreError::NotAStore`] when the
+    /// directory is not one (nothing is created).
+    pub fn open_existing(dir: impl AsRef<Path>) -> Result<Store> {
+        Store::open_mode(dir.as_ref(), false)
+    }
+
+    fn open_mode(dir: &Path, create: bool) -> Result<Store> {
+        let opened = open(dir, create)?;
+        Ok(Store {
+            dir: dir.to_path_buf(),
+            conn: opened.conn,
+            writers: Vec::new(),
+            chunk_params: ChunkParams::default(),
+            zstd_level: 3,
+            read_only: opened.read_only,
+        })
+    }
+
+    /// Open the store at `explicit` (which must be a store already), else
+    /// at `$RRSTORE_DIR` or the XDG data directory (created on first use;
+    /// see [`layout::resolve_dir`]).
+    pub fn open_default(explicit: Option<&Path>) -> Result<Store> {
+        match explicit {
+            Some(dir) => Store::open_existing(dir),
+            None => Store::open(default_dir()?),
+        }
+    }
+
+    /// [`Store::open_default`] for commands that write: the store at
+    /// `explicit` is created too when it does not exist.
+    pub fn open_default_create(explicit: Option<&Path>) -> Result<Store> {
+        match explicit {
+            Some(dir) => Store::open(dir),
+            None => Store::open(default_dir()?),
+        }
+    }
+}
+
+fn default_dir() -> Result<PathBuf> {
+    layout::resolve_dir(None).ok_or(StoreError::NoStoreDir)
+}
 
 /// An opened index and whether the store is read-only.
 pub(crate) struct Opened {

@@ -62,6 +62,44 @@ pub struct RecordingSummary {
 }
 
 impl Store {
+    /// Resolve a unique hex prefix (at least 4 digits) or a full ID.
+    pub fn resolve(&self, prefix: &str) -> Result<RecordingId> {
+        let p = prefix.trim().to_ascii_lowercase();
+        if p.len() < 4 || p.len() > 64 || !p.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(StoreError::BadPrefix(prefix.to_string()));
+        }
+        // Range scan on the id_hex index: [p, p with its last digit + 1).
+        let mut upper = p.clone().into_bytes();
+        if let Some(last) = upper.last_mut() {
+            *last += 1;
+        }
+        let upper = String::from_utf8_lossy(&upper).into_owned();
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT id_hex FROM recordings WHERE id_hex >= ?1 AND id_hex < ?2 \
+                 ORDER BY id_hex LIMIT 11",
+            )
+            .map_err(self.ierr("resolving an ID prefix"))?;
+        let found: Vec<String> = stmt
+            .query_map([&p, &upper], |r| r.get(0))
+            .and_then(|rows| rows.collect())
+            .map_err(self.ierr("resolving an ID prefix"))?;
+        match found.len() {
+            0 => Err(StoreError::NotFound(prefix.to_string())),
+            1 => found[0]
+                .parse()
+                .map_err(|_| StoreError::NotFound(prefix.to_string())),
+            _ => Err(StoreError::Ambiguous {
+                prefix: prefix.to_string(),
+                candidates: found
+                    .iter()
+                    .map(|h| h[..16.min(h.len())].to_string())
+                    .collect(),
+            }),
+        }
+    }
+
     /// Recordings matching `filter`, sorted.
     pub fn list(&self, filter: &LsFilter) -> Result<Vec<RecordingSummary>> {
         let (cond, params) = where_clause(filter);

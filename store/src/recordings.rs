@@ -52,9 +52,7 @@ impl Store {
     ) -> Result<()> {
         for (k, _) in set {
             if k.is_empty() || k.contains('=') {
-                return Err(StoreError::Invalid(format!(
-                    "tag key `{k}` must be non-empty and contain no `=`"
-                )));
+                return Err(StoreError::BadTagKey { key: k.clone() });
             }
         }
         if !self.contains(id)? {
@@ -94,8 +92,8 @@ impl Store {
 pub fn parse_tag(s: &str) -> Result<(String, String)> {
     match s.split_once('=') {
         Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
-        _ => Err(StoreError::Invalid(format!(
-            "`{s}` is not a tag: write KEY=VALUE"
-        ))),
+        _ => Err(StoreError::BadTag {
+            text: s.to_string(),
+        }),
     }
 }

@@ -169,8 +169,10 @@ pub fn write_recording(conn: &Connection, dir: &Path, id: &RecordingId) -> Resul
         imported_at,
         tags,
     };
-    let body = rmp_serde::to_vec_named(&meta)
-        .map_err(|e| StoreError::Invalid(format!("cannot encode recording metadata: {e}")))?;
+    let body = rmp_serde::to_vec_named(&meta).map_err(|e| StoreError::Encode {
+        what: format!("the recovery metadata of recording {id}"),
+        reason: e.to_string(),
+    })?;
     let path = recording_path(dir, id);
     write_atomic(&path, |put| {
         put(RECORDING_MAGIC)

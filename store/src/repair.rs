@@ -77,14 +77,7 @@ impl Store {
         if found.is_none() {
             marker::create(dir, id)?;
         }
-        let ierr = |context: &'static str| {
-            let p = index_path.clone();
-            move |source| StoreError::Index {
-                path: p.clone(),
-                context: context.into(),
-                source,
-            }
-        };
+        let ierr = |context| index::err(&index_path, context);
         let tx = conn
             .transaction()
             .map_err(ierr("starting the repair transaction"))?;
@@ -321,7 +314,7 @@ fn restore_recording(
         .and_then(|mut s| s.exists([&id.0[..]]))
         .map_err(ierr)?;
     if !present {
-        crate::import::insert_recording_rows(
+        crate::index::recording_rows::insert_recording_rows(
             tx,
             &id,
             &rec,

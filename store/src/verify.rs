@@ -9,10 +9,10 @@ use rrstore_format::{PartRole, RecordingId};
 use serde::Serialize;
 
 use crate::error::{Result, StoreError};
-use crate::export::part_locations;
 use crate::index::hash32;
 use crate::pack::reader::{ChunkLoc, PackFiles};
 use crate::pack::{check_header, EntryHeader, ENTRY_HEADER_LEN, PACK_HEADER_LEN};
+use crate::read::part_locations;
 use crate::Store;
 
 /// One problem found.

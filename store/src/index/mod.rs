@@ -1,8 +1,17 @@
 //! The SQLite index: opening it (WAL, busy timeout, migrations; read-only
 //! on a store that cannot be written; checked to be an rrstore index when a
-//! store is opened) and small helpers shared by the modules that query it.
+//! store is opened), typed row lookups ([`lookup`]) and the one path that
+//! writes stored data into it ([`write`], [`recording_rows`]).
+//!
+//! Invariant: chunks, parts and the rows that keep them (recordings,
+//! images, object links) enter the index only through [`write::commit`]:
+//! one transaction that re-checks every reused row gc may have deleted and
+//! inserts all rows or none (spec/STORE.md, "Index writes").
 
+pub(crate) mod lookup;
+pub(crate) mod recording_rows;
 pub mod schema;
+pub(crate) mod write;
 
 use std::path::Path;
 use std::time::Duration;
@@ -203,11 +212,11 @@ fn check_version_read_only(conn: &Connection, path: &Path) -> Result<()> {
         });
     }
     if version < schema::SCHEMA_VERSION {
-        return Err(StoreError::Invalid(format!(
-            "store index {} has schema version {version} and the store is read-only, so it cannot be upgraded to version {}: open the store once where it can be written",
-            path.display(),
-            schema::SCHEMA_VERSION
-        )));
+        return Err(StoreError::OldSchemaReadOnly {
+            path: path.to_path_buf(),
+            found: version,
+            supported: schema::SCHEMA_VERSION,
+        });
     }
     Ok(())
 }
@@ -295,6 +304,19 @@ fn migrate(conn: &Connection, path: &Path) -> Result<()> {
             let _ = conn.execute_batch("ROLLBACK");
             Err(err("creating the schema", e))
         }
+    }
+}
+
+/// The error of an index statement run for `context` (what was being
+/// done) on the index at `path`.
+pub(crate) fn err<'a>(
+    path: &'a Path,
+    context: &'a str,
+) -> impl Fn(rusqlite::Error) -> StoreError + 'a {
+    move |source| StoreError::Index {
+        path: path.to_path_buf(),
+        context: context.to_string(),
+        source,
     }
 }
 

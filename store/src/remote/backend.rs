@@ -122,7 +122,7 @@ impl Backend {
             " (the credentials were refused: check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)"
         } else if msg.contains("connect") || msg.contains("dns error") || msg.contains("timed out")
         {
-            " (cannot reach the endpoint: check --endpoint / AWS_ENDPOINT_URL and that the server runs)"
+            " (cannot reach the endpoint: check the endpoint the remote was added with (or AWS_ENDPOINT_URL) and that the server runs)"
         } else {
             ""
         };

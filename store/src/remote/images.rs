@@ -21,7 +21,7 @@ impl Session<'_> {
             let Some(h) = layout::hash_of_key(&key, layout::IMAGES) else {
                 continue;
             };
-            if self.store.xfer_has_image(&h)? {
+            if self.store.has_image(&h)? {
                 self.report.images_present += 1;
             } else {
                 todo.push(h);

@@ -2,36 +2,24 @@
 //! stored chunk entries, and committing pulled chunks and recordings into
 //! the index with the same invariants as `import` (spec/STORE.md).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 
 use rrstore_format::chunk::{ChunkHash, Codec};
 use rrstore_format::{Recording, RecordingId};
-use rusqlite::{OptionalExtension, TransactionBehavior};
+use rusqlite::OptionalExtension;
 
 use super::layout::{self, ChunkRef};
 use crate::error::{Result, StoreError};
-use crate::index::{hash32, i, u};
+use crate::index::recording_rows::insert_recording_rows;
+use crate::index::write::{self, AsPartRow, ChunkRow, Keep, Outcome, PartRow, Recheck, Write};
+use crate::index::{hash32, lookup, u};
 use crate::pack::reader::ChunkLoc;
 use crate::pack::{EntryHeader, ENTRY_HEADER_LEN};
 use crate::Store;
 
 impl Store {
-    pub(crate) fn xfer_has_chunk(&self, h: &ChunkHash) -> Result<bool> {
-        self.conn
-            .prepare_cached("SELECT 1 FROM chunks WHERE hash = ?1")
-            .and_then(|mut s| s.exists([&h[..]]))
-            .map_err(self.ierr("looking up a chunk"))
-    }
-
-    pub(crate) fn xfer_has_part(&self, h: &[u8; 32]) -> Result<bool> {
-        self.conn
-            .prepare_cached("SELECT 1 FROM parts WHERE hash = ?1")
-            .and_then(|mut s| s.exists([&h[..]]))
-            .map_err(self.ierr("looking up a part"))
-    }
-
     /// Where a chunk is stored now.
     pub(crate) fn xfer_chunk_loc(&self, h: &ChunkHash) -> Result<Option<ChunkLoc>> {
         let row: Option<(String, i64, i64, i64, i64)> = self
@@ -59,7 +47,7 @@ impl Store {
 
     /// Chunk locations of a stored part, in order.
     pub(crate) fn xfer_part_locs(&self, part: &[u8; 32]) -> Result<Vec<ChunkLoc>> {
-        crate::export::part_locations(&self.conn, &self.dir, part)
+        crate::read::part_locations(&self.conn, &self.dir, part)
     }
 
     /// Label, tags, source and import time of a stored recording.
@@ -93,12 +81,11 @@ impl Store {
         // gc may move a chunk between the lookup and the read: look it up
         // again once when its pack is gone.
         for attempt in 0..2 {
-            let loc = self.xfer_chunk_loc(h)?.ok_or_else(|| {
-                StoreError::Invalid(format!(
-                    "chunk {} is not in the store (was it removed by gc while pushing?)",
-                    rrstore_format::id::hex(h)
-                ))
-            })?;
+            let loc = self
+                .xfer_chunk_loc(h)?
+                .ok_or_else(|| StoreError::ChunkGone {
+                    chunk: rrstore_format::id::hex(h),
+                })?;
             let path = crate::layout::pack_path(&self.dir, &loc.pack);
             if !files.contains_key(&loc.pack) {
                 match File::open(&path) {
@@ -236,55 +223,31 @@ impl Store {
         if chunks.is_empty() {
             return Ok(());
         }
-        let ierr = self.ierr("adding pulled chunks");
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(&ierr)?;
-        {
-            let mut pack_ins = tx
-                .prepare_cached(
-                    "INSERT INTO packs (name, size) VALUES (?1, ?2) \
-                     ON CONFLICT (name) DO UPDATE SET size = max(size, excluded.size)",
-                )
-                .map_err(&ierr)?;
-            let mut pack_id = tx
-                .prepare_cached("SELECT id FROM packs WHERE name = ?1")
-                .map_err(&ierr)?;
-            let mut chunk_ins = tx
-                .prepare_cached(
-                    "INSERT OR IGNORE INTO chunks (hash, pack, offset, stored_len, len, codec) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                )
-                .map_err(&ierr)?;
-            let mut ids: HashMap<&str, i64> = HashMap::new();
-            let mut sizes: HashMap<&str, u64> = HashMap::new();
-            for c in chunks {
-                let s = sizes.entry(&c.pack).or_insert(0);
-                *s = (*s).max(c.pack_size);
-            }
-            for (name, size) in &sizes {
-                pack_ins
-                    .execute(rusqlite::params![name, i(*size)])
-                    .map_err(&ierr)?;
-                let pid: i64 = pack_id.query_row([name], |r| r.get(0)).map_err(&ierr)?;
-                ids.insert(name, pid);
-            }
-            for c in chunks {
-                let pid = ids.get(c.pack.as_str()).copied().unwrap_or(-1);
-                chunk_ins
-                    .execute(rusqlite::params![
-                        &c.header.hash[..],
-                        pid,
-                        i(c.offset),
-                        c.header.stored_len,
-                        c.header.len,
-                        c.header.codec as u8
-                    ])
-                    .map_err(&ierr)?;
-            }
+        let mut sizes: HashMap<&str, u64> = HashMap::new();
+        for c in chunks {
+            let s = sizes.entry(&c.pack).or_insert(0);
+            *s = (*s).max(c.pack_size);
         }
-        tx.commit().map_err(&ierr)
+        let packs: Vec<(String, u64)> = sizes.iter().map(|(n, s)| (n.to_string(), *s)).collect();
+        let rows: Vec<ChunkRow> = chunks
+            .iter()
+            .map(|c| ChunkRow {
+                hash: c.header.hash,
+                pack: c.pack.clone(),
+                offset: c.offset,
+                stored_len: c.header.stored_len,
+                len: c.header.len,
+                codec: c.header.codec,
+            })
+            .collect();
+        let no_heal = HashSet::new();
+        let w = Write {
+            packs: &packs,
+            chunks: &rows,
+            ..pulled(&[], &[], &no_heal)
+        };
+        let index = self.index_path();
+        write::commit(&mut self.conn, &index, &w, None).map(drop)
     }
 
     /// Add a pulled recording in one transaction: every chunk of its new
@@ -300,90 +263,35 @@ impl Store {
         tags: &std::collections::BTreeMap<String, String>,
     ) -> Result<Option<bool>> {
         let id = rec.id();
-        let ierr = self.ierr("adding a pulled recording");
-        let manifest = rmp_serde::to_vec_named(rec)
-            .map_err(|e| StoreError::Invalid(format!("cannot encode the manifest: {e}")))?;
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(&ierr)?;
-        {
-            if tx
-                .prepare_cached("SELECT 1 FROM recordings WHERE id = ?1")
-                .and_then(|mut s| s.exists([&id.0[..]]))
-                .map_err(&ierr)?
-            {
-                return Ok(Some(false));
-            }
-            if !insert_parts(&tx, new_parts).map_err(&ierr)? {
-                return Ok(None);
-            }
-            let mut part_q = tx
-                .prepare_cached("SELECT 1 FROM parts WHERE hash = ?1")
-                .map_err(&ierr)?;
-            for p in &rec.parts {
-                if new_parts.iter().any(|n| n.hash == p.blake3) {
-                    continue;
-                }
-                if !part_q.exists([&p.blake3[..]]).map_err(&ierr)? {
-                    return Ok(None);
-                }
-            }
-            crate::import::insert_recording(&tx, &id, rec, &manifest, source, label)
-                .map_err(&ierr)?;
-            let mut tag_ins = tx
-                .prepare_cached(
+        let manifest = rmp_serde::to_vec_named(rec).map_err(|e| StoreError::Encode {
+            what: format!("the manifest of recording {id}"),
+            reason: e.to_string(),
+        })?;
+        let reused: Vec<[u8; 32]> = rec
+            .parts
+            .iter()
+            .map(|p| p.blake3)
+            .filter(|h| !new_parts.iter().any(|n| n.hash == *h))
+            .collect();
+        let keep = Keep {
+            context: "adding a pulled recording",
+            present: &|tx| lookup::has_recording(tx, &id),
+            insert: &|tx| {
+                insert_recording_rows(tx, &id, rec, &manifest, source, label, crate::now_unix())?;
+                let mut tag_ins = tx.prepare_cached(
                     "INSERT OR REPLACE INTO tags (recording, key, value) VALUES (?1, ?2, ?3)",
-                )
-                .map_err(&ierr)?;
-            for (k, v) in tags {
-                tag_ins
-                    .execute(rusqlite::params![&id.0[..], k, v])
-                    .map_err(&ierr)?;
-            }
+                )?;
+                for (k, v) in tags {
+                    tag_ins.execute(rusqlite::params![&id.0[..], k, v])?;
+                }
+                Ok(())
+            },
+        };
+        let outcome = self.commit_pulled_parts(&reused, new_parts, &keep)?;
+        if outcome == Outcome::Committed {
+            crate::recovery::write_recording(&self.conn, self.dir(), &id)?;
         }
-        tx.commit().map_err(&ierr)?;
-        crate::recovery::write_recording(&self.conn, self.dir(), &id)?;
-        Ok(Some(true))
-    }
-}
-
-/// Check every chunk of `new_parts` is indexed (`false`: gc removed one)
-/// and insert the parts and their chunk lists.
-fn insert_parts(tx: &rusqlite::Transaction, new_parts: &[PulledPart]) -> rusqlite::Result<bool> {
-    let mut chunk_q = tx.prepare_cached("SELECT 1 FROM chunks WHERE hash = ?1")?;
-    for p in new_parts {
-        for c in &p.chunks {
-            if !chunk_q.exists([&c[..]])? {
-                return Ok(false);
-            }
-        }
-    }
-    let mut part_ins =
-        tx.prepare_cached("INSERT OR IGNORE INTO parts (hash, len, nchunks) VALUES (?1, ?2, ?3)")?;
-    let mut pc_ins = tx.prepare_cached(
-        "INSERT OR IGNORE INTO part_chunks (part, seq, chunk) VALUES (?1, ?2, ?3)",
-    )?;
-    for p in new_parts {
-        part_ins.execute(rusqlite::params![
-            &p.hash[..],
-            i(p.len),
-            p.chunks.len() as i64
-        ])?;
-        for (seq, c) in p.chunks.iter().enumerate() {
-            pc_ins.execute(rusqlite::params![&p.hash[..], seq as i64, &c[..]])?;
-        }
-    }
-    Ok(true)
-}
-
-impl Store {
-    /// Whether the image library holds image `hash`.
-    pub(crate) fn xfer_has_image(&self, hash: &[u8; 32]) -> Result<bool> {
-        self.conn
-            .prepare_cached("SELECT 1 FROM images WHERE hash = ?1")
-            .and_then(|mut s| s.exists([&hash[..]]))
-            .map_err(self.ierr("looking up an image"))
+        Ok(pull_outcome(outcome))
     }
 
     /// Add a pulled image to the image library in one transaction: its part
@@ -396,35 +304,84 @@ impl Store {
         new_parts: &[PulledPart],
         source: &str,
     ) -> Result<Option<bool>> {
-        let ierr = self.ierr("adding a pulled image");
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(&ierr)?;
-        if tx
-            .prepare_cached("SELECT 1 FROM images WHERE hash = ?1")
-            .and_then(|mut s| s.exists([&hash[..]]))
-            .map_err(&ierr)?
-        {
-            return Ok(Some(false));
+        let reused: Vec<[u8; 32]> = if new_parts.iter().any(|n| n.hash == *hash) {
+            Vec::new()
+        } else {
+            vec![*hash]
+        };
+        let keep = Keep {
+            context: "adding a pulled image",
+            present: &|tx| lookup::has_image(tx, hash),
+            insert: &|tx| {
+                tx.execute(
+                    "INSERT INTO images (hash, hash_hex, len, target, label, source, added_at) \
+                     VALUES (?1, ?2, (SELECT len FROM parts WHERE hash = ?1), ?3, ?4, ?5, ?6)",
+                    rusqlite::params![&hash[..], e.hash, e.target, e.label, source, e.added_at],
+                )
+                .map(drop)
+            },
+        };
+        Ok(pull_outcome(
+            self.commit_pulled_parts(&reused, new_parts, &keep)?,
+        ))
+    }
+
+    /// Index the new parts of a pull (their chunks were committed by its
+    /// chunk batches: all re-checked, as is every reused part) and `keep`.
+    fn commit_pulled_parts(
+        &mut self,
+        reused_parts: &[[u8; 32]],
+        new_parts: &[PulledPart],
+        keep: &Keep<'_>,
+    ) -> Result<Outcome> {
+        let reused_chunks: Vec<ChunkHash> = new_parts
+            .iter()
+            .flat_map(|p| p.chunks.iter().copied())
+            .collect();
+        let parts: Vec<PartRow> = new_parts.iter().map(AsPartRow::part_row).collect();
+        let no_heal = HashSet::new();
+        let w = Write {
+            parts: &parts,
+            ..pulled(reused_parts, &reused_chunks, &no_heal)
+        };
+        let index = self.index_path();
+        write::commit(&mut self.conn, &index, &w, Some(keep))
+    }
+}
+
+impl AsPartRow for PulledPart {
+    fn part_row(&self) -> PartRow<'_> {
+        PartRow {
+            hash: self.hash,
+            len: self.len,
+            chunks: &self.chunks,
         }
-        if !insert_parts(&tx, new_parts).map_err(&ierr)? {
-            return Ok(None);
-        }
-        if !tx
-            .prepare_cached("SELECT 1 FROM parts WHERE hash = ?1")
-            .and_then(|mut s| s.exists([&hash[..]]))
-            .map_err(&ierr)?
-        {
-            return Ok(None);
-        }
-        tx.execute(
-            "INSERT INTO images (hash, hash_hex, len, target, label, source, added_at) \
-             VALUES (?1, ?2, (SELECT len FROM parts WHERE hash = ?1), ?3, ?4, ?5, ?6)",
-            rusqlite::params![&hash[..], e.hash, e.target, e.label, source, e.added_at],
-        )
-        .map_err(&ierr)?;
-        tx.commit().map_err(&ierr)?;
-        Ok(Some(true))
+    }
+}
+
+/// A pull's write: what it reuses was committed by earlier transactions (its
+/// chunk batches, parts stored before), so it is always checked again.
+fn pulled<'a>(
+    reused_parts: &'a [[u8; 32]],
+    reused_chunks: &'a [ChunkHash],
+    healed: &'a HashSet<ChunkHash>,
+) -> Write<'a> {
+    Write {
+        recheck: Recheck::Always,
+        reused_parts,
+        reused_chunks,
+        packs: &[],
+        chunks: &[],
+        healed,
+        parts: &[],
+    }
+}
+
+/// The pull's view of a commit: added, there already, or raced by gc.
+fn pull_outcome(o: Outcome) -> Option<bool> {
+    match o {
+        Outcome::Committed => Some(true),
+        Outcome::Present => Some(false),
+        Outcome::Raced => None,
     }
 }

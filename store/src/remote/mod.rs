@@ -20,6 +20,7 @@ pub mod layout;
 pub mod list;
 mod local;
 pub mod pull;
+mod pull_chunks;
 pub mod push;
 mod temp;
 pub mod tree;

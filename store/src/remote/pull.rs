@@ -20,34 +20,15 @@ use super::error::{RemoteError, Result};
 use super::known::Known;
 use super::layout::{self, ChunkRef, Manifest, PartObject};
 use super::list::Selected;
-use super::local::{check_entry, PulledChunk, PulledPart};
+use super::local::PulledPart;
+use super::pull_chunks::verify_part;
 use super::tree;
 use super::{Damaged, Event, TransferReport};
-use crate::pack::reader::PackFiles;
-use crate::pack::writer::PackWriter;
-use crate::pack::{ENTRY_HEADER_LEN, PACK_TARGET_SIZE};
 use crate::{Store, StoreError};
 
-/// Index pulled chunks after this many bytes have been appended.
-const COMMIT_EVERY: u64 = 64 << 20;
-
-/// Test hooks (docs/remote.md): `RRSTORE_PULL_BATCH_BYTES` overrides
-/// [`COMMIT_EVERY`]; `RRSTORE_PULL_PAUSE_AFTER_BATCHES=N` makes the pull
-/// announce on stderr and then wait forever once N batches are committed,
-/// so a test can kill it at a known point.
-fn commit_every() -> u64 {
-    std::env::var("RRSTORE_PULL_BATCH_BYTES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .filter(|&n| n > 0)
-        .unwrap_or(COMMIT_EVERY)
-}
-
-fn pause_after() -> Option<u64> {
-    std::env::var("RRSTORE_PULL_PAUSE_AFTER_BATCHES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-}
+/// How often one recording or image is pulled again when gc removed
+/// something its commit needs.
+const PULL_ATTEMPTS: u32 = 3;
 
 /// A fetched chunk-list node.
 enum Fetched {
@@ -65,7 +46,8 @@ pub(crate) struct Session<'a> {
     v2: Option<Known>,
     /// Nodes fetched in this pull (never fetched twice).
     fetched: HashMap<[u8; 32], Fetched>,
-    batches: u64,
+    /// Chunk batches indexed so far (`pull_chunks`).
+    pub(super) batches: u64,
 }
 
 pub(crate) fn corrupt(remote: &Backend, key: &str, reason: String) -> RemoteError {
@@ -173,21 +155,14 @@ impl<'a> Session<'a> {
         Ok(())
     }
 
-    /// Run `f` until it does not report a gc race (`None`), 3 times at most.
+    /// Run `f` until it does not report a gc race (`None`), `PULL_ATTEMPTS`
+    /// times at most.
     pub fn retry(
         &mut self,
         what: &str,
         f: &mut dyn FnMut(&mut Self) -> Result<Option<bool>>,
     ) -> Result<bool> {
-        for _ in 0..3 {
-            if let Some(added) = f(self)? {
-                return Ok(added);
-            }
-        }
-        Err(StoreError::Busy(format!(
-            "{what}: gc kept removing chunks this pull reused; pull again"
-        ))
-        .into())
+        crate::index::write::retry_raced(self, PULL_ATTEMPTS, &|_| what.to_string(), "pull", f)
     }
 
     /// One attempt at one recording. `Some(true)`: added; `Some(false)`:
@@ -234,7 +209,7 @@ impl<'a> Session<'a> {
         let remote = self.remote;
         let mut need: Vec<([u8; 32], u64)> = Vec::new();
         for &(h, len) in parts {
-            if !self.store.xfer_has_part(&h)? && !need.iter().any(|n| n.0 == h) {
+            if !self.store.has_part(&h)? && !need.iter().any(|n| n.0 == h) {
                 need.push((h, len));
             }
         }
@@ -285,7 +260,7 @@ impl<'a> Session<'a> {
         let mut queued = HashSet::new();
         for (_, _, chunks) in &new_parts {
             for (h, len) in chunks {
-                if queued.insert(*h) && !self.store.xfer_has_chunk(h)? {
+                if queued.insert(*h) && !self.store.has_chunk(h)? {
                     missing.push(*h);
                     total += *len as u64;
                 }
@@ -332,7 +307,7 @@ impl<'a> Session<'a> {
         }
         let known = slot
             .as_mut()
-            .ok_or_else(|| StoreError::Invalid("no local trees".into()))?;
+            .ok_or_else(|| StoreError::Internal("no local trees".into()))?;
         let fetched = &mut self.fetched;
         let mut frontier: Vec<([u8; 32], u8)> = obj.top.iter().map(|h| (*h, obj.height)).collect();
         let mut asked = HashSet::new();
@@ -388,80 +363,6 @@ impl<'a> Session<'a> {
         }
         Ok(Some(out))
     }
-
-    /// Download `missing` chunks, check each, append them to a new local
-    /// pack and index them in batches.
-    fn fetch_chunks(
-        &mut self,
-        missing: &[ChunkHash],
-        progress: &mut dyn FnMut(Event),
-    ) -> Result<()> {
-        let remote = self.remote;
-        let dir = self.store.dir().to_path_buf();
-        let every = commit_every();
-        let pause = pause_after();
-        let mut writer: Option<PackWriter> = None;
-        let mut batch: Vec<PulledChunk> = Vec::new();
-        let mut since_commit = 0u64;
-        let keys = missing.iter().map(layout::chunk_key);
-        let store = &mut *self.store;
-        let report = &mut self.report;
-        let batches = &mut self.batches;
-        let mut flush = |store: &mut Store,
-                         writer: &mut Option<PackWriter>,
-                         batch: &mut Vec<PulledChunk>|
-         -> Result<()> {
-            if let Some(w) = writer.as_mut() {
-                w.sync()?;
-            }
-            if batch.is_empty() {
-                return Ok(());
-            }
-            store.xfer_commit_chunks(batch)?;
-            batch.clear();
-            *batches += 1;
-            if pause == Some(*batches) {
-                eprintln!("rrstore: committed chunk batch {batches}; pausing (RRSTORE_PULL_PAUSE_AFTER_BATCHES)");
-                loop {
-                    std::thread::sleep(std::time::Duration::from_secs(3600));
-                }
-            }
-            Ok(())
-        };
-        remote.get_all(keys, &mut |key, body| {
-            let body = body
-                .ok_or_else(|| corrupt(remote, &key, "missing (a chunk list names it)".into()))?;
-            let h = layout::hash_of_key(&key, layout::CHUNKS).unwrap_or_default();
-            let header = check_entry(&body, &h).map_err(|r| corrupt(remote, &key, r))?;
-            if writer.as_ref().is_none_or(|w| w.len() >= PACK_TARGET_SIZE) {
-                if writer.is_some() {
-                    flush(store, &mut writer, &mut batch)?;
-                }
-                writer = Some(PackWriter::create(&dir)?);
-            }
-            let w = writer
-                .as_mut()
-                .ok_or_else(|| StoreError::Invalid("no pack writer".into()))?;
-            let offset = w.append(&header, &body[ENTRY_HEADER_LEN..])?;
-            batch.push(PulledChunk {
-                header,
-                pack: w.name().to_string(),
-                pack_size: w.len(),
-                offset,
-            });
-            report.chunks += 1;
-            report.chunk_bytes += body.len() as u64;
-            report.missing_stored_bytes += header.stored_len as u64;
-            since_commit += body.len() as u64;
-            progress(Event::Bytes(header.len as u64));
-            if since_commit >= every {
-                flush(store, &mut writer, &mut batch)?;
-                since_commit = 0;
-            }
-            Ok(())
-        })?;
-        flush(store, &mut writer, &mut batch)
-    }
 }
 
 /// Append the chunks node `h` (at `level`) covers to `out`. `false`: a
@@ -505,45 +406,4 @@ pub(crate) fn fetch_manifest(remote: &Backend, id: &RecordingId) -> Result<Manif
         id: id.to_hex(),
     })?;
     layout::decode_manifest(&body, id).map_err(|reason| corrupt(remote, &key, reason))
-}
-
-/// Re-read a new part from the local store and check its length and blake3.
-/// `Ok(Ok(false))`: a chunk vanished (gc), retry; `Ok(Err(why))`: the
-/// remote's lists do not describe the part.
-fn verify_part(
-    store: &Store,
-    hash: &[u8; 32],
-    len: u64,
-    chunks: &[ChunkHash],
-) -> Result<std::result::Result<bool, String>> {
-    let mut packs = PackFiles::new(store.dir());
-    let mut hasher = blake3::Hasher::new();
-    let mut buf = Vec::new();
-    let mut total = 0u64;
-    for c in chunks {
-        let Some(loc) = store.xfer_chunk_loc(c)? else {
-            return Ok(Ok(false));
-        };
-        buf.resize(loc.len as usize, 0);
-        match packs.read_into(&loc, &mut buf) {
-            Ok(()) => {}
-            Err(crate::pack::reader::ReadError::Missing(_)) => return Ok(Ok(false)),
-            Err(e) => {
-                return Err(StoreError::Invalid(format!(
-                    "reading back chunk {} of part {}: {e}",
-                    rrstore_format::id::hex(c),
-                    rrstore_format::id::hex(hash)
-                ))
-                .into())
-            }
-        }
-        hasher.update(&buf);
-        total += buf.len() as u64;
-    }
-    if total != len || hasher.finalize().as_bytes() != hash {
-        return Ok(Err(format!(
-            "its chunk lists assemble {total} bytes that do not hash to the part's blake3"
-        )));
-    }
-    Ok(Ok(true))
 }

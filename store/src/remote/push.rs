@@ -175,8 +175,9 @@ pub fn push(
             source,
             imported_at,
         };
-        let body = layout::encode_manifest(&m).map_err(|reason| {
-            crate::StoreError::Invalid(format!("cannot encode the manifest of {id}: {reason}"))
+        let body = layout::encode_manifest(&m).map_err(|reason| crate::StoreError::Encode {
+            what: format!("the manifest of {id}"),
+            reason,
         })?;
         last.push((layout::recording_key(&id), body));
         report.ids.push(id.to_hex());
@@ -192,8 +193,9 @@ pub fn push(
             source: img.source.clone(),
             added_at: img.added_at,
         };
-        let body = layout::encode_image(&e).map_err(|reason| {
-            crate::StoreError::Invalid(format!("cannot encode image entry {}: {reason}", img.hash))
+        let body = layout::encode_image(&e).map_err(|reason| crate::StoreError::Encode {
+            what: format!("image entry {}", img.hash),
+            reason,
         })?;
         last.push((layout::image_key(&img.hash_bytes()), body));
         report.images += 1;

@@ -10,9 +10,11 @@
 use rrstore_format::archive::Reader;
 use rrstore_format::FormatError;
 
+use super::heal::{chunk_stored, lookup_err, Stored};
+use super::pipeline::{append, worker_panicked};
+use super::{Attempt, ImportOptions, ImportReport, NewPart, Plan, Writers, IMPORT_ATTEMPTS};
 use crate::error::{Result, StoreError};
-use crate::import::{append, Attempt, ImportOptions, ImportReport, NewPart, Plan, Writers};
-use crate::import_heal::{chunk_stored, lookup_err, Stored};
+use crate::index::write;
 use crate::pack::ENTRY_HEADER_LEN;
 use crate::Store;
 
@@ -28,19 +30,20 @@ impl Store {
             let rec = reader.recording().clone();
             return self.import(&rec, reader, opts, progress);
         }
-        for _ in 0..8 {
-            let writers = self.share_writers();
-            let attempt = self.archive_attempt(reader, opts, progress, &writers);
-            self.unshare_writers(writers);
-            match attempt? {
-                Attempt::Done(r) => return self.with_recovery(r),
-                Attempt::Retry => continue,
-            }
-        }
-        Err(StoreError::Busy(format!(
-            "recording {}: gc kept removing chunks this import reused",
-            reader.id()
-        )))
+        let id = reader.id();
+        let r = write::retry_raced(
+            self,
+            IMPORT_ATTEMPTS,
+            &|_| format!("recording {id}"),
+            "import",
+            &mut |s: &mut Store| {
+                let writers = s.share_writers();
+                let attempt = s.archive_attempt(reader, opts, progress, &writers);
+                s.unshare_writers(writers);
+                attempt.map(Attempt::done)
+            },
+        )?;
+        self.with_recovery(r)
     }
 
     fn archive_attempt(
@@ -68,24 +71,15 @@ impl Store {
         let dir = self.dir.clone();
         let index_path = self.index_path();
         for part in &rec.parts {
-            if plan.new_parts.iter().any(|p| p.hash == part.blake3) {
-                progress(part.len);
-                continue;
-            }
-            if self.part_exists(&part.blake3)?
-                && self.part_deliverable(&part.blake3, &mut plan.pack_sizes)?
-            {
-                plan.reused_parts.push(part.blake3);
+            if self.plan_stored_part(&mut plan, part)? {
                 progress(part.len);
                 continue;
             }
             let mut lookup = self
                 .conn
-                .prepare_cached(crate::import_heal::CHUNK_END_SQL)
+                .prepare_cached(super::heal::CHUNK_END_SQL)
                 .map_err(self.ierr("preparing the chunk lookup"))?;
-            let mut ws = writers
-                .lock()
-                .map_err(|_| StoreError::Invalid("an import worker panicked".into()))?;
+            let mut ws = writers.lock().map_err(|_| worker_panicked())?;
             let mut hasher = blake3::Hasher::new();
             let mut list = Vec::new();
             let mut len = 0u64;

@@ -2,19 +2,77 @@
 //! `PartSource`, decoding each chunk straight into its place in the
 //! destination and verifying its blake3; a corrupt chunk is an error naming
 //! the recording, the part and the byte range, never wrong bytes.
+//! [`locations`] turns a part's index rows into the chunk locations every
+//! reader (this one, objects, verify, push) starts from.
+
+mod locations;
+mod pieces;
+
+pub(crate) use locations::part_locations;
+use pieces::{decode_pieces, pieces, PartIndex, Piece, PARALLEL_MIN};
 
 use std::collections::HashMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use rrstore_format::chunk::Codec;
 use rrstore_format::extents::{Extent, PartExtents};
 use rrstore_format::{PartRole, PartSource, Recording, RecordingId};
-use rusqlite::Connection;
+use rusqlite::{Connection, OptionalExtension};
 
 use crate::error::{Result, StoreError};
-use crate::index::{self, hash32, u};
+use crate::index;
 use crate::pack::reader::{ChunkLoc, PackFiles, ReadError};
+use crate::Store;
+
+impl Store {
+    /// The stored recording's manifest.
+    pub fn recording(&self, id: &RecordingId) -> Result<Recording> {
+        recording_from(&self.conn, &self.index_path(), id)
+    }
+
+    /// A [`rrstore_format::PartSource`] over a stored recording's parts.
+    /// It has its own index connection, so it can outlive `self` and move
+    /// to another thread.
+    pub fn part_source(&self, id: &RecordingId) -> Result<StoredRecording<'static>> {
+        StoredRecording::open(&self.dir, id)
+    }
+
+    /// [`part_source`](Self::part_source) reading through this store's own
+    /// index connection: no second connection to open (for a short replay
+    /// that is a measurable share of its start-up), but it borrows the store
+    /// and stays on this thread.
+    pub fn parts_of(&self, id: &RecordingId) -> Result<StoredRecording<'_>> {
+        StoredRecording::in_store(&self.dir, &self.conn, id)
+    }
+}
+
+/// Load and check a recording's manifest from the index.
+pub(crate) fn recording_from(
+    conn: &Connection,
+    index_path: &Path,
+    id: &RecordingId,
+) -> Result<Recording> {
+    let blob: Option<Vec<u8>> = conn
+        .prepare_cached("SELECT manifest FROM manifests WHERE id = ?1")
+        .and_then(|mut s| s.query_row([&id.0[..]], |r| r.get(0)).optional())
+        .map_err(|source| StoreError::Index {
+            path: index_path.to_path_buf(),
+            context: "reading a recording manifest".into(),
+            source,
+        })?;
+    let blob = blob.ok_or_else(|| StoreError::NotFound(id.to_hex()))?;
+    let rec: Recording = rmp_serde::from_slice(&blob).map_err(|e| StoreError::CorruptIndex {
+        recording: id.to_hex(),
+        reason: format!("its manifest does not decode: {e}"),
+    })?;
+    if rec.id() != *id {
+        return Err(StoreError::CorruptIndex {
+            recording: id.to_hex(),
+            reason: format!("its manifest hashes to {}", rec.id()),
+        });
+    }
+    Ok(rec)
+}
 
 /// A stored recording opened for reading.
 pub struct StoredRecording<'s> {
@@ -76,7 +134,7 @@ impl<'s> StoredRecording<'s> {
 
     fn with(dir: &Path, conn: IndexConn<'s>, id: &RecordingId) -> Result<StoredRecording<'s>> {
         let index_path = dir.join(crate::layout::INDEX_FILE);
-        let rec = crate::recording_from(&conn, &index_path, id)?;
+        let rec = recording_from(&conn, &index_path, id)?;
         Ok(StoredRecording {
             dir: dir.to_path_buf(),
             conn,
@@ -108,8 +166,9 @@ impl<'s> StoredRecording<'s> {
 
     /// Chunk locations of a part, in order, checked against the manifest.
     pub fn locations(&self, role: PartRole) -> Result<Vec<ChunkLoc>> {
-        let info = self.rec.part(role).ok_or_else(|| {
-            StoreError::Invalid(format!("recording {} has no {role} part", self.id))
+        let info = self.rec.part(role).ok_or_else(|| StoreError::NoSuchPart {
+            recording: self.id,
+            part: role,
         })?;
         let locs = part_locations(&self.conn, &self.dir, &info.blake3).map_err(|e| match e {
             StoreError::Index { .. } => e,
@@ -146,7 +205,7 @@ impl<'s> StoredRecording<'s> {
         }
         self.index
             .as_ref()
-            .ok_or_else(|| StoreError::Invalid("part index vanished".into()))
+            .ok_or_else(|| StoreError::Internal("part index vanished".into()))
     }
 
     fn read_range_once(
@@ -169,17 +228,18 @@ impl<'s> StoredRecording<'s> {
         self.part_index(role).map_err(StoreErrorOrMissing::Store)?;
         let dir = self.dir.clone();
         let (Some(index), workers) = (self.index.as_ref(), &mut self.workers) else {
-            return Err(StoreErrorOrMissing::Store(StoreError::Invalid(
+            return Err(StoreErrorOrMissing::Store(StoreError::Internal(
                 "part index vanished".into(),
             )));
         };
         let total = *index.starts.last().unwrap_or(&0);
         let end = offset.checked_add(dst.len() as u64);
         if end.is_none_or(|e| e > total) {
-            return Err(StoreErrorOrMissing::Store(StoreError::Invalid(format!(
-                "bytes {offset}..+{} are outside the {total}-byte {role} part",
-                dst.len()
-            ))));
+            return Err(StoreErrorOrMissing::Store(StoreError::BadPartRead {
+                part: role,
+                len: total,
+                reason: format!("bytes {offset}..+{} are outside it", dst.len()),
+            }));
         }
         let pieces = pieces(index, offset, dst.len() as u64);
         // Contiguous groups of about equal bytes, one per thread.
@@ -247,10 +307,11 @@ impl<'s> StoredRecording<'s> {
     pub fn read_part(&mut self, role: PartRole, dst: &mut [u8]) -> Result<()> {
         let len = self.part_index(role)?.starts.last().copied().unwrap_or(0);
         if dst.len() as u64 != len {
-            return Err(StoreError::Invalid(format!(
-                "the {role} part is {len} bytes, the destination {}",
-                dst.len()
-            )));
+            return Err(StoreError::BadPartRead {
+                part: role,
+                len,
+                reason: format!("the destination is {} bytes", dst.len()),
+            });
         }
         self.read_part_range(role, 0, dst)
     }
@@ -275,173 +336,9 @@ impl<'s> StoredRecording<'s> {
     }
 }
 
-/// Ranges at least this long are decoded on several threads.
-const PARALLEL_MIN: usize = 1 << 20;
-
-/// A part's chunks and where each starts (plus the part length at the end).
-struct PartIndex {
-    role: PartRole,
-    locs: Vec<ChunkLoc>,
-    starts: Vec<u64>,
-}
-
-/// The bytes `skip..skip + len` of chunk `chunk`, at part offset `at`.
-struct Piece {
-    chunk: usize,
-    skip: usize,
-    len: usize,
-    at: u64,
-}
-
-/// The pieces of chunks covering `offset..offset + len`, in order.
-fn pieces(index: &PartIndex, offset: u64, len: u64) -> Vec<Piece> {
-    let end = offset + len;
-    let mut i = index
-        .starts
-        .partition_point(|&s| s <= offset)
-        .saturating_sub(1);
-    let mut out = Vec::new();
-    while i < index.locs.len() && index.starts[i] < end {
-        let (s, e) = (index.starts[i], index.starts[i + 1]);
-        let from = s.max(offset);
-        let to = e.min(end);
-        if to > from {
-            out.push(Piece {
-                chunk: i,
-                skip: (from - s) as usize,
-                len: (to - from) as usize,
-                at: from,
-            });
-        }
-        i += 1;
-    }
-    out
-}
-
-/// Decode `pieces` into `dst` (their concatenation). A whole chunk equal to
-/// the previous whole chunk (a run of identical chunks, e.g. zero pages) is
-/// copied from it: it was verified already.
-fn decode_pieces(
-    packs: &mut PackFiles,
-    locs: &[ChunkLoc],
-    pieces: &[Piece],
-    dst: &mut [u8],
-) -> std::result::Result<(), (u64, u64, ReadError)> {
-    let mut off = 0usize;
-    let mut prev: Option<(usize, usize)> = None;
-    let mut scratch = Vec::new();
-    for p in pieces {
-        let loc = &locs[p.chunk];
-        let whole = p.skip == 0 && p.len == loc.len as usize;
-        let err = |e| (p.at, p.at + p.len as u64, e);
-        match prev {
-            Some((c, from)) if whole && locs[c].hash == loc.hash => {
-                dst.copy_within(from..from + p.len, off);
-            }
-            _ if whole => {
-                packs
-                    .read_into(loc, &mut dst[off..off + p.len])
-                    .map_err(err)?;
-                prev = Some((p.chunk, off));
-            }
-            _ => {
-                scratch.resize(loc.len as usize, 0);
-                packs.read_into(loc, &mut scratch).map_err(err)?;
-                dst[off..off + p.len].copy_from_slice(&scratch[p.skip..p.skip + p.len]);
-            }
-        }
-        off += p.len;
-    }
-    Ok(())
-}
-
 enum StoreErrorOrMissing {
     Store(StoreError),
     Missing(StoreError),
-}
-
-/// Chunk locations of a part by its hash, in order.
-pub(crate) fn part_locations(
-    conn: &Connection,
-    dir: &Path,
-    part: &[u8; 32],
-) -> Result<Vec<ChunkLoc>> {
-    let ierr = |source| StoreError::Index {
-        path: dir.join(crate::layout::INDEX_FILE),
-        context: "reading a part's chunk list".into(),
-        source,
-    };
-    let nchunks: Option<i64> = {
-        use rusqlite::OptionalExtension;
-        conn.prepare_cached("SELECT nchunks FROM parts WHERE hash = ?1")
-            .and_then(|mut s| s.query_row([&part[..]], |r| r.get(0)).optional())
-            .map_err(ierr)?
-    };
-    let nchunks = nchunks.ok_or_else(|| {
-        StoreError::Invalid(format!(
-            "part {} is not in the index",
-            rrstore_format::id::hex(part)
-        ))
-    })?;
-    let mut stmt = conn
-        .prepare_cached(
-            "SELECT pc.chunk, c.hash, p.name, c.offset, c.stored_len, c.len, c.codec \
-             FROM part_chunks pc LEFT JOIN chunks c ON c.hash = pc.chunk \
-             LEFT JOIN packs p ON p.id = c.pack WHERE pc.part = ?1 ORDER BY pc.seq",
-        )
-        .map_err(ierr)?;
-    let rows = stmt
-        .query_map([&part[..]], |r| {
-            Ok((
-                hash32(r.get(0)?),
-                r.get::<_, Option<Vec<u8>>>(1)?,
-                r.get::<_, Option<String>>(2)?,
-                r.get::<_, Option<i64>>(3)?,
-                r.get::<_, Option<i64>>(4)?,
-                r.get::<_, Option<i64>>(5)?,
-                r.get::<_, Option<i64>>(6)?,
-            ))
-        })
-        .map_err(ierr)?;
-    let mut out = Vec::with_capacity(nchunks.max(0) as usize);
-    for row in rows {
-        let (hash, found, pack, offset, stored_len, len, codec) = row.map_err(ierr)?;
-        let missing = || {
-            StoreError::Invalid(format!(
-                "chunk {} is missing from the index",
-                rrstore_format::id::hex(&hash)
-            ))
-        };
-        if found.is_none() {
-            return Err(missing());
-        }
-        let (Some(pack), Some(offset), Some(stored_len), Some(len), Some(codec)) =
-            (pack, offset, stored_len, len, codec)
-        else {
-            return Err(StoreError::Invalid(format!(
-                "chunk {} points to a pack that is not in the index",
-                rrstore_format::id::hex(&hash)
-            )));
-        };
-        let codec = Codec::from_u8(codec as u8)
-            .ok_or_else(|| StoreError::Invalid(format!("chunk has unknown codec {codec}")))?;
-        out.push(ChunkLoc {
-            hash,
-            pack,
-            offset: u(offset),
-            stored_len: stored_len as u32,
-            len: len as u32,
-            codec,
-        });
-    }
-    if out.len() as i64 != nchunks {
-        return Err(StoreError::Invalid(format!(
-            "the index lists {} chunks for part {}, expected {nchunks}",
-            out.len(),
-            rrstore_format::id::hex(part)
-        )));
-    }
-    Ok(out)
 }
 
 impl PartSource for StoredRecording<'_> {

@@ -107,7 +107,7 @@ impl Store {
         sizes: &mut PackSizes,
     ) -> Result<bool> {
         for p in &rec.parts {
-            if !self.part_exists(&p.blake3)? || !self.part_deliverable(&p.blake3, sizes)? {
+            if !self.has_part(&p.blake3)? || !self.part_deliverable(&p.blake3, sizes)? {
                 return Ok(false);
             }
         }

@@ -1,0 +1,154 @@
+//! The chunk side of `pull`: download the chunks the store lacks, check
+//! each, append them to a local pack and index them in batches (so an
+//! interrupted pull does not fetch them again), then read each new part
+//! back and check it against its blake3.
+
+use rrstore_format::chunk::ChunkHash;
+
+use super::error::Result;
+use super::layout;
+use super::local::{check_entry, PulledChunk};
+use super::pull::{corrupt, Session};
+use super::Event;
+use crate::pack::reader::PackFiles;
+use crate::pack::writer::PackWriter;
+use crate::pack::{ENTRY_HEADER_LEN, PACK_TARGET_SIZE};
+use crate::{Store, StoreError};
+
+/// Index pulled chunks after this many bytes have been appended.
+const COMMIT_EVERY: u64 = 64 << 20;
+
+/// Test hooks (docs/remote.md): `RRSTORE_PULL_BATCH_BYTES` overrides
+/// [`COMMIT_EVERY`]; `RRSTORE_PULL_PAUSE_AFTER_BATCHES=N` makes the pull
+/// announce on stderr and then wait forever once N batches are committed,
+/// so a test can kill it at a known point.
+fn commit_every() -> u64 {
+    std::env::var("RRSTORE_PULL_BATCH_BYTES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(COMMIT_EVERY)
+}
+
+fn pause_after() -> Option<u64> {
+    std::env::var("RRSTORE_PULL_PAUSE_AFTER_BATCHES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+}
+
+impl Session<'_> {
+    /// Download `missing` chunks, check each, append them to a new local
+    /// pack and index them in batches.
+    pub(super) fn fetch_chunks(
+        &mut self,
+        missing: &[ChunkHash],
+        progress: &mut dyn FnMut(Event),
+    ) -> Result<()> {
+        let remote = self.remote;
+        let dir = self.store.dir().to_path_buf();
+        let every = commit_every();
+        let pause = pause_after();
+        let mut writer: Option<PackWriter> = None;
+        let mut batch: Vec<PulledChunk> = Vec::new();
+        let mut since_commit = 0u64;
+        let keys = missing.iter().map(layout::chunk_key);
+        let store = &mut *self.store;
+        let report = &mut self.report;
+        let batches = &mut self.batches;
+        let mut flush = |store: &mut Store,
+                         writer: &mut Option<PackWriter>,
+                         batch: &mut Vec<PulledChunk>|
+         -> Result<()> {
+            if let Some(w) = writer.as_mut() {
+                w.sync()?;
+            }
+            if batch.is_empty() {
+                return Ok(());
+            }
+            store.xfer_commit_chunks(batch)?;
+            batch.clear();
+            *batches += 1;
+            if pause == Some(*batches) {
+                eprintln!("rrstore: committed chunk batch {batches}; pausing (RRSTORE_PULL_PAUSE_AFTER_BATCHES)");
+                loop {
+                    std::thread::sleep(std::time::Duration::from_secs(3600));
+                }
+            }
+            Ok(())
+        };
+        remote.get_all(keys, &mut |key, body| {
+            let body = body
+                .ok_or_else(|| corrupt(remote, &key, "missing (a chunk list names it)".into()))?;
+            let h = layout::hash_of_key(&key, layout::CHUNKS).unwrap_or_default();
+            let header = check_entry(&body, &h).map_err(|r| corrupt(remote, &key, r))?;
+            if writer.as_ref().is_none_or(|w| w.len() >= PACK_TARGET_SIZE) {
+                if writer.is_some() {
+                    flush(store, &mut writer, &mut batch)?;
+                }
+                writer = Some(PackWriter::create(&dir)?);
+            }
+            let w = writer
+                .as_mut()
+                .ok_or_else(|| StoreError::Internal("no pack writer".into()))?;
+            let offset = w.append(&header, &body[ENTRY_HEADER_LEN..])?;
+            batch.push(PulledChunk {
+                header,
+                pack: w.name().to_string(),
+                pack_size: w.len(),
+                offset,
+            });
+            report.chunks += 1;
+            report.chunk_bytes += body.len() as u64;
+            report.missing_stored_bytes += header.stored_len as u64;
+            since_commit += body.len() as u64;
+            progress(Event::Bytes(header.len as u64));
+            if since_commit >= every {
+                flush(store, &mut writer, &mut batch)?;
+                since_commit = 0;
+            }
+            Ok(())
+        })?;
+        flush(store, &mut writer, &mut batch)
+    }
+}
+
+/// Re-read a new part from the local store and check its length and blake3.
+/// `Ok(Ok(false))`: a chunk vanished (gc), retry; `Ok(Err(why))`: the
+/// remote's lists do not describe the part.
+pub(super) fn verify_part(
+    store: &Store,
+    hash: &[u8; 32],
+    len: u64,
+    chunks: &[ChunkHash],
+) -> Result<std::result::Result<bool, String>> {
+    let mut packs = PackFiles::new(store.dir());
+    let mut hasher = blake3::Hasher::new();
+    let mut buf = Vec::new();
+    let mut total = 0u64;
+    for c in chunks {
+        let Some(loc) = store.xfer_chunk_loc(c)? else {
+            return Ok(Ok(false));
+        };
+        buf.resize(loc.len as usize, 0);
+        match packs.read_into(&loc, &mut buf) {
+            Ok(()) => {}
+            Err(crate::pack::reader::ReadError::Missing(_)) => return Ok(Ok(false)),
+            Err(e) => {
+                return Err(StoreError::ReadBack {
+                    chunk: rrstore_format::id::hex(c),
+                    part: rrstore_format::id::hex(hash),
+                    reason: e.to_string(),
+                }
+                .into())
+            }
+        }
+        hasher.update(&buf);
+        total += buf.len() as u64;
+    }
+    if total != len || hasher.finalize().as_bytes() != hash {
+        return Ok(Err(format!(
+            "its chunk lists assemble {total} bytes that do not hash to the part's blake3"
+        )));
+    }
+    Ok(Ok(true))
+}
