@@ -127,6 +127,13 @@ pub fn code_for(err: &anyhow::Error) -> u8 {
                 _ => {}
             }
         }
+        if let Some(e) = cause.downcast_ref::<rrstore_report::ReportError>() {
+            match e {
+                rrstore_report::ReportError::Write { .. } => return NOT_FOUND,
+                rrstore_report::ReportError::Glob { .. } => return USAGE,
+                _ => {}
+            }
+        }
         if let Some(e) = cause.downcast_ref::<std::io::Error>() {
             if e.kind() == std::io::ErrorKind::NotFound {
                 return NOT_FOUND;

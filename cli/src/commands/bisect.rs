@@ -42,6 +42,8 @@ pub struct Args {
     /// Print every recording's search steps and culprit as JSON (docs/json.md).
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub ci: super::ciout::CiArgs,
 }
 
 fn print_step(s: &Step) {
@@ -130,6 +132,15 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
             }
         }
         reports.push(r);
+    }
+    if args.ci.wanted() {
+        let labels: Vec<String> = ids
+            .iter()
+            .map(|id| store.recording_label(id).unwrap_or_default())
+            .collect();
+        let now = rrstore_report::time::now_unix();
+        args.ci
+            .write(&rrstore_report::suite::from_bisect(&reports, &labels, now))?;
     }
     if args.json {
         let total: u32 = reports.iter().map(|r| r.replays).sum();

@@ -93,6 +93,8 @@ pub struct Args {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub ci: super::ciout::CiArgs,
 }
 
 fn yes_no(v: Option<bool>) -> &'static str {
@@ -143,6 +145,9 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         run: args.run.options(args.use_cache)?,
     };
     let report = check(&mut store, &opts, &mut |_| {}).map_err(regress_err)?;
+    let now = rrstore_report::time::now_unix();
+    args.ci
+        .write(&rrstore_report::suite::from_check(&report, now))?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else if report.rows.is_empty() {

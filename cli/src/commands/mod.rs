@@ -28,5 +28,6 @@ pub mod replay;
 pub mod bisect;
 pub mod changes;
 pub mod check;
+pub mod ciout;
 pub mod diff;
 pub mod image;

@@ -76,6 +76,8 @@ pub struct Args {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub ci: super::ciout::CiArgs,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -305,6 +307,11 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
                 store.dir().display()
             )
         })?;
+    if args.ci.wanted() {
+        let label = store.recording_label(&src.id).unwrap_or_default();
+        let suite = rrstore_report::suite::from_replay(&report, &label, Some(row));
+        args.ci.write(&suite)?;
+    }
     if args.json {
         let mut v = serde_json::to_value(&report)?;
         if let Some(o) = v.as_object_mut() {
