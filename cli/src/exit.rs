@@ -127,12 +127,8 @@ pub fn code_for(err: &anyhow::Error) -> u8 {
                 _ => {}
             }
         }
-        if let Some(e) = cause.downcast_ref::<rrstore_report::ReportError>() {
-            match e {
-                rrstore_report::ReportError::Write { .. } => return NOT_FOUND,
-                rrstore_report::ReportError::Glob { .. } => return USAGE,
-                _ => {}
-            }
+        if let Some(rrstore_report::ReportError::Write { .. }) = cause.downcast_ref() {
+            return NOT_FOUND;
         }
         if let Some(e) = cause.downcast_ref::<std::io::Error>() {
             if e.kind() == std::io::ErrorKind::NotFound {

@@ -69,6 +69,8 @@ pub enum Command {
     Push(commands::push::Args),
     /// Bring recordings from a remote (only the chunks this store lacks).
     Pull(commands::pull::Args),
+    /// Write an HTML report with charts of the history and the store.
+    Report(commands::report::Args),
 }
 
 /// Options every command can read.
@@ -111,6 +113,7 @@ fn main() -> ExitCode {
         Command::Remote(a) => commands::remote::run(a, &globals),
         Command::Push(a) => commands::push::run(a, &globals),
         Command::Pull(a) => commands::pull::run(a, &globals),
+        Command::Report(a) => commands::report::run(a, &globals),
     };
     match result {
         Ok(code) => code,

@@ -12,11 +12,12 @@ pub enum ReportError {
     },
     #[error(transparent)]
     Store(#[from] rrstore_store::StoreError),
-    #[error("the pattern `{pattern}` is not a valid glob: {source}")]
-    Glob {
-        pattern: String,
+    /// Comparing a kept replay output with the recorded one for the arena map.
+    #[error("comparing the output of history row {row} with the recorded output: {source}")]
+    Diff {
+        row: i64,
         #[source]
-        source: globset::Error,
+        source: Box<rrstore_replay::regress::RegressError>,
     },
     /// A chart could not be drawn (plotters' error, as text).
     #[error("drawing the chart `{chart}`: {message}")]

@@ -6,11 +6,12 @@
 //! * [`junit`]: that suite as JUnit XML (GitLab, GitHub Actions, Jenkins).
 //! * [`markdown`]: that suite as a Markdown summary table
 //!   (`$GITHUB_STEP_SUMMARY`).
-//! * `html` (next): `rrstore report`, one self-contained HTML file with SVG
+//! * [`html`]: `rrstore report`, one self-contained HTML file with SVG
 //!   charts of the store's history.
 //! * [`output`]: writing a report file so that a failure leaves the old one.
 
 pub mod error;
+pub mod html;
 pub mod junit;
 pub mod markdown;
 pub mod output;

@@ -26,6 +26,7 @@ pub mod images;
 pub mod import;
 mod import_archive;
 mod index;
+pub mod label_stats;
 pub mod layout;
 pub mod listing;
 pub mod lock;

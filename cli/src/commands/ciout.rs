@@ -21,6 +21,9 @@ pub struct CiArgs {
 pub fn into_anyhow(e: ReportError) -> anyhow::Error {
     match e {
         ReportError::Store(s) => anyhow::Error::new(s),
+        ReportError::Diff { row, source } => crate::commands::image::regress_err(*source).context(
+            format!("comparing the output of history row {row} with the recorded output"),
+        ),
         other => anyhow::Error::new(other),
     }
 }

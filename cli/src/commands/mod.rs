@@ -24,6 +24,7 @@ pub mod remote;
 // Replay commands.
 pub mod history;
 pub mod replay;
+pub mod report;
 // Regression commands.
 pub mod bisect;
 pub mod changes;
