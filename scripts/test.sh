@@ -6,6 +6,9 @@
 #                  libomptarget.so.22.1): the bundled host recordings'
 #                  images need it to be replayed.
 #   zstd           tar+zstd comparison in the archive tests' helpers.
+#   chromium, fonts-dejavu-core
+#                  headless browser and a font for cli/tests/report_browser.rs,
+#                  which renders `rrstore report` and checks its screenshots.
 # and, from PyPI, moto's S3 server (`moto_server`): the remote tests start a
 # real S3-compatible server on loopback.
 set -euo pipefail
@@ -13,7 +16,7 @@ cd "$(dirname "$0")/.."
 
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO=sudo
-PKGS="liboffload-22 zstd"
+PKGS="liboffload-22 zstd chromium fonts-dejavu-core"
 missing=""
 for p in $PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then
