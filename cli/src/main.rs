@@ -9,9 +9,17 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+/// `rrstore --version`: the version and the commit it was built from.
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("RRSTORE_COMMIT"),
+    ")"
+);
+
 /// Store, share and replay LLVM OpenMP offload kernel recordings.
 #[derive(Parser)]
-#[command(name = "rrstore", version, about, long_about = None)]
+#[command(name = "rrstore", version = VERSION, about, long_about = None)]
 pub struct Cli {
     /// Store directory (default: $RRSTORE_DIR, else $XDG_DATA_HOME/rrstore, else
     /// ~/.local/share/rrstore).
@@ -71,6 +79,10 @@ pub enum Command {
     Pull(commands::pull::Args),
     /// Write an HTML report with charts of the history and the store.
     Report(commands::report::Args),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(commands::completions::Args),
+    /// Write man pages for rrstore and every subcommand.
+    Man(commands::man::Args),
 }
 
 /// Options every command can read.
@@ -114,6 +126,8 @@ fn main() -> ExitCode {
         Command::Push(a) => commands::push::run(a, &globals),
         Command::Pull(a) => commands::pull::run(a, &globals),
         Command::Report(a) => commands::report::run(a, &globals),
+        Command::Completions(a) => commands::completions::run(a),
+        Command::Man(a) => commands::man::run(a),
     };
     match result {
         Ok(code) => code,

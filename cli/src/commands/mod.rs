@@ -1,8 +1,10 @@
 //! One module per subcommand. Each has `Args` (clap) and
 //! `run(args, globals) -> anyhow::Result<ExitCode>`.
 
+pub mod completions;
 pub mod devices;
 pub mod inspect;
+pub mod man;
 pub mod pack;
 pub mod unpack;
 // Store commands.
