@@ -309,3 +309,44 @@ fn an_unwritable_report_path_fails_with_a_sentence_and_exit_3() {
     assert!(err.contains("no-such-dir/r.xml"), "{err}");
     assert!(!bad.parent().unwrap().exists());
 }
+
+#[test]
+fn case_names_show_cpp_kernels_demangled_and_keep_the_raw_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = tmp.path().join("store");
+    ok(
+        &s,
+        &[
+            "import",
+            fixtures().join("llvm22-host/multi").to_str().unwrap(),
+            "--label",
+            "multi",
+        ],
+    );
+    let junit = tmp.path().join("multi.xml");
+    ok(
+        &s,
+        &[
+            "check",
+            "--kernel",
+            "*stepPfS*",
+            "--junit",
+            junit.to_str().unwrap(),
+        ],
+    );
+    let j = parse_junit(&junit);
+    assert!(!j.cases.is_empty());
+    for c in &j.cases {
+        assert!(
+            c.name
+                .starts_with("__omp_offloading_fe00_9ae059_step(float*, float*, int)_l7 ("),
+            "{c:?}"
+        );
+        assert_eq!(
+            c.prop("kernel"),
+            Some("__omp_offloading_fe00_9ae059__ZL4stepPfS_i_l7")
+        );
+        assert_eq!(c.classname, "rrstore.check.multi");
+        assert!(c.failure.is_none());
+    }
+}

@@ -107,6 +107,18 @@ fn report_is_self_contained_and_charts_the_history() {
     assert!(html.contains("<tr><td>regress</td><td class=\"num\">2</td>"));
     assert!(html.contains("<tr><td>run1</td><td class=\"num\">11</td>"));
 
+    // C++ kernels are shown demangled (raw names stay in JSON).
+    assert!(html.contains(
+        "<h3><code>__omp_offloading_fe00_9ae059_step(float*, float*, int)_l7</code></h3>"
+    ));
+    assert!(html.contains("kernel time: step(float*, float*, int)_l7"));
+    assert!(!html.contains("_ZL4stepPfS_i"));
+    let ls = json(&s, &["ls", "--kernel", "*stepPfS*", "--json"]);
+    assert_eq!(
+        ls[0]["kernel"],
+        "__omp_offloading_fe00_9ae059__ZL4stepPfS_i_l7"
+    );
+
     // Light, dark and print styles.
     assert!(html.contains("@media (prefers-color-scheme: dark)") && html.contains("@media print"));
 

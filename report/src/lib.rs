@@ -8,12 +8,14 @@
 //!   (`$GITHUB_STEP_SUMMARY`).
 //! * [`html`]: `rrstore report`, one self-contained HTML file with SVG
 //!   charts of the store's history.
+//! * [`names`]: kernel names as people read them (C++ demangled).
 //! * [`output`]: writing a report file so that a failure leaves the old one.
 
 pub mod error;
 pub mod html;
 pub mod junit;
 pub mod markdown;
+pub mod names;
 pub mod output;
 pub mod suite;
 pub mod time;

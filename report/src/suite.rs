@@ -8,12 +8,15 @@
 //! not run at all (verdict `error`) is an error, not a failure, as JUnit
 //! tells the two apart. A case's time is the kernel time (the fastest
 //! launch) for `check`, the replay's wall time for `replay`, and the sum of
-//! the steps' kernel times for `bisect`.
+//! the steps' kernel times for `bisect`. Case names show C++ kernel names
+//! demangled; the raw name is the `kernel` property.
 
 use rrstore_replay::regress::bisect::BisectReport;
 use rrstore_replay::regress::check::{CheckReport, CheckRow};
 use rrstore_replay::regress::run::Run;
 use rrstore_replay::{ReplayReport, Verdict};
+
+use crate::names::display;
 
 /// A whole report: one command's results.
 #[derive(Clone, Debug, PartialEq)]
@@ -147,7 +150,10 @@ pub fn from_check(report: &CheckReport, timestamp: i64) -> Suite {
         .rows
         .iter()
         .map(|r| {
-            let mut properties = vec![("recording".to_string(), r.recording.clone())];
+            let mut properties = vec![
+                ("kernel".to_string(), r.kernel.clone()),
+                ("recording".to_string(), r.recording.clone()),
+            ];
             run_props(&mut properties, "", &r.run);
             properties.push(("vs_recorded".into(), changed(r.changed_vs_recorded).into()));
             properties.push(("vs_baseline".into(), changed(r.changed_vs_baseline).into()));
@@ -171,7 +177,7 @@ pub fn from_check(report: &CheckReport, timestamp: i64) -> Suite {
                 }
             };
             Case {
-                name: format!("{} ({})", r.kernel, short(&r.recording)),
+                name: format!("{} ({})", display(&r.kernel), short(&r.recording)),
                 classname: classname("check", &r.label),
                 time_s: secs(r.run.kernel_ns),
                 outcome,
@@ -230,6 +236,7 @@ pub fn from_bisect(reports: &[BisectReport], labels: &[String], timestamp: i64) 
                 },
             };
             let mut properties = vec![
+                ("kernel".to_string(), r.kernel.clone()),
                 ("recording".to_string(), r.recording.clone()),
                 ("good".into(), r.good.to_string()),
                 ("bad".into(), r.bad.to_string()),
@@ -240,7 +247,7 @@ pub fn from_bisect(reports: &[BisectReport], labels: &[String], timestamp: i64) 
                 properties.push(("culprit".into(), c.to_string()));
             }
             Case {
-                name: format!("{} ({})", r.kernel, short(&r.recording)),
+                name: format!("{} ({})", display(&r.kernel), short(&r.recording)),
                 classname: classname("bisect", labels.get(i).map_or("", String::as_str)),
                 time_s: r.steps.iter().map(|s| secs(s.run.kernel_ns)).sum(),
                 outcome,
@@ -299,6 +306,7 @@ pub fn from_replay(r: &ReplayReport, label: &str, history_row: Option<i64>) -> S
         },
     };
     let mut properties = vec![
+        ("kernel".to_string(), r.kernel.clone()),
         ("recording".to_string(), r.recording_id.clone()),
         ("backend".into(), r.backend.clone()),
         ("device".into(), r.device.clone()),
@@ -320,7 +328,7 @@ pub fn from_replay(r: &ReplayReport, label: &str, history_row: Option<i64>) -> S
         name: "rrstore replay".into(),
         timestamp: r.started_at,
         cases: vec![Case {
-            name: format!("{} ({})", r.kernel, short(&r.recording_id)),
+            name: format!("{} ({})", display(&r.kernel), short(&r.recording_id)),
             classname: classname("replay", label),
             time_s: r.timing.wall_ns as f64 / 1e9,
             outcome,

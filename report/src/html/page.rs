@@ -62,22 +62,8 @@ fn esc(s: &str) -> String {
     o
 }
 
-/// `__omp_offloading_fe00_990821_main_l13` -> `main_l13`: the part that
-/// names the source function and line.
-pub fn short_kernel(k: &str) -> &str {
-    let Some(rest) = k.strip_prefix("__omp_offloading_") else {
-        return k;
-    };
-    let mut parts = rest.splitn(3, '_');
-    match (parts.next(), parts.next(), parts.next()) {
-        (Some(a), Some(b), Some(tail))
-            if a.chars().all(|c| c.is_ascii_hexdigit())
-                && b.chars().all(|c| c.is_ascii_hexdigit()) =>
-        {
-            tail
-        }
-        _ => k,
-    }
+fn short_kernel(k: &str) -> String {
+    crate::names::short(k).into_owned()
 }
 
 fn bytes(n: u64) -> String {
@@ -215,8 +201,12 @@ fn kernel_section(
             })
             .collect();
         let short = short_kernel(kernel);
-        let _ = writeln!(out, "<h3><code>{}</code></h3>", esc(kernel));
-        let svg = charts::kernel_times(short, &series)?;
+        let _ = writeln!(
+            out,
+            "<h3><code>{}</code></h3>",
+            esc(&crate::names::display(kernel))
+        );
+        let svg = charts::kernel_times(&short, &series)?;
         let first = runs.first().map_or(0, |e| e.started_at);
         let last = runs.last().map_or(0, |e| e.started_at);
         figure(
@@ -321,7 +311,7 @@ fn output_section(
         let _ = writeln!(
             table,
             "<tr><td><code>{}</code></td><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            esc(short_kernel(&r.kernel)),
+            esc(&short_kernel(&r.kernel)),
             &r.id[..12.min(r.id.len())],
             esc(&r.label),
             if recorded.is_some() { "recorded output" } else { "run of its own image" },
@@ -377,7 +367,7 @@ fn arena_section(
         let _ = writeln!(
             out,
             "<div class=\"arena\"><h3><code>{}</code> with image {} (history row {})</h3>",
-            esc(short_kernel(&m.kernel)),
+            esc(&short_kernel(&m.kernel)),
             esc(&m.image_label),
             m.row
         );
@@ -460,10 +450,9 @@ mod tests {
             "main_l13"
         );
         assert_eq!(
-            super::short_kernel("__omp_offloading_10302_2a4b_saxpy_l7"),
-            "saxpy_l7"
+            super::short_kernel("__omp_offloading_fe00_9ae056__ZL4stepPfS_i_l7"),
+            "step(float*, float*, int)_l7"
         );
-        assert_eq!(super::short_kernel("my_kernel"), "my_kernel");
         assert_eq!(super::esc("<a&\"b\">"), "&lt;a&amp;&quot;b&quot;&gt;");
     }
 }
