@@ -53,7 +53,7 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     pub save_output: Option<PathBuf>,
     /// Launch N times (re-uploading the input and globals each time) and
-    /// report min/median kernel time.
+    /// report min/median/mean/standard deviation of the kernel time.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub repetitions: u32,
     /// Override the number of teams (host: OMP_NUM_TEAMS).
@@ -188,9 +188,11 @@ fn print_text(r: &ReplayReport, history_row: Option<i64>) {
     if let (Some(min), Some(med)) = (t.kernel_min_ns(), t.kernel_median_ns()) {
         if t.kernel_ns.len() > 1 {
             println!(
-                "  kernel min {} median {} over {} launches",
+                "  kernel min {} median {} mean {} sd {} over {} launches",
                 ms(min),
                 ms(med),
+                ms(t.kernel_mean_ns().unwrap_or(0.0).round() as u64),
+                ms(t.kernel_sd_ns().unwrap_or(0.0).round() as u64),
                 t.kernel_ns.len()
             );
         } else {
@@ -323,6 +325,8 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
             );
             o.insert("kernel_min_ns".into(), t.kernel_min_ns().into());
             o.insert("kernel_median_ns".into(), t.kernel_median_ns().into());
+            o.insert("kernel_mean_ns".into(), t.kernel_mean_ns().into());
+            o.insert("kernel_sd_ns".into(), t.kernel_sd_ns().into());
         }
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
