@@ -1,6 +1,7 @@
 //! The `rrstore` command line: parses arguments, calls the libraries, prints.
 //! Every subcommand lives in `commands/<name>.rs`; exit codes in `exit.rs`.
 
+mod color;
 mod commands;
 mod exit;
 
@@ -25,6 +26,15 @@ pub struct Cli {
     /// ~/.local/share/rrstore).
     #[arg(long, global = true, value_name = "DIR")]
     pub store: Option<PathBuf>,
+    /// Colour verdicts: auto (on a terminal, unless NO_COLOR is set), always, never.
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value = "auto",
+        value_name = "WHEN"
+    )]
+    pub color: color::ColorChoice,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -100,6 +110,7 @@ fn main() -> ExitCode {
         commands::replay::prestart_early();
     }
     let cli = Cli::parse();
+    color::init(cli.color);
     let globals = Globals { store: cli.store };
     let result = match cli.command {
         Command::Pack(a) => commands::pack::run(a, &globals),

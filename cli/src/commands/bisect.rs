@@ -53,7 +53,11 @@ fn print_step(s: &Step) {
         s.index,
         &s.image[..12],
         s.label,
-        if s.good { "good" } else { "BAD" },
+        if s.good {
+            crate::color::paint(crate::color::Tone::Good, "good")
+        } else {
+            crate::color::paint(crate::color::Tone::Bad, "BAD")
+        },
         match &s.run.output {
             Some(h) if s.good => format!("output {}", &rrstore_format::id::hex(h)[..12]),
             Some(h) => format!("output {} differs", &rrstore_format::id::hex(h)[..12]),

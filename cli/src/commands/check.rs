@@ -173,7 +173,17 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         let line = |c: [&str; 8]| {
             let mut s = String::new();
             for (i, x) in c.iter().enumerate() {
-                s += &format!("{:<width$}  ", x, width = w[i]);
+                let cell = format!("{:<width$}", x, width = w[i]);
+                s += &match (i, *x) {
+                    (2, "verified" | "within-tolerance") => {
+                        crate::color::paint(crate::color::Tone::Good, &cell)
+                    }
+                    (2, v) if v.starts_with("REGRESSED") => {
+                        crate::color::paint(crate::color::Tone::Bad, &cell)
+                    }
+                    _ => cell,
+                };
+                s += "  ";
             }
             println!("{}", s.trim_end());
         };

@@ -251,7 +251,14 @@ fn print_text(r: &ReplayReport, history_row: Option<i64>) {
         Verdict::TimedOut => "TIMED OUT".to_string(),
         Verdict::Error => "ERROR".to_string(),
     };
-    println!("{verdict}");
+    let tone = match r.verdict {
+        Verdict::Verified | Verdict::WithinTolerance | Verdict::Unverified => {
+            crate::color::Tone::Good
+        }
+        Verdict::Mismatch => crate::color::Tone::Bad,
+        _ => crate::color::Tone::Warn,
+    };
+    println!("{}", crate::color::paint(tone, &verdict));
     if let Some(row) = history_row {
         println!("  history row {row}");
     }
