@@ -3,6 +3,7 @@
 
 mod color;
 mod commands;
+mod config;
 mod exit;
 
 use std::path::PathBuf;
@@ -109,8 +110,12 @@ fn main() -> ExitCode {
     if commands::replay::invoked(std::env::args_os()) {
         commands::replay::prestart_early();
     }
-    let cli = Cli::parse();
+    let mut cli = Cli::parse();
     color::init(cli.color);
+    match config::load() {
+        Ok(c) => config::apply(&c, &mut cli),
+        Err(e) => return exit::report(&e),
+    }
     let globals = Globals { store: cli.store };
     let result = match cli.command {
         Command::Pack(a) => commands::pack::run(a, &globals),
