@@ -96,10 +96,9 @@ impl Store {
                 .collect();
             let k = totals.len();
             let step = k.div_ceil(MAX_POINTS).max(1);
-            for (i, &(at, recordings, logical_bytes)) in totals.iter().enumerate() {
-                if (k - 1 - i) % step != 0 {
-                    continue;
-                }
+            let mut kept: Vec<usize> = (0..k).rev().step_by(step).collect();
+            kept.reverse();
+            for &(at, recordings, logical_bytes) in kept.iter().map(|&i| &totals[i]) {
                 let (unique, stored): (i64, i64) = chunks
                     .query_row(rusqlite::params![label, at], |r| Ok((r.get(0)?, r.get(1)?)))
                     .map_err(&ierr)?;
