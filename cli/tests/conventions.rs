@@ -29,17 +29,26 @@ fn version_names_the_commit_it_was_built_from() {
     let o = rrstore(&["--version"]);
     assert!(o.status.success());
     let v = String::from_utf8(o.stdout).unwrap();
-    let expected = match git(&["rev-parse", "--short=12", "HEAD"]) {
-        Some(c) => c,
-        None => "unknown".into(),
-    };
-    let prefix = format!("rrstore {} (commit {expected}", env!("CARGO_PKG_VERSION"));
-    assert!(
-        v.starts_with(&prefix),
-        "{v:?} does not start with {prefix:?}"
+    // The build script's value (the tests are built with it too) ...
+    let built = env!("RRSTORE_COMMIT");
+    assert_eq!(
+        v,
+        format!("rrstore {} (commit {built})\n", env!("CARGO_PKG_VERSION"))
     );
-    let rest = &v[prefix.len()..];
-    assert!(rest == ")\n" || rest == "-dirty)\n", "{v:?}");
+    // ... is a commit of this repository, HEAD unless it moved since.
+    match git(&["rev-parse", "--short=12", "HEAD"]) {
+        None => assert_eq!(built, "unknown"),
+        Some(head) => {
+            let c = built.trim_end_matches("-dirty");
+            assert_eq!(c.len(), 12, "{built}");
+            let full = git(&["rev-parse", "--verify", &format!("{c}^{{commit}}")]);
+            assert!(full.is_some(), "{c} is not a commit here");
+            let moved = git(&["rev-list", "--count", &format!("{c}..HEAD")]);
+            if moved.as_deref() == Some("0") {
+                assert_eq!(c, head);
+            }
+        }
+    }
 }
 
 #[test]
@@ -119,7 +128,7 @@ fn man_writes_a_page_per_subcommand() {
                 }
             }
             assert!(
-                text.contains("NAME") && text.contains("rrstore report"),
+                text.contains("NAME") && text.contains("report - Write an HTML report with charts"),
                 "{text}"
             );
         }
