@@ -41,14 +41,19 @@ pub fn load() -> anyhow::Result<Config> {
     let Some(p) = path() else {
         return Ok(Config::default());
     };
-    let text = match std::fs::read_to_string(&p) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Config::default()),
-        Err(e) => {
-            return Err(e)
-                .with_context(|| format!("cannot read the configuration file {}", p.display()))
-        }
-    };
+    // A file that is not there, or behind a directory this user cannot
+    // enter (another user's HOME under `sudo -u`), is no configuration; a
+    // file that is there but unreadable is an error (exit 3).
+    match p.try_exists() {
+        Ok(true) => {}
+        Ok(false) | Err(_) => return Ok(Config::default()),
+    }
+    let text = std::fs::read_to_string(&p)
+        .map_err(|source| rrstore_format::FormatError::Io {
+            path: p.clone(),
+            source,
+        })
+        .context("cannot read the configuration file: make it readable or remove it")?;
     let c: Config = toml::from_str(&text).map_err(|e| {
         rrstore_store::StoreError::Invalid(format!(
             "the configuration file {} is not valid: {}fix or remove it",

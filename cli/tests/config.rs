@@ -148,6 +148,19 @@ fn a_bad_config_file_is_named_and_exits_4() {
     assert_eq!(code, 4, "{err}");
     assert!(err.contains("positive number of seconds"), "{err}");
 
+    // A configuration file that is there but unreadable: exit 3, named.
+    // (As root every file is readable, so only for other users.)
+    let unreadable = home.join("unreadable.toml");
+    std::fs::write(&unreadable, "timeout = 1\n").unwrap();
+    let mode = std::os::unix::fs::PermissionsExt::from_mode(0o000);
+    std::fs::set_permissions(&unreadable, mode).unwrap();
+    if std::fs::read(&unreadable).is_err() {
+        let env = [("RRSTORE_CONFIG", unreadable.to_str().unwrap())];
+        let (code, err) = expect_failure(rr(home, &env, &["stats"]), &["stats"]);
+        assert_eq!(code, 3, "{err}");
+        assert!(err.contains("unreadable.toml"), "{err}");
+    }
+
     // $RRSTORE_CONFIG names another file, which is then the one read.
     let other = home.join("other.toml");
     let store = home.join("other-store");
