@@ -48,9 +48,10 @@ fn attrs(e: &quick_xml::events::BytesStart) -> Vec<(String, String)> {
     e.attributes()
         .map(|a| {
             let a = a.unwrap();
+            let raw = std::str::from_utf8(&a.value).unwrap();
             (
                 String::from_utf8(a.key.as_ref().to_vec()).unwrap(),
-                a.unescape_value().unwrap().into_owned(),
+                quick_xml::escape::unescape(raw).unwrap().into_owned(),
             )
         })
         .collect()
@@ -71,7 +72,10 @@ fn parse_junit(path: &Path) -> JUnit {
         suite: Vec::new(),
         cases: Vec::new(),
     };
-    let mut in_failure = None;
+    // The open <failure>/<error> (tag, message, type) and its text so far;
+    // the reader gives entity references (`&amp;`) as events of their own.
+    let mut in_failure: Option<(String, String, String)> = None;
+    let mut text = String::new();
     loop {
         match r.read_event().unwrap_or_else(|e| panic!("{e}: {xml}")) {
             Event::Start(e) | Event::Empty(e) => {
@@ -93,14 +97,23 @@ fn parse_junit(path: &Path) -> JUnit {
                     tag @ (b"failure" | b"error") => {
                         let tag = String::from_utf8(tag.to_vec()).unwrap();
                         in_failure = Some((tag, get(&a, "message"), get(&a, "type")));
+                        text.clear();
                     }
                     _ => {}
                 }
             }
-            Event::Text(t) => {
+            Event::Text(t) if in_failure.is_some() => text.push_str(&t.decode().unwrap()),
+            Event::GeneralRef(g) if in_failure.is_some() => match g.resolve_char_ref().unwrap() {
+                Some(c) => text.push(c),
+                None => {
+                    let name = g.decode().unwrap();
+                    text.push_str(&quick_xml::escape::unescape(&format!("&{name};")).unwrap());
+                }
+            },
+            Event::End(e) if matches!(e.name().as_ref(), b"failure" | b"error") => {
                 if let Some((tag, msg, ty)) = in_failure.take() {
-                    let text = t.unescape().unwrap().into_owned();
-                    out.cases.last_mut().unwrap().failure = Some((tag, msg, ty, text));
+                    let body = std::mem::take(&mut text);
+                    out.cases.last_mut().unwrap().failure = Some((tag, msg, ty, body));
                 }
             }
             Event::Eof => break,

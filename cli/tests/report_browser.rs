@@ -95,10 +95,14 @@ struct Shot {
 
 impl Shot {
     fn load(p: &Path) -> Shot {
-        let mut dec = png::Decoder::new(std::fs::File::open(p).unwrap());
+        let mut dec = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(p).unwrap()));
         dec.set_transformations(png::Transformations::EXPAND | png::Transformations::STRIP_16);
         let mut r = dec.read_info().unwrap();
-        let mut buf = vec![0; r.output_buffer_size()];
+        let mut buf = vec![
+            0;
+            r.output_buffer_size()
+                .expect("screenshot size fits in memory")
+        ];
         let info = r.next_frame(&mut buf).unwrap();
         let step = match info.color_type {
             png::ColorType::Rgb => 3,

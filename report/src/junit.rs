@@ -123,3 +123,39 @@ pub fn write(suite: &Suite, w: &mut dyn Write) -> std::io::Result<()> {
     let w = x.0.into_inner();
     w.write_all(b"\n")
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::suite::{Case, Outcome, Suite};
+
+    /// Names, messages and diff text with XML's special characters are
+    /// escaped (a C++ kernel name has `<`, `>` and `&`).
+    #[test]
+    fn special_characters_are_escaped() {
+        let suite = Suite {
+            name: "rrstore check".into(),
+            timestamp: 0,
+            cases: vec![Case {
+                name: "f<int>(a&b) \"q\"".into(),
+                classname: "rrstore.check.x".into(),
+                time_s: 0.5,
+                outcome: Outcome::Failed {
+                    verdict: "mismatch".into(),
+                    message: "a < b & c".into(),
+                    detail: "x <y> & z".into(),
+                },
+                properties: vec![],
+            }],
+        };
+        let mut out = Vec::new();
+        super::write(&suite, &mut out).unwrap();
+        let xml = String::from_utf8(out).unwrap();
+        assert!(
+            xml.contains(r#"name="f&lt;int&gt;(a&amp;b) &quot;q&quot;""#),
+            "{xml}"
+        );
+        assert!(xml.contains(r#"message="a &lt; b &amp; c""#), "{xml}");
+        assert!(xml.contains(">x &lt;y&gt; &amp; z</failure>"), "{xml}");
+        assert!(xml.contains(r#"tests="1" failures="1" errors="0" time="0.500000""#));
+    }
+}
