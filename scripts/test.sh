@@ -11,6 +11,9 @@
 #                  liboffload-22 pulls it in, so the LLVM 19 tests keep their
 #                  runtime whatever liboffload-22 comes to depend on.
 #   zstd           tar+zstd comparison in the archive tests' helpers.
+#   chromium, fonts-dejavu-core
+#                  headless browser and a font for cli/tests/report_browser.rs,
+#                  which renders `rrstore report` and checks its screenshots.
 # and, from PyPI, moto's S3 server (`moto_server`): the remote tests start a
 # real S3-compatible server on loopback.
 set -euo pipefail
@@ -18,7 +21,7 @@ cd "$(dirname "$0")/.."
 
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO=sudo
-PKGS="liboffload-22 libomp5-19 zstd"
+PKGS="liboffload-22 libomp5-19 zstd chromium fonts-dejavu-core"
 missing=""
 for p in $PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then

@@ -191,6 +191,9 @@ pub fn code_for(err: &anyhow::Error) -> u8 {
                 _ => {}
             }
         }
+        if let Some(rrstore_report::ReportError::Write { .. }) = cause.downcast_ref() {
+            return NOT_FOUND;
+        }
         if let Some(e) = cause.downcast_ref::<std::io::Error>() {
             if e.kind() == std::io::ErrorKind::NotFound {
                 return NOT_FOUND;

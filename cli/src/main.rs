@@ -1,7 +1,9 @@
 //! The `rrstore` command line: parses arguments, calls the libraries, prints.
 //! Every subcommand lives in `commands/<name>.rs`; exit codes in `exit.rs`.
 
+mod color;
 mod commands;
+mod config;
 mod exit;
 
 use std::path::PathBuf;
@@ -9,14 +11,31 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+/// `rrstore --version`: the version and the commit it was built from.
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("RRSTORE_COMMIT"),
+    ")"
+);
+
 /// Store, share and replay LLVM OpenMP offload kernel recordings.
 #[derive(Parser)]
-#[command(name = "rrstore", version, about, long_about = None)]
+#[command(name = "rrstore", version = VERSION, about, long_about = None)]
 pub struct Cli {
     /// Store directory (default: $RRSTORE_DIR, else $XDG_DATA_HOME/rrstore, else
     /// ~/.local/share/rrstore).
     #[arg(long, global = true, value_name = "DIR")]
     pub store: Option<PathBuf>,
+    /// Colour verdicts: auto (on a terminal, unless NO_COLOR is set), always, never.
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value = "auto",
+        value_name = "WHEN"
+    )]
+    pub color: color::ColorChoice,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -71,6 +90,12 @@ pub enum Command {
     Push(commands::push::Args),
     /// Bring recordings from a remote (only the chunks this store lacks).
     Pull(commands::pull::Args),
+    /// Write an HTML report with charts of the history and the store.
+    Report(commands::report::Args),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(commands::completions::Args),
+    /// Write man pages for rrstore and every subcommand.
+    Man(commands::man::Args),
 }
 
 /// Options every command can read.
@@ -87,7 +112,12 @@ fn main() -> ExitCode {
     if commands::replay::invoked(std::env::args_os()) {
         commands::replay::prestart_early();
     }
-    let cli = Cli::parse();
+    let mut cli = Cli::parse();
+    color::init(cli.color);
+    match config::load() {
+        Ok(c) => config::apply(&c, &mut cli),
+        Err(e) => return exit::report(&e),
+    }
     exit::quiet_broken_pipe_panics();
     let globals = Globals { store: cli.store };
     let result = match cli.command {
@@ -115,6 +145,9 @@ fn main() -> ExitCode {
         Command::Remote(a) => commands::remote::run(a, &globals),
         Command::Push(a) => commands::push::run(a, &globals),
         Command::Pull(a) => commands::pull::run(a, &globals),
+        Command::Report(a) => commands::report::run(a, &globals),
+        Command::Completions(a) => commands::completions::run(a),
+        Command::Man(a) => commands::man::run(a),
     };
     match result {
         Ok(code) => code,

@@ -209,6 +209,28 @@ impl Timing {
         v.sort_unstable();
         v.get(v.len().checked_sub(1)? / 2).copied()
     }
+
+    /// Mean kernel time over the repetitions, nanoseconds.
+    pub fn kernel_mean_ns(&self) -> Option<f64> {
+        let n = self.kernel_ns.len();
+        (n > 0).then(|| self.kernel_ns.iter().map(|&t| t as f64).sum::<f64>() / n as f64)
+    }
+
+    /// Sample standard deviation of the kernel times, nanoseconds (0 for a
+    /// single launch).
+    pub fn kernel_sd_ns(&self) -> Option<f64> {
+        let mean = self.kernel_mean_ns()?;
+        let n = self.kernel_ns.len();
+        if n < 2 {
+            return Some(0.0);
+        }
+        let ss: f64 = self
+            .kernel_ns
+            .iter()
+            .map(|&t| (t as f64 - mean).powi(2))
+            .sum();
+        Some((ss / (n - 1) as f64).sqrt())
+    }
 }
 
 /// The outcome of one replay.

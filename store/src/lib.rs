@@ -31,6 +31,7 @@ pub mod history;
 pub mod images;
 pub mod import;
 mod index;
+pub mod label_stats;
 pub mod layout;
 pub mod listing;
 pub mod lock;

@@ -42,6 +42,8 @@ pub struct Args {
     /// Print every recording's search steps and culprit as JSON (docs/json.md).
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub ci: super::ciout::CiArgs,
 }
 
 fn print_step(s: &Step) {
@@ -51,7 +53,11 @@ fn print_step(s: &Step) {
         s.index,
         &s.image[..12],
         s.label,
-        if s.good { "good" } else { "BAD" },
+        if s.good {
+            crate::color::paint(crate::color::Tone::Good, "good")
+        } else {
+            crate::color::paint(crate::color::Tone::Bad, "BAD")
+        },
         match &s.run.output {
             Some(h) if s.good => format!("output {}", &rrstore_format::id::hex(h)[..12]),
             Some(h) => format!("output {} differs", &rrstore_format::id::hex(h)[..12]),
@@ -130,6 +136,15 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
             }
         }
         reports.push(r);
+    }
+    if args.ci.wanted() {
+        let labels: Vec<String> = ids
+            .iter()
+            .map(|id| store.recording_label(id).unwrap_or_default())
+            .collect();
+        let now = rrstore_report::time::now_unix();
+        args.ci
+            .write(&rrstore_report::suite::from_bisect(&reports, &labels, now))?;
     }
     if args.json {
         let total: u32 = reports.iter().map(|r| r.replays).sum();

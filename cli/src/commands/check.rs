@@ -107,6 +107,8 @@ pub struct Args {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub ci: super::ciout::CiArgs,
 }
 
 fn yes_no(v: Option<bool>) -> &'static str {
@@ -220,6 +222,9 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         // Nothing checked must not pass CI: a typo in a glob would.
         return Err(crate::exit::NotFoundError(no_match(&args)).into());
     }
+    let now = rrstore_report::time::now_unix();
+    args.ci
+        .write(&rrstore_report::suite::from_check(&report, now))?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -244,7 +249,17 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         let line = |c: [&str; 9]| {
             let mut s = String::new();
             for (i, x) in c.iter().enumerate() {
-                s += &format!("{:<width$}  ", x, width = w[i]);
+                let cell = format!("{:<width$}", x, width = w[i]);
+                s += &match (i, *x) {
+                    (2, "verified" | "within-tolerance") => {
+                        crate::color::paint(crate::color::Tone::Good, &cell)
+                    }
+                    (2, v) if v.starts_with("REGRESSED") => {
+                        crate::color::paint(crate::color::Tone::Bad, &cell)
+                    }
+                    _ => cell,
+                };
+                s += "  ";
             }
             println!("{}", s.trim_end());
         };

@@ -1,8 +1,10 @@
 //! One module per subcommand. Each has `Args` (clap) and
 //! `run(args, globals) -> anyhow::Result<ExitCode>`.
 
+pub mod completions;
 pub mod devices;
 pub mod inspect;
+pub mod man;
 pub mod pack;
 pub mod unpack;
 // Store commands.
@@ -25,9 +27,11 @@ pub mod remote;
 // Replay commands.
 pub mod history;
 pub mod replay;
+pub mod report;
 // Regression commands.
 pub mod bisect;
 pub mod changes;
 pub mod check;
+pub mod ciout;
 pub mod diff;
 pub mod image;

@@ -54,7 +54,7 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     pub save_output: Option<PathBuf>,
     /// Launch N times (re-uploading the input and globals each time) and
-    /// report min/median kernel time.
+    /// report min/median/mean/standard deviation of the kernel time.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub repetitions: u32,
     /// Override the number of teams (host: OMP_NUM_TEAMS); at least 1.
@@ -81,6 +81,8 @@ pub struct Args {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub ci: super::ciout::CiArgs,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -206,9 +208,11 @@ fn print_text(r: &ReplayReport, history_row: Option<i64>) {
     if let (Some(min), Some(med)) = (t.kernel_min_ns(), t.kernel_median_ns()) {
         if t.kernel_ns.len() > 1 {
             println!(
-                "  kernel min {} median {} over {} launches",
+                "  kernel min {} median {} mean {} sd {} over {} launches",
                 ms(min),
                 ms(med),
+                ms(t.kernel_mean_ns().unwrap_or(0.0).round() as u64),
+                ms(t.kernel_sd_ns().unwrap_or(0.0).round() as u64),
                 t.kernel_ns.len()
             );
         } else {
@@ -267,7 +271,14 @@ fn print_text(r: &ReplayReport, history_row: Option<i64>) {
         Verdict::TimedOut => "TIMED OUT".to_string(),
         Verdict::Error => "ERROR".to_string(),
     };
-    println!("{verdict}");
+    let tone = match r.verdict {
+        Verdict::Verified | Verdict::WithinTolerance | Verdict::Unverified => {
+            crate::color::Tone::Good
+        }
+        Verdict::Mismatch => crate::color::Tone::Bad,
+        _ => crate::color::Tone::Warn,
+    };
+    println!("{}", crate::color::paint(tone, &verdict));
     if let Some(row) = history_row {
         println!("  history row {row}");
     }
@@ -345,6 +356,11 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
             })
         }
     };
+    if args.ci.wanted() {
+        let label = store.recording_label(&src.id).unwrap_or_default();
+        let suite = rrstore_report::suite::from_replay(&report, &label, row);
+        args.ci.write(&suite)?;
+    }
     if args.json {
         let mut v = serde_json::to_value(&report)?;
         if let Some(o) = v.as_object_mut() {
@@ -356,6 +372,8 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
             );
             o.insert("kernel_min_ns".into(), t.kernel_min_ns().into());
             o.insert("kernel_median_ns".into(), t.kernel_median_ns().into());
+            o.insert("kernel_mean_ns".into(), t.kernel_mean_ns().into());
+            o.insert("kernel_sd_ns".into(), t.kernel_sd_ns().into());
         }
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {

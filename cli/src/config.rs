@@ -1,0 +1,90 @@
+//! The configuration file, `$XDG_CONFIG_HOME/rrstore/config.toml` (else
+//! `~/.config/rrstore/config.toml`; `$RRSTORE_CONFIG` names another file):
+//!
+//! ```toml
+//! store = "/data/rrstore"   # default store (after --store and $RRSTORE_DIR)
+//! timeout = 30              # default --timeout of replay, check and bisect, seconds
+//! ```
+//!
+//! A missing file is no configuration. An unknown key or a value of the
+//! wrong type is an error naming the file and the line (exit code 4), so a
+//! typo is not silently ignored.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use serde::Deserialize;
+
+use crate::{Cli, Command};
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    pub store: Option<PathBuf>,
+    pub timeout: Option<f64>,
+}
+
+/// Where the configuration file is looked for.
+pub fn path() -> Option<PathBuf> {
+    let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
+    if let Some(p) = var("RRSTORE_CONFIG") {
+        return Some(p.into());
+    }
+    let base = var("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .or_else(|| var("HOME").map(|h| Path::new(&h).join(".config")))?;
+    Some(base.join("rrstore/config.toml"))
+}
+
+/// Read the configuration file (none: the defaults).
+pub fn load() -> anyhow::Result<Config> {
+    let Some(p) = path() else {
+        return Ok(Config::default());
+    };
+    // A file that is not there, or behind a directory this user cannot
+    // enter (another user's HOME under `sudo -u`), is no configuration; a
+    // file that is there but unreadable is an error (exit 3).
+    match p.try_exists() {
+        Ok(true) => {}
+        Ok(false) | Err(_) => return Ok(Config::default()),
+    }
+    let text = std::fs::read_to_string(&p)
+        .map_err(|source| rrstore_format::FormatError::Io {
+            path: p.clone(),
+            source,
+        })
+        .context("cannot read the configuration file: make it readable or remove it")?;
+    let c: Config = toml::from_str(&text).map_err(|e| {
+        rrstore_store::StoreError::Invalid(format!(
+            "the configuration file {} is not valid: {}fix or remove it",
+            p.display(),
+            e
+        ))
+    })?;
+    if let Some(t) = c.timeout {
+        if !(t > 0.0 && t.is_finite()) {
+            return Err(rrstore_store::StoreError::Invalid(format!(
+                "the configuration file {} sets timeout = {t}: it must be a positive number of seconds",
+                p.display()
+            ))
+            .into());
+        }
+    }
+    Ok(c)
+}
+
+/// Fill in what the command line left to the configuration.
+pub fn apply(c: &Config, cli: &mut Cli) {
+    if cli.store.is_none() && std::env::var_os("RRSTORE_DIR").is_none_or(|v| v.is_empty()) {
+        cli.store = c.store.clone();
+    }
+    let timeout = match &mut cli.command {
+        Command::Replay(a) => &mut a.timeout,
+        Command::Check(a) => &mut a.run.timeout,
+        Command::Bisect(a) => &mut a.run.timeout,
+        _ => return,
+    };
+    if timeout.is_none() {
+        *timeout = c.timeout;
+    }
+}

@@ -1,0 +1,24 @@
+//! `rrstore-report`: rrstore's results in the formats people and CI systems
+//! already display.
+//!
+//! * [`suite`]: the results of `check`, `bisect` and `replay` as one test
+//!   suite model (one case per recording, or per kernel for bisect).
+//! * [`junit`]: that suite as JUnit XML (GitLab, GitHub Actions, Jenkins).
+//! * [`markdown`]: that suite as a Markdown summary table
+//!   (`$GITHUB_STEP_SUMMARY`).
+//! * [`html`]: `rrstore report`, one self-contained HTML file with SVG
+//!   charts of the store's history.
+//! * [`names`]: kernel names as people read them (C++ demangled).
+//! * [`output`]: writing a report file so that a failure leaves the old one.
+
+pub mod error;
+pub mod html;
+pub mod junit;
+pub mod markdown;
+pub mod names;
+pub mod output;
+pub mod suite;
+pub mod time;
+
+pub use error::ReportError;
+pub use suite::{Case, Outcome, Suite};
