@@ -139,7 +139,7 @@ const PLANS: &[(&str, Plan)] = &[
         "rrstore repair [--json]",
         Variants(&[
             ("rrstore repair", 0),
-            (": > \"$RRSTORE_DIR/index.sqlite\" && rrstore repair --json | grep -Eq '\"recordings\": [1-9]'", 0),
+            (": > \"$RRSTORE_DIR/index.sqlite\" && rrstore repair --json | grep -E '\"recordings\": [1-9]' >/dev/null", 0),
             ("rrstore verify --full", 0),
         ]),
     ),
