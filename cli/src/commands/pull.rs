@@ -31,14 +31,14 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
     } else {
         Selected::default()
     };
-    let (bar, mut progress) = progress_bar(args.json);
+    let (bar, mut progress) = progress_bar(args.json || args.quiet);
     let report =
         rrstore_store::remote::pull::pull(&mut store, &remote, wanted, args.images, &mut progress)
             .map_err(lift)
             .with_context(ctx);
     bar.finish_and_clear();
     let report = report?;
-    print_report(&report, "pulled", args.json)?;
+    print_report(&report, "pulled", args.json, args.quiet)?;
     if report.damaged.is_empty() {
         return Ok(ExitCode::SUCCESS);
     }

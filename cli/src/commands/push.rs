@@ -33,12 +33,12 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
     } else {
         Vec::new()
     };
-    let (bar, mut progress) = progress_bar(args.json);
+    let (bar, mut progress) = progress_bar(args.json || args.quiet);
     let report =
         rrstore_store::remote::push::push(&store, &remote, &ids, args.images, &mut progress)
             .map_err(lift)
             .with_context(|| format!("cannot push to remote `{}`", args.remote));
     bar.finish_and_clear();
-    print_report(&report?, "pushed", args.json)?;
+    print_report(&report?, "pushed", args.json, args.quiet)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -131,6 +131,10 @@ pub struct TransferArgs {
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Print only errors and the final summary line: no progress bar and no
+    /// line per recording or image.
+    #[arg(long, short = 'q', conflicts_with = "json")]
+    pub quiet: bool,
 }
 
 impl TransferArgs {
@@ -210,12 +214,33 @@ pub fn progress_bar(quiet: bool) -> (ProgressBar, impl FnMut(Event)) {
     (bar, f)
 }
 
-/// Print a transfer summary (`verb`: "pushed" / "pulled").
-pub fn print_report(r: &TransferReport, verb: &str, json: bool) -> anyhow::Result<()> {
+/// Print a transfer summary (`verb`: "pushed" / "pulled"); `quiet`: only
+/// the final line.
+pub fn print_report(r: &TransferReport, verb: &str, json: bool, quiet: bool) -> anyhow::Result<()> {
     if json {
         println!("{}", serde_json::to_string_pretty(r)?);
         return Ok(());
     }
+    if !quiet {
+        print_details(r, verb);
+    }
+    let dir = if verb == "pushed" { "sent" } else { "received" };
+    println!(
+        "{verb} {} recording(s), {} already present; {dir} {} ({} chunks: {}, metadata: {}) for {} logical ({})",
+        r.recordings,
+        r.present,
+        bytes(r.bytes),
+        r.chunks,
+        bytes(r.chunk_bytes),
+        bytes(r.metadata_bytes),
+        bytes(r.logical_bytes),
+        ratio(r.logical_bytes, r.bytes),
+    );
+    Ok(())
+}
+
+/// The lines per recording and image before a transfer's summary line.
+fn print_details(r: &TransferReport, verb: &str) {
     for id in &r.ids {
         println!("{verb} {}", &id[..12.min(id.len())]);
     }
@@ -237,17 +262,4 @@ pub fn print_report(r: &TransferReport, verb: &str, json: bool) -> anyhow::Resul
             r.temporaries_removed
         );
     }
-    let dir = if verb == "pushed" { "sent" } else { "received" };
-    println!(
-        "{verb} {} recording(s), {} already present; {dir} {} ({} chunks: {}, metadata: {}) for {} logical ({})",
-        r.recordings,
-        r.present,
-        bytes(r.bytes),
-        r.chunks,
-        bytes(r.chunk_bytes),
-        bytes(r.metadata_bytes),
-        bytes(r.logical_bytes),
-        ratio(r.logical_bytes, r.bytes),
-    );
-    Ok(())
 }
