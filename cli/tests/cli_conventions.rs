@@ -89,3 +89,96 @@ fn history_filters_by_kernel_label_time_and_count() {
     assert_eq!(out.lines().count(), 3, "{out}");
     assert_eq!(fails(&s, &["history", "--since", "soon"]).0, 2);
 }
+
+fn image_ls(store: &Path) -> Vec<String> {
+    let v: serde_json::Value =
+        serde_json::from_str(&ok(store, &["image", "ls", "--json"])).unwrap();
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["label"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// The `.image` file of fixture recording `dir`.
+fn fixture_image(dir: &str) -> String {
+    std::fs::read_dir(fixtures().join("llvm22-host").join(dir))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "image"))
+        .unwrap()
+        .display()
+        .to_string()
+}
+
+#[test]
+fn image_rm_drops_the_row_and_gc_frees_the_bytes() {
+    let t = tempfile::tempdir().unwrap();
+    let s = t.path().join("s");
+    ok(&s, &["import", &saxpy()]);
+    // An image no recording shares (reduction's), and saxpy's own.
+    ok(
+        &s,
+        &[
+            "image",
+            "add",
+            &fixture_image("reduction"),
+            "--label",
+            "red",
+        ],
+    );
+    ok(
+        &s,
+        &["image", "add", &fixture_image("saxpy"), "--label", "sax"],
+    );
+    ok(&s, &["replay", "d7e4", "--image", "sax"]);
+    // A name that resolves to nothing: exit 3, nothing removed.
+    let (code, err) = fails(&s, &["image", "rm", "red", "no-such-image"]);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("no-such-image"), "{err}");
+    assert_eq!(image_ls(&s), ["red", "sax"]);
+    let out = ok(&s, &["image", "rm", "red", "sax"]);
+    assert_eq!(out.lines().count(), 2, "{out}");
+    assert!(out.starts_with("removed image "), "{out}");
+    assert!(image_ls(&s).is_empty());
+    // The history row still names the image; the recording still replays.
+    let h: serde_json::Value = serde_json::from_str(&ok(&s, &["history", "--json"])).unwrap();
+    assert_eq!(h.as_array().unwrap().len(), 1);
+    let gc = ok(&s, &["gc"]);
+    assert!(!gc.starts_with("removed 0 chunk(s)"), "{gc}");
+    ok(&s, &["verify", "--full"]);
+    ok(&s, &["replay", "d7e4"]);
+    assert_eq!(fails(&s, &["image", "rm", "sax"]).0, 3);
+}
+
+#[test]
+fn record_json_is_the_import_summary_and_the_exit_status() {
+    let t = tempfile::tempdir().unwrap();
+    let s = t.path().join("s");
+    let app = t.path().join("app");
+    std::fs::write(
+        &app,
+        format!(
+            "#!/bin/sh\necho program output\ncp {}/* .\nexit 3\n",
+            saxpy()
+        ),
+    )
+    .unwrap();
+    std::process::Command::new("chmod")
+        .arg("+x")
+        .arg(&app)
+        .status()
+        .unwrap();
+    let o = run(&s, &["record", "--json", "--", app.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(3));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["imported"], 1);
+    assert_eq!(v["exit_code"], 3);
+    assert!(v["signal"].is_null());
+    assert_eq!(
+        v["recordings"][0]["kernel"],
+        "__omp_offloading_fe00_9ae056_main_l13"
+    );
+    assert!(String::from_utf8_lossy(&o.stderr).contains("program output"));
+}
