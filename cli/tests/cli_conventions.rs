@@ -182,3 +182,69 @@ fn record_json_is_the_import_summary_and_the_exit_status() {
     );
     assert!(String::from_utf8_lossy(&o.stderr).contains("program output"));
 }
+
+/// `rrstore --store STORE args...` with configuration file `config`.
+fn with_config(config: &Path, store: &Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(bin())
+        .arg("--store")
+        .arg(store)
+        .args(args)
+        .env_remove("RRSTORE_DIR")
+        .env("RRSTORE_CONFIG", config)
+        .output()
+        .unwrap()
+}
+
+fn remote_ids(store: &Path, remote: &str) -> Vec<String> {
+    let out = ok(store, &["ls", &format!("{remote}:"), "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn the_configured_remote_is_the_default_of_push_pull_and_ls() {
+    let t = tempfile::tempdir().unwrap();
+    let s = t.path().join("s");
+    let config = t.path().join("config.toml");
+    std::fs::write(&config, "remote = \"lab\"\n").unwrap();
+    let host = fixtures().join("llvm22-host");
+    ok(
+        &s,
+        &["import", &saxpy(), host.join("reduction").to_str().unwrap()],
+    );
+    add_file_remote(&s, "lab", &t.path().join("lab"));
+    add_file_remote(&s, "other", &t.path().join("other"));
+    // No remote named, none configured: a usage error, nothing sent.
+    assert_eq!(fails(&s, &["push", "--all"]).0, 2);
+    // A first word that is no remote is an ID, sent to the default.
+    expect_ok(with_config(&config, &s, &["push", "d7e4"]), &["push"]);
+    assert_eq!(remote_ids(&s, "lab").len(), 1);
+    assert!(remote_ids(&s, "lab")[0].starts_with("d7e4"));
+    // A remote named wins over the default.
+    expect_ok(
+        with_config(&config, &s, &["push", "other", "--all"]),
+        &["push"],
+    );
+    assert_eq!(remote_ids(&s, "other").len(), 2);
+    assert_eq!(remote_ids(&s, "lab").len(), 1);
+    expect_ok(with_config(&config, &s, &["push", "--all"]), &["push"]);
+    let listed = expect_ok(with_config(&config, &s, &["ls", ":", "--json"]), &["ls"]);
+    let v: serde_json::Value = serde_json::from_str(&listed).unwrap();
+    assert_eq!(v.as_array().unwrap().len(), 2);
+    assert_eq!(fails(&s, &["ls", ":"]).0, 2);
+    // Pull from the default into another store.
+    let s2 = t.path().join("s2");
+    add_file_remote(&s2, "lab", &t.path().join("lab"));
+    let out = expect_ok(
+        with_config(&config, &s2, &["pull", "-q", "--all"]),
+        &["pull"],
+    );
+    assert!(out.starts_with("pulled 2 recording(s)"), "{out}");
+    // Only the remote named, nothing selected: a usage error.
+    let o = with_config(&config, &s2, &["pull", "lab"]);
+    assert_eq!(o.status.code(), Some(2));
+}

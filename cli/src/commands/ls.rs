@@ -23,7 +23,8 @@ pub enum Sort {
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// `NAME:` lists what remote NAME holds (from its manifests, no pull).
+    /// `NAME:` lists what remote NAME holds (from its manifests, no pull);
+    /// `:` the configuration file's default remote.
     #[arg(value_name = "NAME:")]
     pub remote: Option<String>,
     /// Shell glob on the kernel name.
@@ -72,11 +73,16 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         ..Default::default()
     };
     let store = storeutil::open(globals)?;
+    let remote = args
+        .remote
+        .as_deref()
+        .map(|s| default_remote(s, globals))
+        .transpose()?;
     let stdout = std::io::stdout();
     let out = stdout.lock();
     // Recordings of a remote whose manifest is corrupt: named at the end.
     let mut damaged = Vec::new();
-    let written = match (&args.remote, args.json) {
+    let written = match (&remote, args.json) {
         (None, false) => print_table(out, &store.list_table(&filter)?, now),
         (remote, json) => {
             let rows = match remote {
@@ -110,10 +116,26 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
                 "error: {} recording(s) on remote `{}` are damaged and were not listed (the others were); \
                  push them again from a store that has them",
                 damaged.len(),
-                args.remote.as_deref().unwrap_or_default().trim_end_matches(':')
+                remote.as_deref().unwrap_or_default().trim_end_matches(':')
             );
             Ok(ExitCode::from(crate::exit::CORRUPT))
         }
+    }
+}
+
+/// `ls :` is the configured default remote.
+fn default_remote(spec: &str, globals: &Globals) -> anyhow::Result<String> {
+    if spec != ":" {
+        return Ok(spec.to_string());
+    }
+    match &globals.remote {
+        Some(r) => Ok(format!("{r}:")),
+        None => Err(UsageError(
+            "`ls :` lists the default remote, and the configuration file sets none: \
+             name the remote (`rrstore ls NAME:`) or set `remote = \"NAME\"` there"
+                .into(),
+        )
+        .into()),
     }
 }
 

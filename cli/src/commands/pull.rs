@@ -15,10 +15,11 @@ use crate::Globals;
 
 pub type Args = TransferArgs;
 
-pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
+pub fn run(mut args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
     let mut store = storeutil::open_or_create(globals)?;
-    let remote = open(&store, &args.remote, false)?;
-    let ctx = || format!("cannot pull from remote `{}`", args.remote);
+    let name = args.pick_remote(&store, globals.remote.as_deref())?;
+    let remote = open(&store, &name, false)?;
+    let ctx = || format!("cannot pull from remote `{}`", name);
     let sel = Selection {
         ids: args.ids.clone(),
         all: args.all,
@@ -49,7 +50,7 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         "error: {} recording(s) on remote `{}` are damaged and were not pulled (the others were); \
          push them again from a store that has them, or leave them out of the pull",
         report.damaged.len(),
-        args.remote
+        name
     );
     Ok(ExitCode::from(crate::exit::CORRUPT))
 }

@@ -109,10 +109,11 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
 /// `--all` (on the sending side: the store for push, the remote for pull),
 /// and/or the image library.
 #[derive(clap::Args)]
-#[command(group(clap::ArgGroup::new("which").required(true).multiple(true).args(["ids", "all", "kernel", "label", "images"])))]
+#[command(group(clap::ArgGroup::new("which").required(true).multiple(true).args(["remote", "ids", "all", "kernel", "label", "images"])))]
 pub struct TransferArgs {
-    /// Remote name (see `rrstore remote ls`).
-    pub remote: String,
+    /// Remote name (see `rrstore remote ls`); default: the configuration
+    /// file's `remote`, and then a first word that names no remote is an ID.
+    pub remote: Option<String>,
     /// Recording IDs or unique prefixes (4+ hex digits) on the sending side.
     pub ids: Vec<String>,
     /// Every recording on the sending side.
@@ -141,6 +142,42 @@ impl TransferArgs {
     /// Whether any recording is selected (else only images move).
     pub fn recordings(&self) -> bool {
         self.all || !self.ids.is_empty() || self.kernel.is_some() || self.label.is_some()
+    }
+
+    /// The remote to use, the configured default (`default`) unless the
+    /// first word names a remote of `store`; a first word that does not is
+    /// then taken as a recording ID. Fails when no remote is named or
+    /// configured, or nothing is selected.
+    pub fn pick_remote(&mut self, store: &Store, default: Option<&str>) -> anyhow::Result<String> {
+        let named = match (self.remote.take(), default) {
+            (Some(r), None) => r,
+            (Some(r), Some(d)) => {
+                let known = remote::config::list(store.dir()).map_err(lift)?;
+                if known.contains_key(&r) {
+                    r
+                } else {
+                    self.ids.insert(0, r);
+                    d.to_string()
+                }
+            }
+            (None, Some(d)) => d.to_string(),
+            (None, None) => {
+                return Err(crate::exit::UsageError(
+                    "no remote named: give its name (`rrstore remote ls` lists them) or set \
+                     `remote = \"NAME\"` in the configuration file"
+                        .into(),
+                )
+                .into())
+            }
+        };
+        if !self.recordings() && !self.images {
+            return Err(crate::exit::UsageError(format!(
+                "nothing to transfer with remote `{named}`: give recording IDs, --all, --kernel GLOB, \
+                 --label GLOB or --images"
+            ))
+            .into());
+        }
+        Ok(named)
     }
 }
 
