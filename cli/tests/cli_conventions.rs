@@ -248,3 +248,53 @@ fn the_configured_remote_is_the_default_of_push_pull_and_ls() {
     let o = with_config(&config, &s2, &["pull", "lab"]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+const STEP_RAW: &str = "__omp_offloading_fe00_9ae059__ZL4stepPfS_i_l7";
+const STEP_SHOWN: &str = "__omp_offloading_fe00_9ae059_step(float*, float*, int)_l7";
+
+#[test]
+fn human_ls_show_check_and_history_changes_show_cpp_kernels_demangled() {
+    let t = tempfile::tempdir().unwrap();
+    let s = t.path().join("s");
+    let multi = fixtures().join("llvm22-host/multi");
+    ok(&s, &["import", "--label", "multi", multi.to_str().unwrap()]);
+    let ls = ok(&s, &["ls"]);
+    assert!(ls.contains(STEP_SHOWN), "{ls}");
+    assert!(!ls.contains(STEP_RAW), "{ls}");
+    // Columns stay aligned: every line's TARGET column starts at one place.
+    let col = ls.lines().next().unwrap().find("TARGET").unwrap();
+    for l in ls.lines().skip(1) {
+        assert_eq!(&l[col..col + 6], "x86_64", "{ls}");
+    }
+    // JSON keeps the raw name.
+    let json = ok(&s, &["ls", "--json"]);
+    assert!(json.contains(STEP_RAW) && !json.contains("step(float"));
+    let step = json_id_of(&json, STEP_RAW);
+    let show = ok(&s, &["show", &step[..12]]);
+    assert!(
+        show.contains(&format!("{STEP_SHOWN} (raw: {STEP_RAW})")),
+        "{show}"
+    );
+    let check = ok(&s, &["check", "--kernel", "*stepPfS*"]);
+    assert!(check.contains(STEP_SHOWN), "{check}");
+    assert!(!check.contains(STEP_RAW), "{check}");
+    // history --changes names kernels: two runs with different team counts
+    // of the step kernel give different outputs only if the kernel is
+    // launch-dependent, so only check what it prints when it lists one.
+    ok(&s, &["replay", &step[..12]]);
+    ok(&s, &["replay", &step[..12], "--num-threads", "1"]);
+    let changes = ok(&s, &["history", "--changes"]);
+    assert!(!changes.contains(STEP_RAW), "{changes}");
+}
+
+fn json_id_of(json: &str, kernel: &str) -> String {
+    let v: serde_json::Value = serde_json::from_str(json).unwrap();
+    v.as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["kernel"] == kernel)
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}

@@ -6,6 +6,7 @@
 use std::io::Write;
 use std::process::ExitCode;
 
+use rrstore_report::names::display;
 use rrstore_store::recordings::parse_tag;
 
 use crate::exit::UsageError;
@@ -149,12 +150,8 @@ fn print_json(out: impl Write, rows: &[RecordingSummary]) -> std::io::Result<()>
 /// Remote listings (full summaries): the same columns as [`print_table`].
 fn print_summaries(out: impl Write, rows: &[RecordingSummary], now: i64) -> std::io::Result<()> {
     let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
-    let kw = rows
-        .iter()
-        .map(|r| r.kernel.len())
-        .max()
-        .unwrap_or(6)
-        .max(6);
+    let kernels: Vec<_> = rows.iter().map(|r| display(&r.kernel)).collect();
+    let kw = kernels.iter().map(|k| k.len()).max().unwrap_or(6).max(6);
     let tw = rows
         .iter()
         .map(|r| r.target.len())
@@ -167,12 +164,12 @@ fn print_summaries(out: impl Write, rows: &[RecordingSummary], now: i64) -> std:
         "{:<12}  {:<kw$}  {:<tw$}  {:>10}  {:>4}  {:<lw$}  {:>4}",
         "ID", "KERNEL", "TARGET", "SNAPSHOT", "ARGS", "LABEL", "AGE"
     )?;
-    for r in rows {
+    for (r, kernel) in rows.iter().zip(&kernels) {
         writeln!(
             out,
             "{:<12}  {:<kw$}  {:<tw$}  {:>10}  {:>4}  {:<lw$}  {:>4}",
             &r.id[..12],
-            r.kernel,
+            kernel,
             r.target,
             bytes(r.input_size.unwrap_or(0)),
             r.num_args,
@@ -187,7 +184,19 @@ fn print_summaries(out: impl Write, rows: &[RecordingSummary], now: i64) -> std:
 /// buffer written out in large pieces (no per-line allocation or
 /// formatting machinery); the same bytes as [`print_summaries`].
 fn print_table(mut out: impl Write, t: &LsTable, now: i64) -> std::io::Result<()> {
-    let kw = t.kernel_width.max(6);
+    // C++ kernels demangled (only those: most names are left as they are,
+    // with no allocation).
+    let shown: Vec<Option<String>> = t.rows().map(|r| demangled(t.kernel(r))).collect();
+    let kw = if shown.iter().all(Option::is_none) {
+        t.kernel_width.max(6)
+    } else {
+        t.rows()
+            .zip(&shown)
+            .map(|(r, d)| d.as_ref().map_or(t.kernel(r).len(), String::len))
+            .max()
+            .unwrap_or(0)
+            .max(6)
+    };
     let tw = t.target_width.max(6);
     let lw = t.label_width.max(5);
     let mut buf: Vec<u8> = Vec::with_capacity(1 << 17);
@@ -199,10 +208,11 @@ fn print_table(mut out: impl Write, t: &LsTable, now: i64) -> std::io::Result<()
     // Consecutive rows often share a snapshot size: format it once.
     let mut size_key: Option<u64> = None;
     let mut size_txt = String::new();
-    for r in t.rows() {
+    for (r, shown) in t.rows().zip(&shown) {
         push_hex(&mut buf, &r.id[..6]);
         buf.extend_from_slice(b"  ");
-        push_left(&mut buf, t.kernel(r), kw);
+        let kernel = shown.as_deref().map_or(t.kernel(r), str::as_bytes);
+        push_left(&mut buf, kernel, kw);
         buf.extend_from_slice(b"  ");
         push_left(&mut buf, t.target(r), tw);
         buf.extend_from_slice(b"  ");
@@ -228,6 +238,18 @@ fn print_table(mut out: impl Write, t: &LsTable, now: i64) -> std::io::Result<()
     }
     out.write_all(&buf)?;
     out.flush()
+}
+
+/// A kernel name with a C++ function demangled, None when it has none.
+fn demangled(kernel: &[u8]) -> Option<String> {
+    if !kernel.windows(2).any(|w| w == b"_Z") {
+        return None;
+    }
+    let k = std::str::from_utf8(kernel).ok()?;
+    match display(k) {
+        std::borrow::Cow::Owned(d) => Some(d),
+        std::borrow::Cow::Borrowed(_) => None,
+    }
 }
 
 fn push_hex(buf: &mut Vec<u8>, bytes: &[u8]) {
