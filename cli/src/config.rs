@@ -4,7 +4,10 @@
 //! ```toml
 //! store = "/data/rrstore"   # default store (after --store and $RRSTORE_DIR)
 //! timeout = 30              # default --timeout of replay, check and bisect, seconds
+//! remote = "lab"            # default remote of push, pull and `ls :`
 //! ```
+//!
+//! There is no sandbox mode yet, so no key for one.
 //!
 //! A missing file is no configuration. An unknown key or a value of the
 //! wrong type is an error naming the file and the line (exit code 4), so a
@@ -22,6 +25,7 @@ use crate::{Cli, Command};
 pub struct Config {
     pub store: Option<PathBuf>,
     pub timeout: Option<f64>,
+    pub remote: Option<String>,
 }
 
 /// Where the configuration file is looked for.

@@ -101,6 +101,8 @@ pub enum Command {
 /// Options every command can read.
 pub struct Globals {
     pub store: Option<PathBuf>,
+    /// The configuration file's default remote (push, pull, `ls :`).
+    pub remote: Option<String>,
 }
 
 fn main() -> ExitCode {
@@ -114,12 +116,18 @@ fn main() -> ExitCode {
     }
     let mut cli = Cli::parse();
     color::init(cli.color);
-    match config::load() {
-        Ok(c) => config::apply(&c, &mut cli),
+    let remote = match config::load() {
+        Ok(c) => {
+            config::apply(&c, &mut cli);
+            c.remote
+        }
         Err(e) => return exit::report(&e),
-    }
+    };
     exit::quiet_broken_pipe_panics();
-    let globals = Globals { store: cli.store };
+    let globals = Globals {
+        store: cli.store,
+        remote,
+    };
     let result = match cli.command {
         Command::Pack(a) => commands::pack::run(a, &globals),
         Command::Unpack(a) => commands::unpack::run(a, &globals),

@@ -466,6 +466,46 @@ fn every_json_output_matches_its_schema() {
 }
 
 /// Every key a schema names is documented in docs/json.md's section for it.
+/// The outputs of issue 22's `record --json` and `image rm --json`, and
+/// `history` with its filters.
+#[test]
+fn record_image_rm_and_filtered_history_json_match_their_schemas() {
+    let t = tempfile::tempdir().unwrap();
+    let s = t.path().join("store");
+    let app = t.path().join("app");
+    let saxpy = fixtures().join("saxpy");
+    std::fs::write(&app, format!("#!/bin/sh\ncp {}/* .\n", saxpy.display())).unwrap();
+    std::process::Command::new("chmod")
+        .arg("+x")
+        .arg(&app)
+        .status()
+        .unwrap();
+    let rec = json_of(
+        &s,
+        "record",
+        &["record", "--json", "--", app.to_str().unwrap()],
+    );
+    assert_eq!(rec["exit_code"], 0);
+    let id = rec["recordings"][0]["id"].as_str().unwrap().to_string();
+    ok(&s, &["replay", &id]);
+    let rows = json_of(
+        &s,
+        "history",
+        &[
+            "history", "--kernel", "*main*", "--label", "app", "--since", "1d", "--limit", "1",
+            "--json",
+        ],
+    );
+    assert_eq!(rows.as_array().unwrap().len(), 1);
+    let img = image_of("reduction");
+    ok(
+        &s,
+        &["image", "add", img.to_str().unwrap(), "--label", "img-b"],
+    );
+    let removed = json_of(&s, "image-rm", &["image", "rm", "img-b", "--json"]);
+    assert_eq!(removed["removed"][0]["label"], "img-b");
+}
+
 #[test]
 fn every_schema_key_is_documented() {
     let md = std::fs::read_to_string(repo().join("docs/json.md")).unwrap();

@@ -214,6 +214,13 @@ const PLANS: &[(&str, Plan)] = &[
         Variants(&[("rrstore bisect --label run1 --kernel \"$D7E4_KERNEL\" --images img-0.so img-3.so img-4.so", 0)]),
     ),
     (
+        "rrstore image rm clang-22.1.8 [--json]",
+        Variants(&[
+            ("rrstore image rm clang-22.1.8 --json", 0),
+            ("rrstore image add build/app.offload.so --label clang-22.1.8 && rrstore image rm clang-22.1.8", 0),
+        ]),
+    ),
+    (
         "rrstore remote add lab s3://rr-recordings/team-a --endpoint http://minio:9000 --allow-http --region us-east-1",
         Variants(&[(
             "rrstore remote add lab s3://rr-recordings/team-a --endpoint \"$MOTO_ENDPOINT\" --allow-http --region us-east-1",

@@ -28,6 +28,8 @@ pub mod changes;
 pub mod error;
 pub mod gc;
 pub mod history;
+pub mod history_query;
+pub mod image_rm;
 pub mod images;
 pub mod import;
 mod index;
@@ -59,6 +61,7 @@ use rusqlite::Connection;
 
 pub use error::{Result, StoreError};
 pub use history::HistoryEntry;
+pub use history_query::HistoryFilter;
 pub use import::{ImportOptions, ImportReport};
 pub use listing::{LsRow, LsTable};
 pub use query::{LsFilter, LsSort, RecordingSummary};

@@ -60,7 +60,7 @@ pub fn run(store: &Store, json: bool) -> anyhow::Result<ExitCode> {
         println!(
             "{} {}{}: {} different outputs{}",
             &c.recording[..12],
-            c.kernel,
+            rrstore_report::names::display(&c.kernel),
             if c.label.is_empty() {
                 String::new()
             } else {

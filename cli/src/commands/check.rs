@@ -161,7 +161,7 @@ fn time_cells(r: &CheckRow) -> [String; 2] {
 fn cells(r: &CheckRow) -> [String; 9] {
     let [ratio, spreads] = time_cells(r);
     [
-        r.kernel.clone(),
+        rrstore_report::names::display(&r.kernel).into_owned(),
         r.recording[..12.min(r.recording.len())].to_string(),
         if r.regressed {
             format!("REGRESSED ({})", r.run.verdict)

@@ -1,5 +1,6 @@
-//! `rrstore history [ID] [--json]`: the replay history rows of the store,
-//! oldest first; ID is a hex prefix of a recording ID, or a `.json`/`.rra`
+//! `rrstore history [ID] [--since DATE] [--limit N] [--kernel GLOB]
+//! [--label GLOB] [--json]`: the replay history rows of the store, oldest
+//! first; ID is a hex prefix of a recording ID, or a `.json`/`.rra`
 //! file whose recording ID is computed.
 
 use std::io::Write;
@@ -9,7 +10,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use rrstore_format::id::hex;
 use rrstore_replay::ReplaySource;
-use rrstore_store::{HistoryEntry, Store};
+use rrstore_store::{HistoryEntry, HistoryFilter, Store};
 
 use super::storeutil::utc;
 use crate::Globals;
@@ -26,6 +27,19 @@ pub struct Args {
     /// such as OMP_NUM_THREADS), images, backends and devices involved.
     #[arg(long, conflicts_with = "recording")]
     pub changes: bool,
+    /// Only replays started since: YYYY-MM-DD, YYYY-MM-DDTHH:MM[:SS] (UTC),
+    /// or an age (12h, 7d).
+    #[arg(long, value_name = "DATE", conflicts_with = "changes")]
+    pub since: Option<String>,
+    /// Only the N most recent of the rows chosen (still oldest first).
+    #[arg(long, value_name = "N", conflicts_with = "changes")]
+    pub limit: Option<u64>,
+    /// Only replays of recordings whose kernel name matches this shell glob.
+    #[arg(long, value_name = "GLOB", conflicts_with = "changes")]
+    pub kernel: Option<String>,
+    /// Only replays of recordings whose label matches this shell glob.
+    #[arg(long, value_name = "GLOB", conflicts_with = "changes")]
+    pub label: Option<String>,
 }
 
 fn filter_prefix(spec: &str) -> anyhow::Result<String> {
@@ -96,6 +110,18 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         return super::changes::run(&store, args.json);
     }
     let prefix = args.recording.as_deref().map(filter_prefix).transpose()?;
+    let filter = HistoryFilter {
+        kernel: args.kernel,
+        label: args.label,
+        since: match &args.since {
+            Some(s) => Some(
+                super::storeutil::parse_since(s, rrstore_store::now_unix())
+                    .map_err(crate::exit::UsageError)?,
+            ),
+            None => None,
+        },
+        limit: args.limit,
+    };
     let rows: Vec<HistoryEntry> = store
         .history(None)
         .context("reading the replay history")?
@@ -106,6 +132,9 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
                 .is_none_or(|p| e.recording.to_hex().starts_with(p))
         })
         .collect();
+    let rows = store
+        .history_query(rows, &filter)
+        .context("choosing replay history rows")?;
     if let (Some(spec), Some(p), true) = (&args.recording, &prefix, rows.is_empty()) {
         // No row: fine for a recording that exists but never ran; an ID
         // that names nothing is a typo (exit 3, like every other command).

@@ -1,4 +1,5 @@
-//! `rrstore image add FILE [--label L]` and `rrstore image ls [--json]`:
+//! `rrstore image add FILE [--label L]`, `rrstore image ls [--json]` and
+//! `rrstore image rm IMAGE... [--json]`:
 //! device images as content-addressed store objects (store/src/images.rs),
 //! for `replay --image`, `check --image` and `bisect --images`. Also the
 //! helpers the regression commands share (image arguments, error mapping).
@@ -36,6 +37,22 @@ pub enum ImageCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Remove images from the library (`rrstore gc` then frees their bytes
+    /// unless a recording or a saved output shares them).
+    Rm {
+        /// Image hash prefixes (4+ hex digits) or labels.
+        #[arg(required = true, value_name = "IMAGE")]
+        images: Vec<String>,
+        /// Print the removed images as a JSON object (docs/json.md).
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// What `image rm --json` prints.
+#[derive(serde::Serialize)]
+struct Removed<'a> {
+    removed: &'a [rrstore_store::images::ImageInfo],
 }
 
 /// A regression error as an anyhow error whose chain holds the library error
@@ -69,6 +86,32 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         _ => storeutil::open(globals)?,
     };
     match args.command {
+        ImageCommand::Rm { images, json } => {
+            let mut found = Vec::new();
+            for spec in &images {
+                let i = store
+                    .resolve_image(spec)
+                    .with_context(|| format!("image `{spec}`"))?;
+                if !found.contains(&i) {
+                    found.push(i);
+                }
+            }
+            store.remove_images(&found).context("removing images")?;
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&Removed { removed: &found })?
+                );
+                return Ok(ExitCode::SUCCESS);
+            }
+            for i in &found {
+                println!("removed image {} {}", i.short(), i.label);
+            }
+            eprintln!(
+                "{} image(s) removed; run `rrstore gc` to free their space",
+                found.len()
+            );
+        }
         ImageCommand::Add { file, label } => {
             let a = store
                 .add_image(&file, label.as_deref().unwrap_or(""))

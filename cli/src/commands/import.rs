@@ -27,6 +27,10 @@ pub struct Args {
     /// Print the per-recording results and the summary as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Print only errors, warnings and the final summary line: no progress
+    /// bar and no line per recording.
+    #[arg(long, short = 'q', conflicts_with = "json")]
+    pub quiet: bool,
     /// Stop at the first recording that fails (the ones before it stay
     /// imported) instead of going on with the rest.
     #[arg(long)]
@@ -229,7 +233,13 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         follow_symlinks: args.follow_symlinks,
         print_failures: true,
     };
-    let summary = import_paths_with(globals, &args.paths, &args.label, args.json, run)?;
+    let summary = import_paths_with(
+        globals,
+        &args.paths,
+        &args.label,
+        args.json || args.quiet,
+        run,
+    )?;
     let code = match summary.failed.first() {
         Some(f) => ExitCode::from(f.exit_code),
         None => ExitCode::SUCCESS,
@@ -238,7 +248,7 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&summary)?);
         return Ok(code);
     }
-    for r in &summary.recordings {
+    for r in summary.recordings.iter().filter(|_| !args.quiet) {
         let state = match (r.present, r.healed_chunks) {
             (true, 0) => "present ",
             (true, _) => "healed  ",

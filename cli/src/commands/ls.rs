@@ -6,6 +6,7 @@
 use std::io::Write;
 use std::process::ExitCode;
 
+use rrstore_report::names::display;
 use rrstore_store::recordings::parse_tag;
 
 use crate::exit::UsageError;
@@ -23,7 +24,8 @@ pub enum Sort {
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// `NAME:` lists what remote NAME holds (from its manifests, no pull).
+    /// `NAME:` lists what remote NAME holds (from its manifests, no pull);
+    /// `:` the configuration file's default remote.
     #[arg(value_name = "NAME:")]
     pub remote: Option<String>,
     /// Shell glob on the kernel name.
@@ -72,11 +74,16 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         ..Default::default()
     };
     let store = storeutil::open(globals)?;
+    let remote = args
+        .remote
+        .as_deref()
+        .map(|s| default_remote(s, globals))
+        .transpose()?;
     let stdout = std::io::stdout();
     let out = stdout.lock();
     // Recordings of a remote whose manifest is corrupt: named at the end.
     let mut damaged = Vec::new();
-    let written = match (&args.remote, args.json) {
+    let written = match (&remote, args.json) {
         (None, false) => print_table(out, &store.list_table(&filter)?, now),
         (remote, json) => {
             let rows = match remote {
@@ -110,10 +117,26 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
                 "error: {} recording(s) on remote `{}` are damaged and were not listed (the others were); \
                  push them again from a store that has them",
                 damaged.len(),
-                args.remote.as_deref().unwrap_or_default().trim_end_matches(':')
+                remote.as_deref().unwrap_or_default().trim_end_matches(':')
             );
             Ok(ExitCode::from(crate::exit::CORRUPT))
         }
+    }
+}
+
+/// `ls :` is the configured default remote.
+fn default_remote(spec: &str, globals: &Globals) -> anyhow::Result<String> {
+    if spec != ":" {
+        return Ok(spec.to_string());
+    }
+    match &globals.remote {
+        Some(r) => Ok(format!("{r}:")),
+        None => Err(UsageError(
+            "`ls :` lists the default remote, and the configuration file sets none: \
+             name the remote (`rrstore ls NAME:`) or set `remote = \"NAME\"` there"
+                .into(),
+        )
+        .into()),
     }
 }
 
@@ -127,12 +150,8 @@ fn print_json(out: impl Write, rows: &[RecordingSummary]) -> std::io::Result<()>
 /// Remote listings (full summaries): the same columns as [`print_table`].
 fn print_summaries(out: impl Write, rows: &[RecordingSummary], now: i64) -> std::io::Result<()> {
     let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
-    let kw = rows
-        .iter()
-        .map(|r| r.kernel.len())
-        .max()
-        .unwrap_or(6)
-        .max(6);
+    let kernels: Vec<_> = rows.iter().map(|r| display(&r.kernel)).collect();
+    let kw = kernels.iter().map(|k| k.len()).max().unwrap_or(6).max(6);
     let tw = rows
         .iter()
         .map(|r| r.target.len())
@@ -145,12 +164,12 @@ fn print_summaries(out: impl Write, rows: &[RecordingSummary], now: i64) -> std:
         "{:<12}  {:<kw$}  {:<tw$}  {:>10}  {:>4}  {:<lw$}  {:>4}",
         "ID", "KERNEL", "TARGET", "SNAPSHOT", "ARGS", "LABEL", "AGE"
     )?;
-    for r in rows {
+    for (r, kernel) in rows.iter().zip(&kernels) {
         writeln!(
             out,
             "{:<12}  {:<kw$}  {:<tw$}  {:>10}  {:>4}  {:<lw$}  {:>4}",
             &r.id[..12],
-            r.kernel,
+            kernel,
             r.target,
             bytes(r.input_size.unwrap_or(0)),
             r.num_args,
@@ -165,7 +184,19 @@ fn print_summaries(out: impl Write, rows: &[RecordingSummary], now: i64) -> std:
 /// buffer written out in large pieces (no per-line allocation or
 /// formatting machinery); the same bytes as [`print_summaries`].
 fn print_table(mut out: impl Write, t: &LsTable, now: i64) -> std::io::Result<()> {
-    let kw = t.kernel_width.max(6);
+    // C++ kernels demangled (only those: most names are left as they are,
+    // with no allocation).
+    let shown: Vec<Option<String>> = t.rows().map(|r| demangled(t.kernel(r))).collect();
+    let kw = if shown.iter().all(Option::is_none) {
+        t.kernel_width.max(6)
+    } else {
+        t.rows()
+            .zip(&shown)
+            .map(|(r, d)| d.as_ref().map_or(t.kernel(r).len(), String::len))
+            .max()
+            .unwrap_or(0)
+            .max(6)
+    };
     let tw = t.target_width.max(6);
     let lw = t.label_width.max(5);
     let mut buf: Vec<u8> = Vec::with_capacity(1 << 17);
@@ -177,10 +208,11 @@ fn print_table(mut out: impl Write, t: &LsTable, now: i64) -> std::io::Result<()
     // Consecutive rows often share a snapshot size: format it once.
     let mut size_key: Option<u64> = None;
     let mut size_txt = String::new();
-    for r in t.rows() {
+    for (r, shown) in t.rows().zip(&shown) {
         push_hex(&mut buf, &r.id[..6]);
         buf.extend_from_slice(b"  ");
-        push_left(&mut buf, t.kernel(r), kw);
+        let kernel = shown.as_deref().map_or(t.kernel(r), str::as_bytes);
+        push_left(&mut buf, kernel, kw);
         buf.extend_from_slice(b"  ");
         push_left(&mut buf, t.target(r), tw);
         buf.extend_from_slice(b"  ");
@@ -206,6 +238,18 @@ fn print_table(mut out: impl Write, t: &LsTable, now: i64) -> std::io::Result<()
     }
     out.write_all(&buf)?;
     out.flush()
+}
+
+/// A kernel name with a C++ function demangled, None when it has none.
+fn demangled(kernel: &[u8]) -> Option<String> {
+    if !kernel.windows(2).any(|w| w == b"_Z") {
+        return None;
+    }
+    let k = std::str::from_utf8(kernel).ok()?;
+    match display(k) {
+        std::borrow::Cow::Owned(d) => Some(d),
+        std::borrow::Cow::Borrowed(_) => None,
+    }
 }
 
 fn push_hex(buf: &mut Vec<u8>, bytes: &[u8]) {

@@ -15,10 +15,11 @@ use crate::Globals;
 
 pub type Args = TransferArgs;
 
-pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
+pub fn run(mut args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
     let mut store = storeutil::open_or_create(globals)?;
-    let remote = open(&store, &args.remote, false)?;
-    let ctx = || format!("cannot pull from remote `{}`", args.remote);
+    let name = args.pick_remote(&store, globals.remote.as_deref())?;
+    let remote = open(&store, &name, false)?;
+    let ctx = || format!("cannot pull from remote `{}`", name);
     let sel = Selection {
         ids: args.ids.clone(),
         all: args.all,
@@ -31,14 +32,14 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
     } else {
         Selected::default()
     };
-    let (bar, mut progress) = progress_bar(args.json);
+    let (bar, mut progress) = progress_bar(args.json || args.quiet);
     let report =
         rrstore_store::remote::pull::pull(&mut store, &remote, wanted, args.images, &mut progress)
             .map_err(lift)
             .with_context(ctx);
     bar.finish_and_clear();
     let report = report?;
-    print_report(&report, "pulled", args.json)?;
+    print_report(&report, "pulled", args.json, args.quiet)?;
     if report.damaged.is_empty() {
         return Ok(ExitCode::SUCCESS);
     }
@@ -49,7 +50,7 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         "error: {} recording(s) on remote `{}` are damaged and were not pulled (the others were); \
          push them again from a store that has them, or leave them out of the pull",
         report.damaged.len(),
-        args.remote
+        name
     );
     Ok(ExitCode::from(crate::exit::CORRUPT))
 }

@@ -13,9 +13,10 @@ use crate::Globals;
 
 pub type Args = TransferArgs;
 
-pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
+pub fn run(mut args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
     let store = storeutil::open(globals)?;
-    let remote = open(&store, &args.remote, true)?;
+    let name = args.pick_remote(&store, globals.remote.as_deref())?;
+    let remote = open(&store, &name, true)?;
     let recordings = args.recordings();
     let ids: Vec<_> = if recordings {
         let ids = storeutil::resolve_all(&store, &args.ids)?;
@@ -33,12 +34,12 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
     } else {
         Vec::new()
     };
-    let (bar, mut progress) = progress_bar(args.json);
+    let (bar, mut progress) = progress_bar(args.json || args.quiet);
     let report =
         rrstore_store::remote::push::push(&store, &remote, &ids, args.images, &mut progress)
             .map_err(lift)
-            .with_context(|| format!("cannot push to remote `{}`", args.remote));
+            .with_context(|| format!("cannot push to remote `{}`", name));
     bar.finish_and_clear();
-    print_report(&report?, "pushed", args.json)?;
+    print_report(&report?, "pushed", args.json, args.quiet)?;
     Ok(ExitCode::SUCCESS)
 }

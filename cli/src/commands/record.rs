@@ -1,4 +1,4 @@
-//! `rrstore record [--label TEXT] [--dir DIR] -- PROGRAM ARGS...`: run a
+//! `rrstore record [--label TEXT] [--dir DIR] [--json] -- PROGRAM ARGS...`: run a
 //! program with LLVM's record environment in a scratch directory, import
 //! every recording it wrote, remove the scratch files, report. The
 //! program's stderr passes through; a libomptarget that cannot record
@@ -38,9 +38,23 @@ pub struct Args {
     /// LIBOMPTARGET_RR_DEVMEM_SIZE and LIBOMPTARGET_RECORD_MEMSIZE).
     #[arg(long, value_name = "GIB")]
     pub mem_size: Option<u64>,
+    /// Print what was imported and how the program exited as JSON
+    /// (docs/json.md); the program's own stdout then goes to stderr.
+    #[arg(long)]
+    pub json: bool,
     /// The program and its arguments.
     #[arg(required = true, last = true, value_name = "PROGRAM ARGS")]
     pub command: Vec<OsString>,
+}
+
+/// What `record --json` prints: the import summary and how the program
+/// exited.
+#[derive(serde::Serialize)]
+struct RecordJson<'a> {
+    #[serde(flatten)]
+    summary: &'a super::import::Summary,
+    exit_code: Option<i32>,
+    signal: Option<i32>,
 }
 
 /// The environment LLVM's record-replay reads, for both generations.
@@ -121,11 +135,21 @@ fn record_in(args: &Args, globals: &Globals, scratch: &Path) -> anyhow::Result<E
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default()
     });
-    let mut child = Command::new(&program)
-        .args(&args.command[1..])
+    let mut cmd = Command::new(&program);
+    cmd.args(&args.command[1..])
         .current_dir(scratch)
         .envs(record_env(scratch, args.mem_size))
-        .stderr(Stdio::piped())
+        .stderr(Stdio::piped());
+    if args.json {
+        // Our stdout carries only the JSON document.
+        use std::os::fd::AsFd;
+        let err = std::io::stderr()
+            .as_fd()
+            .try_clone_to_owned()
+            .map_err(|e| RecordError(format!("cannot pass stderr to the program: {e}")))?;
+        cmd.stdout(Stdio::from(err));
+    }
+    let mut child = cmd
         .spawn()
         .map_err(|e| RecordError(format!("cannot run {}: {e}", program.display())))?;
     let no_arena = child
@@ -167,12 +191,22 @@ fn record_in(args: &Args, globals: &Globals, scratch: &Path) -> anyhow::Result<E
             let _ = std::fs::remove_file(desc);
         }
     }
-    for r in &summary.recordings {
-        let state = if r.present { "present " } else { "imported" };
-        println!("{state} {} {}", &r.id[..12], r.kernel);
+    if args.json {
+        use std::os::unix::process::ExitStatusExt;
+        let out = RecordJson {
+            summary: &summary,
+            exit_code: status.code(),
+            signal: status.signal(),
+        };
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        for r in &summary.recordings {
+            let state = if r.present { "present " } else { "imported" };
+            println!("{state} {} {}", &r.id[..12], r.kernel);
+        }
+        summary.print();
+        println!("program exited with {status}");
     }
-    summary.print();
-    println!("program exited with {status}");
     Ok(match status.code() {
         Some(0) => ExitCode::SUCCESS,
         Some(c) => ExitCode::from(c.clamp(1, 255) as u8),

@@ -109,10 +109,11 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
 /// `--all` (on the sending side: the store for push, the remote for pull),
 /// and/or the image library.
 #[derive(clap::Args)]
-#[command(group(clap::ArgGroup::new("which").required(true).multiple(true).args(["ids", "all", "kernel", "label", "images"])))]
+#[command(group(clap::ArgGroup::new("which").required(true).multiple(true).args(["remote", "ids", "all", "kernel", "label", "images"])))]
 pub struct TransferArgs {
-    /// Remote name (see `rrstore remote ls`).
-    pub remote: String,
+    /// Remote name (see `rrstore remote ls`); default: the configuration
+    /// file's `remote`, and then a first word that names no remote is an ID.
+    pub remote: Option<String>,
     /// Recording IDs or unique prefixes (4+ hex digits) on the sending side.
     pub ids: Vec<String>,
     /// Every recording on the sending side.
@@ -131,12 +132,52 @@ pub struct TransferArgs {
     /// Print the summary as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Print only errors and the final summary line: no progress bar and no
+    /// line per recording or image.
+    #[arg(long, short = 'q', conflicts_with = "json")]
+    pub quiet: bool,
 }
 
 impl TransferArgs {
     /// Whether any recording is selected (else only images move).
     pub fn recordings(&self) -> bool {
         self.all || !self.ids.is_empty() || self.kernel.is_some() || self.label.is_some()
+    }
+
+    /// The remote to use, the configured default (`default`) unless the
+    /// first word names a remote of `store`; a first word that does not is
+    /// then taken as a recording ID. Fails when no remote is named or
+    /// configured, or nothing is selected.
+    pub fn pick_remote(&mut self, store: &Store, default: Option<&str>) -> anyhow::Result<String> {
+        let named = match (self.remote.take(), default) {
+            (Some(r), None) => r,
+            (Some(r), Some(d)) => {
+                let known = remote::config::list(store.dir()).map_err(lift)?;
+                if known.contains_key(&r) {
+                    r
+                } else {
+                    self.ids.insert(0, r);
+                    d.to_string()
+                }
+            }
+            (None, Some(d)) => d.to_string(),
+            (None, None) => {
+                return Err(crate::exit::UsageError(
+                    "no remote named: give its name (`rrstore remote ls` lists them) or set \
+                     `remote = \"NAME\"` in the configuration file"
+                        .into(),
+                )
+                .into())
+            }
+        };
+        if !self.recordings() && !self.images {
+            return Err(crate::exit::UsageError(format!(
+                "nothing to transfer with remote `{named}`: give recording IDs, --all, --kernel GLOB, \
+                 --label GLOB or --images"
+            ))
+            .into());
+        }
+        Ok(named)
     }
 }
 
@@ -210,12 +251,33 @@ pub fn progress_bar(quiet: bool) -> (ProgressBar, impl FnMut(Event)) {
     (bar, f)
 }
 
-/// Print a transfer summary (`verb`: "pushed" / "pulled").
-pub fn print_report(r: &TransferReport, verb: &str, json: bool) -> anyhow::Result<()> {
+/// Print a transfer summary (`verb`: "pushed" / "pulled"); `quiet`: only
+/// the final line.
+pub fn print_report(r: &TransferReport, verb: &str, json: bool, quiet: bool) -> anyhow::Result<()> {
     if json {
         println!("{}", serde_json::to_string_pretty(r)?);
         return Ok(());
     }
+    if !quiet {
+        print_details(r, verb);
+    }
+    let dir = if verb == "pushed" { "sent" } else { "received" };
+    println!(
+        "{verb} {} recording(s), {} already present; {dir} {} ({} chunks: {}, metadata: {}) for {} logical ({})",
+        r.recordings,
+        r.present,
+        bytes(r.bytes),
+        r.chunks,
+        bytes(r.chunk_bytes),
+        bytes(r.metadata_bytes),
+        bytes(r.logical_bytes),
+        ratio(r.logical_bytes, r.bytes),
+    );
+    Ok(())
+}
+
+/// The lines per recording and image before a transfer's summary line.
+fn print_details(r: &TransferReport, verb: &str) {
     for id in &r.ids {
         println!("{verb} {}", &id[..12.min(id.len())]);
     }
@@ -237,17 +299,4 @@ pub fn print_report(r: &TransferReport, verb: &str, json: bool) -> anyhow::Resul
             r.temporaries_removed
         );
     }
-    let dir = if verb == "pushed" { "sent" } else { "received" };
-    println!(
-        "{verb} {} recording(s), {} already present; {dir} {} ({} chunks: {}, metadata: {}) for {} logical ({})",
-        r.recordings,
-        r.present,
-        bytes(r.bytes),
-        r.chunks,
-        bytes(r.chunk_bytes),
-        bytes(r.metadata_bytes),
-        bytes(r.logical_bytes),
-        ratio(r.logical_bytes, r.bytes),
-    );
-    Ok(())
 }

@@ -44,6 +44,12 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(ExitCode::SUCCESS);
     }
+    let mut d = d;
+    let shown = rrstore_report::names::display(&d.kernel).into_owned();
+    if shown != d.kernel {
+        // The raw name is what --kernel globs and JSON use.
+        d.kernel = format!("{shown} (raw: {})", d.kernel);
+    }
     print!("{}", render_text(&d));
     println!("store:");
     println!("  label           {}", summary.label);
@@ -73,7 +79,7 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
             .map(|s| {
                 [
                     s.id.chars().take(12).collect(),
-                    s.kernel.clone(),
+                    rrstore_report::names::display(&s.kernel).into_owned(),
                     bytes(s.shared_bytes),
                     s.label.clone(),
                 ]
