@@ -279,12 +279,7 @@ fn code_8_backend_unusable() {
     // An AMDGPU (gfx942) image: auto picks the hip backend, which has no
     // driver on the machines that run these tests.
     let j = copy_recording(SAXPY, &t.path().join("amd"));
-    let mut elf = vec![0u8; 64];
-    elf[..4].copy_from_slice(b"\x7fELF");
-    elf[4] = 2;
-    elf[5] = 1;
-    elf[18..20].copy_from_slice(&224u16.to_le_bytes());
-    elf[48..52].copy_from_slice(&0x04cu32.to_le_bytes());
+    let elf = rrstore_tests::elf_header(rrstore_tests::elf::EM_AMDGPU, 0x04c, 0);
     std::fs::write(j.with_extension("image"), elf).unwrap();
     let (code, err) = code_of(&s, &["replay", p(&j)]);
     assert_eq!(code, 8, "{err}");

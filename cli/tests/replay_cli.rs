@@ -5,28 +5,9 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures")
-}
+use rrstore_tests::fixtures;
 
-fn descriptors(set: &str) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![fixtures().join(set)];
-    while let Some(dir) = stack.pop() {
-        for e in std::fs::read_dir(&dir).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                if p.file_name().is_some_and(|n| n != "src") {
-                    stack.push(p);
-                }
-            } else if p.extension().is_some_and(|x| x == "json") {
-                out.push(p);
-            }
-        }
-    }
-    out.sort();
-    out
-}
+use rrstore_tests::descriptors;
 
 /// rrstore with a private store. OMP_NUM_THREADS=2: the fixtures' float
 /// reductions were recorded with two OpenMP threads.
@@ -279,12 +260,7 @@ fn failures_have_their_own_exit_codes() {
     let d = tmp.path().join("cubin");
     std::fs::create_dir(&d).unwrap();
     let j = copy_recording(SAXPY, &d);
-    let mut elf = vec![0u8; 64];
-    elf[..4].copy_from_slice(b"\x7fELF");
-    elf[4] = 2;
-    elf[5] = 1;
-    elf[18..20].copy_from_slice(&190u16.to_le_bytes());
-    elf[48] = 80;
+    let elf = rrstore_tests::elf_header(rrstore_tests::elf::EM_CUDA, 80, 0);
     std::fs::write(j.with_extension("image"), elf).unwrap();
     let o = run(&["replay", j.to_str().unwrap(), "--backend", "host"]);
     assert_eq!(code(&o), 9, "{}", text(&o));

@@ -258,12 +258,7 @@ fn legacy_recordings_cannot_be_replayed() {
 fn another_targets_image_is_refused_naming_both() {
     let tmp = tempfile::tempdir().unwrap();
     let json = common::copy_recording(&common::saxpy_fixture(), tmp.path(), "cubin_rec");
-    let mut elf = vec![0u8; 64];
-    elf[..4].copy_from_slice(b"\x7fELF");
-    elf[4] = 2;
-    elf[5] = 1;
-    elf[18..20].copy_from_slice(&190u16.to_le_bytes());
-    elf[48] = 90;
+    let elf = rrstore_tests::elf_header(rrstore_tests::elf::EM_CUDA, 90, 0);
     std::fs::write(tmp.path().join("cubin_rec.image"), elf).unwrap();
     let r = run(
         &json,

@@ -8,29 +8,11 @@ use rrstore_replay::backend::host::{ArenaIo, HostConfig, Runner};
 use rrstore_replay::backend::{Backend, LaunchParams};
 use rrstore_replay::{ReplayOptions, ReplaySource};
 
-pub fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures")
-}
+#[allow(unused_imports)] // not every test binary needs it
+pub use rrstore_tests::fixtures;
 
-/// Every recording descriptor under `tests/fixtures/<set>`, sorted.
-pub fn descriptors(set: &str) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![fixtures().join(set)];
-    while let Some(dir) = stack.pop() {
-        for e in std::fs::read_dir(&dir).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                if p.file_name().is_some_and(|n| n != "src") {
-                    stack.push(p);
-                }
-            } else if p.extension().is_some_and(|x| x == "json") {
-                out.push(p);
-            }
-        }
-    }
-    out.sort();
-    out
-}
+#[allow(unused_imports)] // not every test binary needs it
+pub use rrstore_tests::descriptors;
 
 /// Options using this crate's stand-alone runner. OMP_NUM_THREADS=2: the
 /// fixtures were recorded with two OpenMP threads and their float

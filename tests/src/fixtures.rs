@@ -1,0 +1,33 @@
+//! Where the real recordings live: `tests/fixtures/` of this crate.
+
+use std::path::{Path, PathBuf};
+
+/// The `tests/fixtures` directory.
+pub fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
+}
+
+/// Every recording descriptor (`*.json`) under `tests/fixtures/<set>`,
+/// sorted; `src` folders hold the fixtures' sources, not recordings.
+pub fn descriptors(set: &str) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![fixtures().join(set)];
+    while let Some(dir) = stack.pop() {
+        let entries = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("reading fixtures {}: {e}", dir.display()));
+        for e in entries {
+            let p = e
+                .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+                .path();
+            if p.is_dir() {
+                if p.file_name().is_some_and(|n| n != "src") {
+                    stack.push(p);
+                }
+            } else if p.extension().is_some_and(|x| x == "json") {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
