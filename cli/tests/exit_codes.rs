@@ -16,17 +16,7 @@ const NATIVE: &str = "upstream-native/saxpy/15370218017841526287_988322621582747
 
 /// Copy the files of the recording `rel` (under tests/fixtures) into `dir`.
 fn copy_recording(rel: &str, dir: &Path) -> PathBuf {
-    std::fs::create_dir_all(dir).unwrap();
-    let src = fixtures().join(rel);
-    let stem = src.file_stem().unwrap().to_str().unwrap().to_string();
-    for e in std::fs::read_dir(src.parent().unwrap()).unwrap() {
-        let p = e.unwrap().path();
-        let name = p.file_name().unwrap().to_str().unwrap().to_string();
-        if name.starts_with(&format!("{stem}.")) {
-            std::fs::copy(&p, dir.join(&name)).unwrap();
-        }
-    }
-    dir.join(format!("{stem}.json"))
+    rrstore_tests::copy_recording(&fixtures().join(rel), dir)
 }
 
 fn p(path: &Path) -> &str {
@@ -47,20 +37,10 @@ fn code_of(store: &Path, args: &[&str]) -> (i32, String) {
 fn kernel_with_body(dir: &Path, body: &str) -> PathBuf {
     let j = copy_recording(GLOBALS, dir);
     let name = j.file_stem().unwrap().to_str().unwrap().to_string();
-    let c = dir.join("k.c");
-    std::fs::write(
-        &c,
-        format!("void _exit(int);\nvoid {name}(long kle, long out) {{ {body} }}\n"),
-    )
-    .unwrap();
-    let st = Command::new("cc")
-        .args(["-shared", "-fPIC", "-o"])
-        .arg(j.with_extension("image"))
-        .arg(&c)
-        .status()
-        .unwrap();
-    assert!(st.success());
-    std::fs::write(j.with_extension("globals"), b"").unwrap();
+    rrstore_tests::replace_kernel(
+        &j,
+        &format!("void _exit(int);\nvoid {name}(long kle, long out) {{ {body} }}\n"),
+    );
     j
 }
 

@@ -149,16 +149,7 @@ fn replays_fold_the_index_log_back_before_it_grows() {
 }
 
 fn copy_recording(rel: &str, dir: &Path) -> PathBuf {
-    let src = fixtures().join(rel);
-    let stem = src.file_name().unwrap().to_str().unwrap().to_string();
-    for e in std::fs::read_dir(src.parent().unwrap()).unwrap() {
-        let p = e.unwrap().path();
-        let name = p.file_name().unwrap().to_str().unwrap().to_string();
-        if name.starts_with(&format!("{stem}.")) {
-            std::fs::copy(&p, dir.join(&name)).unwrap();
-        }
-    }
-    dir.join(format!("{stem}.json"))
+    rrstore_tests::copy_recording(&fixtures().join(rel), dir)
 }
 
 #[test]
@@ -315,20 +306,10 @@ fn failures_have_their_own_exit_codes() {
 fn recording_with_kernel_body(dir: &std::path::Path, body: &str) -> std::path::PathBuf {
     let j = copy_recording(GLOBALS, dir);
     let name = j.file_stem().unwrap().to_str().unwrap().to_string();
-    let c = dir.join("k.c");
-    std::fs::write(
-        &c,
-        format!("void {name}(long kle, long out) {{ {body} }}\n"),
-    )
-    .unwrap();
-    let st = Command::new("cc")
-        .args(["-shared", "-fPIC", "-o"])
-        .arg(j.with_extension("image"))
-        .arg(&c)
-        .status()
-        .unwrap();
-    assert!(st.success());
-    std::fs::write(j.with_extension("globals"), b"").unwrap();
+    rrstore_tests::replace_kernel(
+        &j,
+        &format!("void {name}(long kle, long out) {{ {body} }}\n"),
+    );
     j
 }
 

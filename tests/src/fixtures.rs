@@ -31,3 +31,28 @@ pub fn descriptors(set: &str) -> Vec<PathBuf> {
     out.sort();
     out
 }
+
+/// Copy the recording next to `descriptor` (every `<stem>.*` file) into
+/// `dir`, created if missing; returns the copy's descriptor. `descriptor`
+/// may leave out the `.json`.
+pub fn copy_recording(descriptor: &Path, dir: &Path) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    let stem = descriptor
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or_else(|| panic!("no recording stem in {}", descriptor.display()));
+    let from = descriptor.parent().unwrap_or(Path::new("."));
+    let entries =
+        std::fs::read_dir(from).unwrap_or_else(|e| panic!("reading {}: {e}", from.display()));
+    for e in entries {
+        let p = e
+            .unwrap_or_else(|e| panic!("{}: {e}", from.display()))
+            .path();
+        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        if name.starts_with(&format!("{stem}.")) {
+            std::fs::copy(&p, dir.join(name))
+                .unwrap_or_else(|e| panic!("copying {}: {e}", p.display()));
+        }
+    }
+    dir.join(format!("{stem}.json"))
+}

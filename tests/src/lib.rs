@@ -2,13 +2,15 @@
 //! dev-dependency of format, store, replay and cli). It owns what tests
 //! need the same way everywhere: where the real recordings in
 //! `tests/fixtures/` are, deterministic noise, and ELF headers that name a
-//! target. It depends on no workspace crate, so the library crates can use
+//! target, and C kernels compiled as host images. It depends on no workspace crate, so the library crates can use
 //! it in their unit tests too.
 
 pub mod elf;
 pub mod fixtures;
+pub mod kernel;
 pub mod noise;
 
 pub use elf::elf_header;
-pub use fixtures::{descriptors, fixtures};
+pub use fixtures::{copy_recording, descriptors, fixtures};
+pub use kernel::{compile_shared, replace_kernel};
 pub use noise::{noise, XorShift};

@@ -63,17 +63,9 @@ pub fn copy_recording(fixture_json: &Path, dir: &Path, new_name: &str) -> PathBu
 /// Compile C source into a shared object with the system C compiler (the
 /// Rust toolchain's linker, so always present where the tests build).
 pub fn build_so(dir: &Path, name: &str, c_src: &str, extra: &[&str]) -> PathBuf {
-    let c = dir.join(format!("{name}.c"));
-    std::fs::write(&c, c_src).unwrap();
     let out = dir.join(format!("lib{name}.so"));
-    let st = std::process::Command::new("cc")
-        .args(["-shared", "-fPIC", "-O1", "-o"])
-        .arg(&out)
-        .arg(&c)
-        .args(extra)
-        .status()
-        .expect("running cc");
-    assert!(st.success(), "cc failed for {name}");
+    let flags: Vec<&str> = ["-O1"].iter().chain(extra).copied().collect();
+    rrstore_tests::compile_shared(&dir.join(format!("{name}.c")), c_src, &out, &flags);
     out
 }
 
