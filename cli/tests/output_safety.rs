@@ -392,21 +392,7 @@ fn temporaries(dir: &Path) -> Vec<String> {
         .collect()
 }
 
-/// This host's name as temporary file names spell it.
-fn host() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .unwrap()
-        .trim()
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
-}
+use rrstore_tests::temp_name_host as host;
 
 #[test]
 fn the_next_unpack_or_export_removes_what_a_killed_one_left() {

@@ -7,10 +7,12 @@
 
 pub mod elf;
 pub mod fixtures;
+pub mod host;
 pub mod kernel;
 pub mod noise;
 
 pub use elf::elf_header;
 pub use fixtures::{copy_recording, descriptors, fixtures};
+pub use host::temp_name_host;
 pub use kernel::{compile_shared, replace_kernel};
 pub use noise::{noise, XorShift};
