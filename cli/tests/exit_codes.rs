@@ -292,15 +292,7 @@ fn code_10_arena_unavailable() {
     let (t, s) = scratch();
     let j = copy_recording(GLOBALS, &t.path().join("far"));
     let text = std::fs::read_to_string(&j).unwrap();
-    let base = text
-        .split("\"BumpAllocVAStart\":")
-        .nth(1)
-        .unwrap()
-        .split([',', '}'])
-        .next()
-        .unwrap()
-        .trim()
-        .to_string();
+    let base = rrstore_tests::descriptor_u64(&text, "BumpAllocVAStart").to_string();
     // Beyond any user address space.
     std::fs::write(&j, text.replace(&base, &(1u64 << 57).to_string())).unwrap();
     let (code, err) = code_of(&s, &["replay", p(&j)]);

@@ -284,15 +284,7 @@ fn an_arena_outside_the_address_space_is_a_reserve_error() {
     let tmp = tempfile::tempdir().unwrap();
     let json = common::copy_recording(&common::globals_fixture(), tmp.path(), "far_away");
     let text = std::fs::read_to_string(&json).unwrap();
-    let base: u64 = text
-        .split("\"BumpAllocVAStart\":")
-        .nth(1)
-        .unwrap()
-        .split([',', '}'])
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let base = rrstore_tests::descriptor_u64(&text, "BumpAllocVAStart");
     let far = 1u64 << 57;
     std::fs::write(&json, text.replace(&base.to_string(), &far.to_string())).unwrap();
     let r = run(&json, &common::options());

@@ -56,3 +56,14 @@ pub fn copy_recording(descriptor: &Path, dir: &Path) -> PathBuf {
     }
     dir.join(format!("{stem}.json"))
 }
+
+/// The number `key` holds in a recording descriptor's JSON text (the
+/// descriptor as LLVM writes it, one flat object).
+pub fn descriptor_u64(json_text: &str, key: &str) -> u64 {
+    json_text
+        .split(&format!("\"{key}\":"))
+        .nth(1)
+        .and_then(|rest| rest.split([',', '}']).next())
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no number {key} in {json_text}"))
+}
