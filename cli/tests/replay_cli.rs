@@ -237,12 +237,7 @@ fn failures_have_their_own_exit_codes() {
     let d = tmp.path().join("global");
     std::fs::create_dir(&d).unwrap();
     let j = copy_recording(GLOBALS, &d);
-    let g = j.with_extension("globals");
-    let mut b = std::fs::read(&g).unwrap();
-    let at = b.windows(10).position(|w| w == b"g_counter\0").unwrap() + 10;
-    b[at..at + 4].copy_from_slice(&2u32.to_le_bytes());
-    b.drain(at + 4 + 2..at + 4 + 4);
-    std::fs::write(&g, b).unwrap();
+    rrstore_tests::shrink_global(&j.with_extension("globals"), "g_counter", 2);
     let o = run(&["replay", j.to_str().unwrap()]);
     assert_eq!(code(&o), 17, "{}", text(&o));
     assert!(text(&o).contains("g_counter"), "{}", text(&o));

@@ -97,30 +97,8 @@ pub fn c_kernel_recording(dir: &Path, name: &str, body: &str) -> PathBuf {
     json
 }
 
-/// Parse a kernel-named globals table into (name, bytes) entries.
-pub fn parse_globals(b: &[u8]) -> Vec<(String, Vec<u8>)> {
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < b.len() {
-        let end = i + b[i..].iter().position(|&c| c == 0).unwrap();
-        let name = String::from_utf8(b[i..end].to_vec()).unwrap();
-        let n = u32::from_le_bytes(b[end + 1..end + 5].try_into().unwrap()) as usize;
-        out.push((name, b[end + 5..end + 5 + n].to_vec()));
-        i = end + 5 + n;
-    }
-    out
-}
-
-pub fn encode_globals(entries: &[(String, Vec<u8>)]) -> Vec<u8> {
-    let mut out = Vec::new();
-    for (name, data) in entries {
-        out.extend_from_slice(name.as_bytes());
-        out.push(0);
-        out.extend_from_slice(&(data.len() as u32).to_le_bytes());
-        out.extend_from_slice(data);
-    }
-    out
-}
+#[allow(unused_imports)] // not every test binary needs them
+pub use rrstore_tests::{encode_globals, parse_globals};
 
 /// A whole part of `src`, decoded.
 pub fn read_part(src: &mut ReplaySource, role: PartRole) -> Vec<u8> {
