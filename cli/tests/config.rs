@@ -87,29 +87,12 @@ fn the_config_file_sets_the_default_store_and_timeout() {
 /// A copy of the globals fixture whose kernel spins forever (descriptor).
 fn hanging_recording(dir: &Path) -> std::path::PathBuf {
     let src = fixtures().join("llvm22-host/globals/__omp_offloading_fe00_9ae057_main_l13");
-    let stem = src.file_name().unwrap().to_str().unwrap().to_string();
-    for e in std::fs::read_dir(src.parent().unwrap()).unwrap() {
-        let p = e.unwrap().path();
-        let name = p.file_name().unwrap().to_str().unwrap().to_string();
-        if name.starts_with(&format!("{stem}.")) {
-            std::fs::copy(&p, dir.join(&name)).unwrap();
-        }
-    }
-    let j = dir.join(format!("{stem}.json"));
-    let c = dir.join("hang.c");
-    std::fs::write(
-        &c,
-        format!("void {stem}(long a, long b) {{ volatile long n = 0; for (;;) n++; }}\n"),
-    )
-    .unwrap();
-    let st = Command::new("cc")
-        .args(["-shared", "-fPIC", "-o"])
-        .arg(j.with_extension("image"))
-        .arg(&c)
-        .status()
-        .unwrap();
-    assert!(st.success());
-    std::fs::write(j.with_extension("globals"), b"").unwrap();
+    let j = rrstore_tests::copy_recording(&src, dir);
+    let stem = j.file_stem().unwrap().to_str().unwrap().to_string();
+    rrstore_tests::replace_kernel(
+        &j,
+        &format!("void {stem}(long a, long b) {{ volatile long n = 0; for (;;) n++; }}\n"),
+    );
     j
 }
 

@@ -16,17 +16,7 @@ const NATIVE: &str = "upstream-native/saxpy/15370218017841526287_988322621582747
 
 /// Copy the files of the recording `rel` (under tests/fixtures) into `dir`.
 fn copy_recording(rel: &str, dir: &Path) -> PathBuf {
-    std::fs::create_dir_all(dir).unwrap();
-    let src = fixtures().join(rel);
-    let stem = src.file_stem().unwrap().to_str().unwrap().to_string();
-    for e in std::fs::read_dir(src.parent().unwrap()).unwrap() {
-        let p = e.unwrap().path();
-        let name = p.file_name().unwrap().to_str().unwrap().to_string();
-        if name.starts_with(&format!("{stem}.")) {
-            std::fs::copy(&p, dir.join(&name)).unwrap();
-        }
-    }
-    dir.join(format!("{stem}.json"))
+    rrstore_tests::copy_recording(&fixtures().join(rel), dir)
 }
 
 fn p(path: &Path) -> &str {
@@ -47,20 +37,10 @@ fn code_of(store: &Path, args: &[&str]) -> (i32, String) {
 fn kernel_with_body(dir: &Path, body: &str) -> PathBuf {
     let j = copy_recording(GLOBALS, dir);
     let name = j.file_stem().unwrap().to_str().unwrap().to_string();
-    let c = dir.join("k.c");
-    std::fs::write(
-        &c,
-        format!("void _exit(int);\nvoid {name}(long kle, long out) {{ {body} }}\n"),
-    )
-    .unwrap();
-    let st = Command::new("cc")
-        .args(["-shared", "-fPIC", "-o"])
-        .arg(j.with_extension("image"))
-        .arg(&c)
-        .status()
-        .unwrap();
-    assert!(st.success());
-    std::fs::write(j.with_extension("globals"), b"").unwrap();
+    rrstore_tests::replace_kernel(
+        &j,
+        &format!("void _exit(int);\nvoid {name}(long kle, long out) {{ {body} }}\n"),
+    );
     j
 }
 
@@ -279,12 +259,7 @@ fn code_8_backend_unusable() {
     // An AMDGPU (gfx942) image: auto picks the hip backend, which has no
     // driver on the machines that run these tests.
     let j = copy_recording(SAXPY, &t.path().join("amd"));
-    let mut elf = vec![0u8; 64];
-    elf[..4].copy_from_slice(b"\x7fELF");
-    elf[4] = 2;
-    elf[5] = 1;
-    elf[18..20].copy_from_slice(&224u16.to_le_bytes());
-    elf[48..52].copy_from_slice(&0x04cu32.to_le_bytes());
+    let elf = rrstore_tests::elf_header(rrstore_tests::elf::EM_AMDGPU, 0x04c, 0);
     std::fs::write(j.with_extension("image"), elf).unwrap();
     let (code, err) = code_of(&s, &["replay", p(&j)]);
     assert_eq!(code, 8, "{err}");
@@ -317,15 +292,7 @@ fn code_10_arena_unavailable() {
     let (t, s) = scratch();
     let j = copy_recording(GLOBALS, &t.path().join("far"));
     let text = std::fs::read_to_string(&j).unwrap();
-    let base = text
-        .split("\"BumpAllocVAStart\":")
-        .nth(1)
-        .unwrap()
-        .split([',', '}'])
-        .next()
-        .unwrap()
-        .trim()
-        .to_string();
+    let base = rrstore_tests::descriptor_u64(&text, "BumpAllocVAStart").to_string();
     // Beyond any user address space.
     std::fs::write(&j, text.replace(&base, &(1u64 << 57).to_string())).unwrap();
     let (code, err) = code_of(&s, &["replay", p(&j)]);
@@ -423,12 +390,7 @@ fn code_16_newer_version() {
 fn code_17_global_differs() {
     let (t, s) = scratch();
     let j = copy_recording(GLOBALS, &t.path().join("g"));
-    let g = j.with_extension("globals");
-    let mut b = std::fs::read(&g).unwrap();
-    let at = b.windows(10).position(|w| w == b"g_counter\0").unwrap() + 10;
-    b[at..at + 4].copy_from_slice(&2u32.to_le_bytes());
-    b.drain(at + 4 + 2..at + 4 + 4);
-    std::fs::write(&g, b).unwrap();
+    rrstore_tests::shrink_global(&j.with_extension("globals"), "g_counter", 2);
     let (code, err) = code_of(&s, &["replay", p(&j)]);
     assert_eq!(code, 17, "{err}");
 }

@@ -1,15 +1,12 @@
 //! `rrstore inspect` through the real binary, on real fixtures of every
 //! generation and on a real archive.
 
-use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use rrstore_format::archive::{write_path, WriteOptions};
 use rrstore_format::llvm;
 
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures")
-}
+use rrstore_tests::fixtures;
 
 fn rrstore(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_rrstore"))

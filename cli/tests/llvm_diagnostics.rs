@@ -16,18 +16,12 @@ fn record_explains_a_host_plugin_that_cannot_record() {
     let s = t.path().join("s");
     // What a program linked with stock LLVM 22's host plugin prints.
     let prog = t.path().join("prog.sh");
-    std::fs::write(
+    rrstore_tests::write_script(
         &prog,
         "#!/bin/sh\necho 'omptarget message: WARNING RR did not initialize RR-properly with \
          2147483648 bytesError: cannot determine Device Memory Size' >&2\n\
          echo 'other output' >&2\nexit 0\n",
-    )
-    .unwrap();
-    std::process::Command::new("chmod")
-        .arg("+x")
-        .arg(&prog)
-        .status()
-        .unwrap();
+    );
     let (code, err) = fails(&s, &["record", "--", prog.to_str().unwrap()]);
     assert_eq!(code, 15, "{err}");
     // The program's own stderr still reaches the user, then the diagnosis.

@@ -381,15 +381,7 @@ fn big_recording(dir: &Path, size: usize) {
         &format!("\"DeviceMemorySize\":{size}"),
     );
     std::fs::write(dir.join(format!("{STEM}.json")), json).unwrap();
-    let mut x = 0x9e37_79b9_7f4a_7c15u64;
-    let mut data = Vec::with_capacity(size);
-    while data.len() < size {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        data.extend_from_slice(&x.to_le_bytes());
-    }
-    data.truncate(size);
+    let data = rrstore_tests::XorShift::new(0x9e37_79b9_7f4a_7c15).words(size);
     std::fs::write(dir.join(format!("{STEM}.memory")), data).unwrap();
 }
 
@@ -400,21 +392,7 @@ fn temporaries(dir: &Path) -> Vec<String> {
         .collect()
 }
 
-/// This host's name as temporary file names spell it.
-fn host() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .unwrap()
-        .trim()
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
-}
+use rrstore_tests::temp_name_host as host;
 
 #[test]
 fn the_next_unpack_or_export_removes_what_a_killed_one_left() {

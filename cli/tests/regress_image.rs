@@ -85,12 +85,7 @@ fn wrong_images_are_clear_errors() {
     );
     // A cubin on the host backend: target mismatch naming both.
     let cubin = tmp.path().join("kernel.cubin");
-    let mut h = vec![0u8; 64];
-    h[..4].copy_from_slice(b"\x7fELF");
-    h[4] = 2;
-    h[5] = 1;
-    h[18..20].copy_from_slice(&190u16.to_le_bytes());
-    h[48..52].copy_from_slice(&90u32.to_le_bytes());
+    let h = rrstore_tests::elf_header(rrstore_tests::elf::EM_CUDA, 90, 0);
     std::fs::write(&cubin, &h).unwrap();
     let (code, err) = fails(
         &s,

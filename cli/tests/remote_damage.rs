@@ -129,21 +129,7 @@ fn ls_and_filtered_pulls_skip_a_corrupt_manifest_and_name_it() {
     }
 }
 
-/// This host's name as temporary file names spell it (see spec/REMOTE.md).
-fn host() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .unwrap()
-        .trim()
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
-}
+use rrstore_tests::temp_name_host as host;
 
 fn plant(path: &Path, age: Duration) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();

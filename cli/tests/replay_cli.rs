@@ -5,28 +5,9 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures")
-}
+use rrstore_tests::fixtures;
 
-fn descriptors(set: &str) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![fixtures().join(set)];
-    while let Some(dir) = stack.pop() {
-        for e in std::fs::read_dir(&dir).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                if p.file_name().is_some_and(|n| n != "src") {
-                    stack.push(p);
-                }
-            } else if p.extension().is_some_and(|x| x == "json") {
-                out.push(p);
-            }
-        }
-    }
-    out.sort();
-    out
-}
+use rrstore_tests::descriptors;
 
 /// rrstore with a private store. OMP_NUM_THREADS=2: the fixtures' float
 /// reductions were recorded with two OpenMP threads.
@@ -168,16 +149,7 @@ fn replays_fold_the_index_log_back_before_it_grows() {
 }
 
 fn copy_recording(rel: &str, dir: &Path) -> PathBuf {
-    let src = fixtures().join(rel);
-    let stem = src.file_name().unwrap().to_str().unwrap().to_string();
-    for e in std::fs::read_dir(src.parent().unwrap()).unwrap() {
-        let p = e.unwrap().path();
-        let name = p.file_name().unwrap().to_str().unwrap().to_string();
-        if name.starts_with(&format!("{stem}.")) {
-            std::fs::copy(&p, dir.join(&name)).unwrap();
-        }
-    }
-    dir.join(format!("{stem}.json"))
+    rrstore_tests::copy_recording(&fixtures().join(rel), dir)
 }
 
 #[test]
@@ -265,12 +237,7 @@ fn failures_have_their_own_exit_codes() {
     let d = tmp.path().join("global");
     std::fs::create_dir(&d).unwrap();
     let j = copy_recording(GLOBALS, &d);
-    let g = j.with_extension("globals");
-    let mut b = std::fs::read(&g).unwrap();
-    let at = b.windows(10).position(|w| w == b"g_counter\0").unwrap() + 10;
-    b[at..at + 4].copy_from_slice(&2u32.to_le_bytes());
-    b.drain(at + 4 + 2..at + 4 + 4);
-    std::fs::write(&g, b).unwrap();
+    rrstore_tests::shrink_global(&j.with_extension("globals"), "g_counter", 2);
     let o = run(&["replay", j.to_str().unwrap()]);
     assert_eq!(code(&o), 17, "{}", text(&o));
     assert!(text(&o).contains("g_counter"), "{}", text(&o));
@@ -279,12 +246,7 @@ fn failures_have_their_own_exit_codes() {
     let d = tmp.path().join("cubin");
     std::fs::create_dir(&d).unwrap();
     let j = copy_recording(SAXPY, &d);
-    let mut elf = vec![0u8; 64];
-    elf[..4].copy_from_slice(b"\x7fELF");
-    elf[4] = 2;
-    elf[5] = 1;
-    elf[18..20].copy_from_slice(&190u16.to_le_bytes());
-    elf[48] = 80;
+    let elf = rrstore_tests::elf_header(rrstore_tests::elf::EM_CUDA, 80, 0);
     std::fs::write(j.with_extension("image"), elf).unwrap();
     let o = run(&["replay", j.to_str().unwrap(), "--backend", "host"]);
     assert_eq!(code(&o), 9, "{}", text(&o));
@@ -339,20 +301,10 @@ fn failures_have_their_own_exit_codes() {
 fn recording_with_kernel_body(dir: &std::path::Path, body: &str) -> std::path::PathBuf {
     let j = copy_recording(GLOBALS, dir);
     let name = j.file_stem().unwrap().to_str().unwrap().to_string();
-    let c = dir.join("k.c");
-    std::fs::write(
-        &c,
-        format!("void {name}(long kle, long out) {{ {body} }}\n"),
-    )
-    .unwrap();
-    let st = Command::new("cc")
-        .args(["-shared", "-fPIC", "-o"])
-        .arg(j.with_extension("image"))
-        .arg(&c)
-        .status()
-        .unwrap();
-    assert!(st.success());
-    std::fs::write(j.with_extension("globals"), b"").unwrap();
+    rrstore_tests::replace_kernel(
+        &j,
+        &format!("void {name}(long kle, long out) {{ {body} }}\n"),
+    );
     j
 }
 

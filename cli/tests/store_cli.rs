@@ -209,22 +209,16 @@ fn record_runs_a_program_in_scratch_and_imports_what_it_wrote() {
     // A "program" that checks the record environment and writes a
     // recording into its working directory, as libomptarget does.
     let prog = tmp.path().join("prog.sh");
-    std::fs::write(
+    rrstore_tests::write_script(
         &prog,
-        format!(
+        &format!(
             "#!/bin/sh\n[ \"$LIBOMPTARGET_RECORD\" = 1 ] || exit 9\n\
              [ \"$LIBOMPTARGET_RR_SAVE_OUTPUT\" = 1 ] || exit 9\n\
              [ \"$LIBOMPTARGET_RECORD_DIR\" = \"$PWD\" ] || exit 9\n\
              cp {}/* . && echo wrote\nexit 3\n",
             src.display()
         ),
-    )
-    .unwrap();
-    std::process::Command::new("chmod")
-        .arg("+x")
-        .arg(&prog)
-        .status()
-        .unwrap();
+    );
     let o = run(
         &s,
         &["record", "--label", "red", "--", prog.to_str().unwrap()],

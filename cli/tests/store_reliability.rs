@@ -11,19 +11,7 @@ use std::time::{Duration, Instant};
 use rrstore_format::llvm;
 use store_common::*;
 
-/// Deterministic pseudo-random numbers (xorshift), seeded per test.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+use rrstore_tests::XorShift;
 
 fn spawn(store: &Path, args: &[&str]) -> Child {
     Command::new(bin())
@@ -84,7 +72,7 @@ fn sigkill_import_and_gc_at_random_moments() {
         fx.join("upstream-native"),
         fx.join("llvm22-host/multi"),
     ];
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut rng = XorShift::new(0x9e37_79b9_7f4a_7c15);
     let budget = Instant::now() + Duration::from_secs(60);
     let mut iterations = 0;
     let (mut kills, mut gc_kills) = (0u32, 0u32);

@@ -275,15 +275,7 @@ mod tests {
     use super::*;
 
     fn pseudo_random(n: usize, seed: u64) -> Vec<u8> {
-        let mut x = seed | 1;
-        (0..n)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect()
+        rrstore_tests::XorShift::new(seed).bytes(n, 0)
     }
 
     #[test]

@@ -239,16 +239,7 @@ fn detect_ptx(head: &[u8]) -> ImageTarget {
 mod tests {
     use super::*;
 
-    fn elf(machine: u16, flags: u32, abi: u8) -> Vec<u8> {
-        let mut h = vec![0u8; 64];
-        h[..4].copy_from_slice(b"\x7fELF");
-        h[4] = 2;
-        h[5] = 1;
-        h[8] = abi;
-        h[18..20].copy_from_slice(&machine.to_le_bytes());
-        h[48..52].copy_from_slice(&flags.to_le_bytes());
-        h
-    }
+    use rrstore_tests::elf_header as elf;
 
     #[test]
     fn detects_cubin_sm_old_and_new_abi() {

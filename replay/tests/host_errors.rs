@@ -258,12 +258,7 @@ fn legacy_recordings_cannot_be_replayed() {
 fn another_targets_image_is_refused_naming_both() {
     let tmp = tempfile::tempdir().unwrap();
     let json = common::copy_recording(&common::saxpy_fixture(), tmp.path(), "cubin_rec");
-    let mut elf = vec![0u8; 64];
-    elf[..4].copy_from_slice(b"\x7fELF");
-    elf[4] = 2;
-    elf[5] = 1;
-    elf[18..20].copy_from_slice(&190u16.to_le_bytes());
-    elf[48] = 90;
+    let elf = rrstore_tests::elf_header(rrstore_tests::elf::EM_CUDA, 90, 0);
     std::fs::write(tmp.path().join("cubin_rec.image"), elf).unwrap();
     let r = run(
         &json,
@@ -289,15 +284,7 @@ fn an_arena_outside_the_address_space_is_a_reserve_error() {
     let tmp = tempfile::tempdir().unwrap();
     let json = common::copy_recording(&common::globals_fixture(), tmp.path(), "far_away");
     let text = std::fs::read_to_string(&json).unwrap();
-    let base: u64 = text
-        .split("\"BumpAllocVAStart\":")
-        .nth(1)
-        .unwrap()
-        .split([',', '}'])
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let base = rrstore_tests::descriptor_u64(&text, "BumpAllocVAStart");
     let far = 1u64 << 57;
     std::fs::write(&json, text.replace(&base.to_string(), &far.to_string())).unwrap();
     let r = run(&json, &common::options());

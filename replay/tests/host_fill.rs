@@ -71,15 +71,7 @@ fn a_bad_plan_is_reported_and_the_runner_goes_on() {
 #[test]
 fn a_large_fill_from_several_files_lands_byte_exact() {
     let tmp = tempfile::tempdir().unwrap();
-    let mut x = 0x9e3779b97f4a7c15u64;
-    let raw: Vec<u8> = (0..15 << 20)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect();
+    let raw = rrstore_tests::XorShift::new(0x9e3779b97f4a7c15).bytes(15 << 20, 0);
     let squeezable: Vec<u8> = (0..2u32 << 20).map(|i| (i / 4096) as u8).collect();
     let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
     std::fs::write(&a, &raw).unwrap();

@@ -14,17 +14,7 @@ use rrstore_store::{ImportOptions, Store};
 
 const STEM: &str = "__omp_offloading_fe00_9ae056_main_l13";
 
-fn noise(n: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
-        .collect()
-}
+use rrstore_tests::noise;
 
 /// A copy of the saxpy fixture whose snapshots are `input` and `output`.
 fn big_recording(dir: &Path, input: &[u8], output: &[u8]) -> PathBuf {

@@ -186,8 +186,9 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// The LLVM 22 host recordings.
 pub fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/llvm22-host")
+    rrstore_tests::fixtures().join("llvm22-host")
 }
 
 /// `rrstore --store STORE args...` with test AWS credentials in the

@@ -4,9 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-pub fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures")
-}
+#[allow(unused_imports)] // not every test binary needs it
+pub use rrstore_tests::fixtures;
 
 pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_rrstore")

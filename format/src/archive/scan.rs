@@ -518,17 +518,7 @@ mod tests {
     use crate::archive::pool::with_pool;
     use crate::chunk::Chunker;
 
-    fn noise(n: usize, seed: u64) -> Vec<u8> {
-        let mut x = seed | 1;
-        (0..n)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                (x >> 24) as u8
-            })
-            .collect()
-    }
+    use rrstore_tests::noise;
 
     /// Reader returning at most `step` bytes per call.
     struct Trickle<'a>(&'a [u8], usize);

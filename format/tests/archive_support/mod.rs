@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use std::io::{self, Read};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use rrstore_format::archive::{self, WriteOptions};
 use rrstore_format::image::ImageTarget;
@@ -27,18 +27,7 @@ impl PartSource for MemSource {
     }
 }
 
-/// xorshift bytes.
-pub fn noise(n: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
-        .collect()
-}
+pub use rrstore_tests::noise;
 
 /// A GPU-like buffer: zeros, a float ramp, random bytes.
 pub fn gpu_like(n: usize, seed: u64) -> Vec<u8> {
@@ -114,8 +103,7 @@ pub fn tiny() -> (Recording, MemSource) {
 
 /// Every fixture descriptor under tests/fixtures.
 pub fn fixtures() -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures");
-    let mut v = rrstore_format::llvm::find_recordings(&root).unwrap();
+    let mut v = rrstore_format::llvm::find_recordings(&rrstore_tests::fixtures()).unwrap();
     v.sort();
     assert!(v.len() >= 10, "expected the fixtures, found {v:?}");
     v

@@ -5,9 +5,8 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-pub fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures")
-}
+#[allow(unused_imports)] // not every test binary needs it
+pub use rrstore_tests::fixtures;
 
 /// Every file in `dir` whose name starts with `<stem>.`, name -> bytes
 /// (`.replay_output` files excluded: they are not part of a recording).

@@ -172,16 +172,7 @@ mod tests {
     use super::*;
     use rrstore_format::image::detect;
 
-    fn elf(machine: u16, flags: u32, abi: u8) -> Vec<u8> {
-        let mut h = vec![0u8; 64];
-        h[..4].copy_from_slice(b"\x7fELF");
-        h[4] = 2;
-        h[5] = 1;
-        h[8] = abi;
-        h[18..20].copy_from_slice(&machine.to_le_bytes());
-        h[48..52].copy_from_slice(&flags.to_le_bytes());
-        h
-    }
+    use rrstore_tests::elf_header as elf;
 
     const H100: DeviceTarget = DeviceTarget::Cuda { major: 9, minor: 0 };
     const A10: DeviceTarget = DeviceTarget::Cuda { major: 8, minor: 6 };

@@ -8,29 +8,11 @@ use rrstore_replay::backend::host::{ArenaIo, HostConfig, Runner};
 use rrstore_replay::backend::{Backend, LaunchParams};
 use rrstore_replay::{ReplayOptions, ReplaySource};
 
-pub fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures")
-}
+#[allow(unused_imports)] // not every test binary needs it
+pub use rrstore_tests::fixtures;
 
-/// Every recording descriptor under `tests/fixtures/<set>`, sorted.
-pub fn descriptors(set: &str) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![fixtures().join(set)];
-    while let Some(dir) = stack.pop() {
-        for e in std::fs::read_dir(&dir).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                if p.file_name().is_some_and(|n| n != "src") {
-                    stack.push(p);
-                }
-            } else if p.extension().is_some_and(|x| x == "json") {
-                out.push(p);
-            }
-        }
-    }
-    out.sort();
-    out
-}
+#[allow(unused_imports)] // not every test binary needs it
+pub use rrstore_tests::descriptors;
 
 /// Options using this crate's stand-alone runner. OMP_NUM_THREADS=2: the
 /// fixtures were recorded with two OpenMP threads and their float
@@ -81,17 +63,9 @@ pub fn copy_recording(fixture_json: &Path, dir: &Path, new_name: &str) -> PathBu
 /// Compile C source into a shared object with the system C compiler (the
 /// Rust toolchain's linker, so always present where the tests build).
 pub fn build_so(dir: &Path, name: &str, c_src: &str, extra: &[&str]) -> PathBuf {
-    let c = dir.join(format!("{name}.c"));
-    std::fs::write(&c, c_src).unwrap();
     let out = dir.join(format!("lib{name}.so"));
-    let st = std::process::Command::new("cc")
-        .args(["-shared", "-fPIC", "-O1", "-o"])
-        .arg(&out)
-        .arg(&c)
-        .args(extra)
-        .status()
-        .expect("running cc");
-    assert!(st.success(), "cc failed for {name}");
+    let flags: Vec<&str> = ["-O1"].iter().chain(extra).copied().collect();
+    rrstore_tests::compile_shared(&dir.join(format!("{name}.c")), c_src, &out, &flags);
     out
 }
 
@@ -123,30 +97,8 @@ pub fn c_kernel_recording(dir: &Path, name: &str, body: &str) -> PathBuf {
     json
 }
 
-/// Parse a kernel-named globals table into (name, bytes) entries.
-pub fn parse_globals(b: &[u8]) -> Vec<(String, Vec<u8>)> {
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < b.len() {
-        let end = i + b[i..].iter().position(|&c| c == 0).unwrap();
-        let name = String::from_utf8(b[i..end].to_vec()).unwrap();
-        let n = u32::from_le_bytes(b[end + 1..end + 5].try_into().unwrap()) as usize;
-        out.push((name, b[end + 5..end + 5 + n].to_vec()));
-        i = end + 5 + n;
-    }
-    out
-}
-
-pub fn encode_globals(entries: &[(String, Vec<u8>)]) -> Vec<u8> {
-    let mut out = Vec::new();
-    for (name, data) in entries {
-        out.extend_from_slice(name.as_bytes());
-        out.push(0);
-        out.extend_from_slice(&(data.len() as u32).to_le_bytes());
-        out.extend_from_slice(data);
-    }
-    out
-}
+#[allow(unused_imports)] // not every test binary needs them
+pub use rrstore_tests::{encode_globals, parse_globals};
 
 /// A whole part of `src`, decoded.
 pub fn read_part(src: &mut ReplaySource, role: PartRole) -> Vec<u8> {

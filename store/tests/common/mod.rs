@@ -1,14 +1,13 @@
 //! Helpers shared by the store tests (real fixtures, real stores on disk).
 #![allow(dead_code)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use rrstore_format::{PartRole, PartSource};
 use rrstore_store::{find_sources, ImportOptions, ImportReport, Store};
 
-pub fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures")
-}
+#[allow(unused_imports)] // not every test binary needs it
+pub use rrstore_tests::fixtures;
 
 pub fn import_path(store: &mut Store, path: &Path) -> Vec<ImportReport> {
     let sources = find_sources(&[path.to_path_buf()]).unwrap();

@@ -1,0 +1,23 @@
+//! rrstore-tests: the test-support crate every crate's tests use (a
+//! dev-dependency of format, store, replay and cli). It owns what tests
+//! need the same way everywhere: the real recordings in `tests/fixtures/`
+//! and copies of them, deterministic noise, ELF headers that name a target,
+//! globals tables, C kernels compiled as host images, stand-in programs, and
+//! this host's name as temporary files spell it. It depends on no workspace
+//! crate, so the library crates can use it in their unit tests too.
+
+pub mod elf;
+pub mod fixtures;
+pub mod globals;
+pub mod host;
+pub mod kernel;
+pub mod noise;
+pub mod script;
+
+pub use elf::elf_header;
+pub use fixtures::{copy_recording, descriptor_u64, descriptors, fixtures};
+pub use globals::{encode_globals, parse_globals, shrink_global};
+pub use host::temp_name_host;
+pub use kernel::{compile_shared, replace_kernel};
+pub use noise::{noise, XorShift};
+pub use script::write_script;
