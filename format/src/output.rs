@@ -40,8 +40,9 @@ pub const TMP_PREFIX: &str = ".rrstore-tmp-";
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// This host's name as temporary file names spell it (anything but ASCII
-/// letters, digits and `-` replaced by `_`, so it holds no `.`).
-fn host() -> String {
+/// letters, digits and `-` replaced by `_`, so it holds no `.`). Also used
+/// by the store's remote temporary files, so both name a host alike.
+pub fn host_name() -> String {
     let name = fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
     let clean: String = name
         .trim()
@@ -81,7 +82,7 @@ fn stale(name: &str, me: &str) -> bool {
 /// Remove the stale temporary files directly in `dir` (best effort: one
 /// that cannot be removed stays); returns those removed.
 fn remove_stale(dir: &Path) -> Vec<PathBuf> {
-    let me = host();
+    let me = host_name();
     let Ok(entries) = fs::read_dir(dir) else {
         return Vec::new();
     };
@@ -248,7 +249,7 @@ impl Staging {
         }
         let dir = parent_dir(dest);
         self.sweep(dir);
-        let host = host();
+        let host = host_name();
         // Not derived from the file name, which may already be near NAME_MAX.
         loop {
             let n = COUNTER.fetch_add(1, Ordering::Relaxed);

@@ -27,35 +27,13 @@ pub const STALE_AFTER: Duration = Duration::from_secs(3600);
 
 static SEQ: AtomicU64 = AtomicU64::new(0);
 
-/// This host's name, as it appears in temporary file names (`.` and other
-/// separators replaced).
-fn host() -> String {
-    let name = fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-    let clean: String = name
-        .trim()
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    if clean.is_empty() {
-        "host".into()
-    } else {
-        clean
-    }
-}
-
 /// Write object `key` of the remote at `root`: a new file under `tmp/`,
 /// renamed to the object's path once complete.
 pub fn write_object(root: &Path, key: &str, body: &[u8]) -> io::Result<()> {
     let dir = root.join(TMP_DIR);
     let name = format!(
         "{}.{}.{}",
-        host(),
+        rrstore_format::output::host_name(),
         std::process::id(),
         SEQ.fetch_add(1, Ordering::Relaxed)
     );
@@ -79,7 +57,7 @@ pub fn write_object(root: &Path, key: &str, body: &[u8]) -> io::Result<()> {
 /// module documentation); returns how many were removed.
 pub fn remove_stale(root: &Path) -> io::Result<u64> {
     let now = SystemTime::now();
-    let me = host();
+    let me = rrstore_format::output::host_name();
     let mut removed = 0;
     for path in files(&root.join(TMP_DIR))? {
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
@@ -190,7 +168,7 @@ mod tests {
             files(&d.path().join(TMP_DIR)).unwrap(),
             Vec::<PathBuf>::new()
         );
-        let me = host();
+        let me = rrstore_format::output::host_name();
         // A dead process of this host: stale now. This process: kept.
         let dead = d.path().join(TMP_DIR).join(format!("{me}.4194999.0"));
         let live = d
