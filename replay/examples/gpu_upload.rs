@@ -18,7 +18,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some(h) => u64::from_str_radix(h.trim_start_matches("0x"), 16)?,
         None => 0x7d00_0000_0000,
     };
-    let mut b = CudaBackend::new(0, Some((base, size as u64)))?;
+    let mut b = CudaBackend::open(0, Some((base, size as u64)))?;
     b.reserve(base, size as u64)?;
     let data: Vec<u8> = (0..size).map(|i| (i * 2_654_435_761) as u8).collect();
     for piece in [1usize << 20, 8 << 20, 64 << 20] {

@@ -14,7 +14,7 @@ pub mod kernel;
 pub mod noise;
 pub mod script;
 
-pub use elf::elf_header;
+pub use elf::{elf_header, elf_with_symbols};
 pub use fixtures::{copy_recording, descriptor_u64, descriptors, fixtures};
 pub use globals::{encode_globals, parse_globals, shrink_global};
 pub use host::temp_name_host;

@@ -227,11 +227,11 @@ pub fn open_gpu(
 ) -> Result<Box<dyn Backend>, BackendError> {
     let make: Factory = match name {
         "hip" => Box::new(move || {
-            let b = super::hip::HipBackend::new(0, arena)?.with_recorded_reservation(reserved);
+            let b = super::hip::HipBackend::open(0, arena)?.with_recorded_reservation(reserved);
             Ok(Box::new(b) as Box<dyn Backend>)
         }),
         _ => Box::new(move || {
-            let b = super::cuda::CudaBackend::new(0, arena)?.with_recorded_reservation(reserved);
+            let b = super::cuda::CudaBackend::open(0, arena)?.with_recorded_reservation(reserved);
             Ok(Box::new(b) as Box<dyn Backend>)
         }),
     };

@@ -1,80 +1,84 @@
 //! CUDA backend: replays cubin/fatbin/PTX images on an NVIDIA GPU through
-//! the driver API (cudarc, `libcuda.so` loaded at run time).
+//! the driver API (cudarc, `libcuda.so` loaded at run time). The replay
+//! sequence is the generic [`GpuBackend`]'s; this module is the CUDA
+//! [`DeviceApi`]: the arena with the VMM API (`cuMemAddressReserve`,
+//! `cuMemCreate`, `cuMemMap`, `cuMemSetAccess`), pinned staging with
+//! `cuMemHostAlloc` and `cuMemcpyHtoDAsync`, modules, launches and events,
+//! all in the device's primary context on one non-blocking stream.
 //!
 //! * [`driver`]: probing for the library, errors, device queries.
-//! * [`vmm`]: the arena at the recorded address (VMM API).
-//! * [`staging`]: the CUDA queue under the shared pinned, multi-buffered
-//!   asynchronous uploads ([`crate::backend::staging`]).
 
 pub mod driver;
-pub mod staging;
-pub mod vmm;
 
 use std::ffi::{c_int, c_void, CString};
-use std::time::Duration;
 
 use cudarc::driver::sys::{
-    self, CUcontext, CUdevice, CUevent, CUfunction, CUmodule, CUresult, CUstream,
+    self, CUcontext, CUdevice, CUdevice_attribute as A, CUevent, CUfunction,
+    CUfunction_attribute as F, CUmemGenericAllocationHandle, CUmodule, CUresult, CUstream,
 };
 
 use self::driver::{ck, describe, CudaDeviceInfo};
-use self::staging::CudaQueue;
-use self::vmm::DeviceArena;
-use super::args::{dynamic_shared_opt_in, KernelParams, LaunchDims};
-use super::device_env::{
-    encode_for_symbol, hardware_parallelism, nvptx_constructors, refuse_rpc, DeviceEnv,
-    DEVICE_ENV_SYMBOL, NVPTX_INIT_END, NVPTX_INIT_KERNEL, NVPTX_INIT_START, RPC_CLIENT_SYMBOLS,
-};
-use super::placeholder::Placeholder;
-use super::staging::{ArenaUploads, UploadStats, Uploads};
-use super::wait::{poll_until, Poll};
-use super::{target, Backend, BackendError, LaunchParams};
+use super::device_env::{hardware_parallelism, DeviceEnv};
+use super::gpu::{DeviceApi, GpuBackend, LoadFailure};
+use super::target::DeviceTarget;
+use super::wait::Poll;
+use super::BackendError;
 
-/// Staging buffers: count x size of pinned host memory.
-const STAGING_BUFFERS: usize = 3;
-/// 64 MiB windows: the engine decodes each on all cores, so the per-window
-/// cost of starting its threads stays small next to the copy.
-const STAGING_BYTES: usize = 64 << 20;
+/// The CUDA backend.
+pub type CudaBackend = GpuBackend<CudaApi>;
 
-pub struct CudaBackend {
+/// A driver handle only this module makes, so the safe [`DeviceApi`]
+/// methods are only ever handed live ones of ours.
+#[derive(Clone, Copy)]
+pub struct Cu<T>(T);
+
+/// One opened CUDA device: its primary context and the replay stream.
+pub struct CudaApi {
     info: CudaDeviceInfo,
     driver_version: String,
     dev: CUdevice,
     ctx: CUcontext,
     stream: CUstream,
-    start_ev: CUevent,
-    stop_ev: CUevent,
-    placeholder: Option<Placeholder>,
-    /// The reservation the recorder made at the arena's address (`VAllocSize`).
-    recorded_reservation: Option<u64>,
-    // Fields below are released in Drop in reverse order of creation.
-    arena: Option<DeviceArena>,
-    uploads: Uploads<CudaQueue>,
-    module: Option<CUmodule>,
-    function: Option<CUfunction>,
-    /// The kernel's static shared memory (`CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES`).
-    static_shared: u32,
-    /// What `MAX_DYNAMIC_SHARED_SIZE_BYTES` was last set to for the kernel.
-    shared_attr: Option<u32>,
-    /// A launch timed out and may still run: teardown must not wait on it.
-    wedged: bool,
 }
 
-impl CudaBackend {
-    /// Open CUDA device `ordinal`. `arena` is the recorded range; CUDA does
-    /// not hold it beforehand: the driver sets up its virtual address heap
-    /// at context creation around the mappings that exist then and honours
-    /// `cuMemAddressReserve` hints only inside that heap, so a PROT_NONE
-    /// placeholder (as the HIP backend uses) would push the recorded
-    /// address out of reach (observed on an H200 with driver 580). The
-    /// range is only checked to be free in this process.
-    pub fn new(ordinal: usize, arena: Option<(u64, u64)>) -> Result<Self, BackendError> {
-        if let Some((base, size)) = arena {
-            // Fails with the occupant's name when the range is taken here.
-            Placeholder::new(base, size)?.release();
-        }
-        let placeholder = None;
+impl CudaApi {
+    pub fn info(&self) -> &CudaDeviceInfo {
+        &self.info
+    }
+
+    fn prop(&self) -> sys::CUmemAllocationProp {
+        // SAFETY: all-zero is a valid CUmemAllocationProp (INVALID enum
+        // values, null pointer, zero flags); what matters is set below.
+        let mut p: sys::CUmemAllocationProp = unsafe { std::mem::zeroed() };
+        p.type_ = sys::CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED;
+        p.requestedHandleTypes = sys::CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_NONE;
+        p.location.type_ = sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE;
+        p.location.id = self.dev;
+        p
+    }
+
+    fn attribute(&self, a: A) -> Result<i32, BackendError> {
+        driver::attribute(self.dev, a)
+    }
+}
+
+impl DeviceApi for CudaApi {
+    type Module = Cu<CUmodule>;
+    type Function = Cu<CUfunction>;
+    type Event = Cu<CUevent>;
+    type Memory = CUmemGenericAllocationHandle;
+
+    const NAME: &'static str = "cuda";
+    const RUNTIME: &'static str = "the CUDA driver";
+    // The driver sets up its virtual address heap at context creation
+    // around the mappings that exist then and honours cuMemAddressReserve
+    // hints only inside it, so a PROT_NONE placeholder would push the
+    // recorded address out of reach (observed on an H200, driver 580).
+    const HOLDS_PLACEHOLDER: bool = false;
+
+    fn open(device: u32) -> Result<Self, BackendError> {
         driver::init()?;
+        let ordinal = device as usize;
         let info = driver::device_info(ordinal)?;
         if !info.vmm_supported {
             return Err(BackendError::Unavailable(format!(
@@ -85,223 +89,33 @@ impl CudaBackend {
         }
         let driver_version = driver::driver_version()?;
         let dev = driver::device(ordinal)?;
-        let mut b = CudaBackend {
+        let mut api = CudaApi {
             info,
             driver_version,
             dev,
             ctx: std::ptr::null_mut(),
             stream: std::ptr::null_mut(),
-            start_ev: std::ptr::null_mut(),
-            stop_ev: std::ptr::null_mut(),
-            placeholder,
-            recorded_reservation: None,
-            arena: None,
-            uploads: Uploads::default(),
-            module: None,
-            function: None,
-            static_shared: 0,
-            shared_attr: None,
-            wedged: false,
         };
         // SAFETY: valid device; writes one context handle.
         ck(
-            unsafe { sys::cuDevicePrimaryCtxRetain(&mut b.ctx, dev) },
+            unsafe { sys::cuDevicePrimaryCtxRetain(&mut api.ctx, dev) },
             "cuDevicePrimaryCtxRetain",
         )?;
-        // SAFETY: the context was just retained.
-        ck(unsafe { sys::cuCtxSetCurrent(b.ctx) }, "cuCtxSetCurrent")?;
-        // SAFETY: each writes one handle in the current context.
-        unsafe {
-            ck(
+        api.make_current()?;
+        // SAFETY: writes one handle in the current context.
+        ck(
+            unsafe {
                 sys::cuStreamCreate(
-                    &mut b.stream,
+                    &mut api.stream,
                     sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32,
-                ),
-                "cuStreamCreate",
-            )?;
-            ck(
-                sys::cuEventCreate(&mut b.start_ev, sys::CUevent_flags::CU_EVENT_DEFAULT as u32),
-                "cuEventCreate",
-            )?;
-            ck(
-                sys::cuEventCreate(&mut b.stop_ev, sys::CUevent_flags::CU_EVENT_DEFAULT as u32),
-                "cuEventCreate",
-            )?;
-        }
-        Ok(b)
+                )
+            },
+            "cuStreamCreate",
+        )?;
+        Ok(api)
     }
 
-    /// The reservation the recorder made at the arena's address
-    /// (`VAllocSize`, when the recording has it): asked for first.
-    pub fn with_recorded_reservation(mut self, reserved: Option<u64>) -> Self {
-        self.recorded_reservation = reserved;
-        self
-    }
-
-    pub fn info(&self) -> &CudaDeviceInfo {
-        &self.info
-    }
-
-    /// Bytes and time of the last upload round (first piece to all copies done).
-    pub fn upload_stats(&self) -> UploadStats {
-        self.uploads.last_stats()
-    }
-
-    fn current(&self) -> Result<(), BackendError> {
-        // SAFETY: ctx is the retained primary context.
-        ck(unsafe { sys::cuCtxSetCurrent(self.ctx) }, "cuCtxSetCurrent")
-    }
-
-    /// Device address and size of the global `name` of module `m`, or
-    /// `None` when the image has none.
-    fn global(&self, m: CUmodule, name: &str) -> Result<Option<(u64, usize)>, BackendError> {
-        let Ok(cname) = CString::new(name) else {
-            return Ok(None);
-        };
-        let (mut ptr, mut bytes) = (0u64, 0usize);
-        // SAFETY: valid module and NUL-terminated name; writes two values.
-        let r = unsafe { sys::cuModuleGetGlobal_v2(&mut ptr, &mut bytes, m, cname.as_ptr()) };
-        match r {
-            CUresult::CUDA_SUCCESS => Ok(Some((ptr, bytes))),
-            CUresult::CUDA_ERROR_NOT_FOUND => Ok(None),
-            _ => ck(r, "cuModuleGetGlobal").map(|()| None),
-        }
-    }
-
-    /// What LLVM's CUDA plugin sets up after loading an image, in its
-    /// order: the device environment, the refusal of images that need the
-    /// host RPC server, then the image's constructors. On the replay
-    /// stream, so before the recorded globals and the launch.
-    fn setup_device_state(&mut self, m: CUmodule, image: &[u8]) -> Result<(), BackendError> {
-        if let Some((ptr, size)) = self.global(m, DEVICE_ENV_SYMBOL)? {
-            use sys::CUdevice_attribute as A;
-            let a = |x| driver::attribute(self.dev, x);
-            let env = DeviceEnv {
-                num_devices: driver::device_count()? as u32,
-                device_num: self.info.ordinal as u32,
-                // omp_get_wtime on NVIDIA reads the nanosecond global timer.
-                clock_frequency: 1_000_000_000,
-                hardware_parallelism: hardware_parallelism(
-                    a(A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?,
-                    a(A::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR)?,
-                    a(A::CU_DEVICE_ATTRIBUTE_WARP_SIZE)?,
-                ),
-                ..DeviceEnv::default()
-            }
-            .with_llvm_variables();
-            let bytes = encode_for_symbol(&env, size as u64)?;
-            self.uploads.write_device(ptr, &bytes)?;
-        }
-        for symbol in RPC_CLIENT_SYMBOLS {
-            if self.global(m, symbol)?.is_some() {
-                return Err(refuse_rpc(symbol));
-            }
-        }
-        self.run_constructors(m, image)
-    }
-
-    /// Run the image's constructors as LLVM's CUDA plugin does: a device
-    /// table of the `__init_array_object_*` function pointers (by priority)
-    /// between `__init_array_start` and `__init_array_end`, then
-    /// `nvptx$device$init` on one thread. Nothing when the image has no
-    /// such kernel.
-    fn run_constructors(&mut self, m: CUmodule, image: &[u8]) -> Result<(), BackendError> {
-        let name = CString::new(NVPTX_INIT_KERNEL)
-            .map_err(|_| BackendError::MissingKernel(NVPTX_INIT_KERNEL.into()))?;
-        let mut init: CUfunction = std::ptr::null_mut();
-        // SAFETY: valid module and NUL-terminated name.
-        if unsafe { sys::cuModuleGetFunction(&mut init, m, name.as_ptr()) }
-            != CUresult::CUDA_SUCCESS
-        {
-            return Ok(());
-        }
-        let mut table = Vec::new();
-        for ctor in nvptx_constructors(image)? {
-            let Some((ptr, 8)) = self.global(m, &ctor)? else {
-                return Err(BackendError::Image(format!(
-                    "constructor pointer `{ctor}` is not an 8-byte global of the image"
-                )));
-            };
-            let mut f = [0u8; 8];
-            // SAFETY: ptr is an 8-byte global of the loaded module.
-            ck(
-                unsafe { sys::cuMemcpyDtoH_v2(f.as_mut_ptr() as *mut c_void, ptr, 8) },
-                "cuMemcpyDtoH (constructor pointer)",
-            )?;
-            table.extend_from_slice(&f);
-        }
-        let mut buf: u64 = 0;
-        if !table.is_empty() {
-            // SAFETY: writes one device pointer to `table.len()` bytes
-            // (outside the arena: the driver never allocates inside a
-            // reservation).
-            ck(
-                unsafe { sys::cuMemAlloc_v2(&mut buf, table.len()) },
-                "cuMemAlloc (constructor table)",
-            )?;
-        }
-        let r = self.launch_constructors(m, init, buf, &table);
-        if buf != 0 {
-            // SAFETY: our allocation; the stream was synchronized (or the
-            // launch failed before using it).
-            unsafe { sys::cuMemFree_v2(buf) };
-        }
-        r
-    }
-
-    fn launch_constructors(
-        &mut self,
-        m: CUmodule,
-        init: CUfunction,
-        buf: u64,
-        table: &[u8],
-    ) -> Result<(), BackendError> {
-        self.uploads.write_device(buf, table)?;
-        for (name, at) in [
-            (NVPTX_INIT_START, buf),
-            (NVPTX_INIT_END, buf + table.len() as u64),
-        ] {
-            if let Some((ptr, 8)) = self.global(m, name)? {
-                self.uploads.write_device(ptr, &at.to_le_bytes())?;
-            }
-        }
-        // SAFETY: a kernel without arguments, one thread, on our stream
-        // behind the table's copies; then the stream is waited for.
-        unsafe {
-            ck(
-                sys::cuLaunchKernel(
-                    init,
-                    1,
-                    1,
-                    1,
-                    1,
-                    1,
-                    1,
-                    0,
-                    self.stream,
-                    std::ptr::null_mut(),
-                    std::ptr::null_mut(),
-                ),
-                "cuLaunchKernel (nvptx$device$init)",
-            )?;
-            let r = sys::cuStreamSynchronize(self.stream);
-            if r != CUresult::CUDA_SUCCESS {
-                return Err(BackendError::DeviceFault(format!(
-                    "the image's constructors ({NVPTX_INIT_KERNEL}) failed: {}",
-                    describe(r)
-                )));
-            }
-        }
-        Ok(())
-    }
-}
-
-impl Backend for CudaBackend {
-    fn name(&self) -> &'static str {
-        "cuda"
-    }
-
-    fn device_description(&self) -> String {
+    fn description(&self) -> String {
         format!(
             "{} (sm_{}{}, {} MiB), CUDA driver {}",
             self.info.name,
@@ -312,267 +126,348 @@ impl Backend for CudaBackend {
         )
     }
 
-    fn reserve(&mut self, base: u64, size: u64) -> Result<(), BackendError> {
-        self.current()?;
-        if let Some(mut p) = self.placeholder.take() {
-            p.release();
-        }
-        self.arena = Some(DeviceArena::create(
-            self.dev,
-            base,
-            size,
-            self.recorded_reservation,
-        )?);
-        let queue = CudaQueue {
-            stream: self.stream,
-        };
-        self.uploads.bind(ArenaUploads::new(
-            queue,
-            base,
-            size,
-            STAGING_BUFFERS,
-            STAGING_BYTES,
-        )?);
-        Ok(())
+    fn target(&self) -> DeviceTarget {
+        self.info.target()
     }
 
-    fn upload(&mut self, offset: u64, data: &[u8]) -> Result<(), BackendError> {
-        self.uploads.upload(offset, data)
+    fn make_current(&self) -> Result<(), BackendError> {
+        // SAFETY: ctx is the retained primary context.
+        ck(unsafe { sys::cuCtxSetCurrent(self.ctx) }, "cuCtxSetCurrent")
     }
 
-    fn staging_window(&mut self, max_len: usize) -> Result<Option<&mut [u8]>, BackendError> {
-        self.uploads.window(max_len)
+    fn device_env(&self) -> Result<DeviceEnv, BackendError> {
+        Ok(DeviceEnv {
+            num_devices: driver::device_count()? as u32,
+            device_num: self.info.ordinal as u32,
+            // omp_get_wtime on NVIDIA reads the nanosecond global timer.
+            clock_frequency: 1_000_000_000,
+            hardware_parallelism: hardware_parallelism(
+                self.attribute(A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?,
+                self.attribute(A::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR)?,
+                self.attribute(A::CU_DEVICE_ATTRIBUTE_WARP_SIZE)?,
+            ),
+            ..DeviceEnv::default()
+        })
     }
 
-    fn commit_staging(&mut self, offset: u64, len: usize) -> Result<(), BackendError> {
-        self.uploads.commit(offset, len)
-    }
-
-    fn load_image(&mut self, image: &[u8], kernel: &str) -> Result<(), BackendError> {
-        self.current()?;
-        let image_target = rrstore_format::image::detect(&image[..image.len().min(4096)]);
-        target::check(&image_target, &self.info.target())?;
-        // PTX is text the driver reads up to a NUL; cubin/fatbin are read by size.
-        let owned;
-        let bytes: &[u8] = if matches!(image_target, rrstore_format::image::ImageTarget::Ptx { .. })
-            && image.last() != Some(&0)
-        {
-            owned = [image, &[0u8]].concat();
-            &owned
-        } else {
-            image
-        };
-        if let Some(m) = self.module.take() {
-            self.function = None;
-            // SAFETY: m was loaded by us and no launch is in flight.
-            unsafe { sys::cuModuleUnload(m) };
-        }
-        let mut m: CUmodule = std::ptr::null_mut();
-        // SAFETY: `bytes` is a complete image (ELF, fatbin, or NUL-terminated PTX).
-        let r = unsafe { sys::cuModuleLoadData(&mut m, bytes.as_ptr() as *const c_void) };
-        match r {
-            CUresult::CUDA_SUCCESS => {}
-            CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU => {
-                return Err(BackendError::TargetMismatch {
-                    image: image_target.describe(),
-                    device: self.info.target().describe(),
-                })
-            }
-            _ => {
-                return Err(BackendError::Image(format!(
-                    "cuModuleLoadData: {}",
-                    describe(r)
-                )))
-            }
-        }
-        self.module = Some(m);
-        let name = CString::new(kernel).map_err(|_| BackendError::MissingKernel(kernel.into()))?;
-        let mut f: CUfunction = std::ptr::null_mut();
-        // SAFETY: valid module and NUL-terminated name.
-        let r = unsafe { sys::cuModuleGetFunction(&mut f, m, name.as_ptr()) };
-        match r {
-            CUresult::CUDA_SUCCESS => {}
-            CUresult::CUDA_ERROR_NOT_FOUND => {
-                return Err(BackendError::MissingKernel(kernel.into()))
-            }
-            _ => ck(r, "cuModuleGetFunction")?,
-        }
-        self.function = Some(f);
-        let mut static_shared: c_int = 0;
-        // SAFETY: valid function; writes one int.
+    fn granularity(&self) -> Result<u64, BackendError> {
+        let p = self.prop();
+        let mut g: usize = 0;
+        // SAFETY: p is a valid prop; writes one usize.
         ck(
             unsafe {
-                sys::cuFuncGetAttribute(
-                    &mut static_shared,
-                    sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
-                    f,
+                sys::cuMemGetAllocationGranularity(
+                    &mut g,
+                    &p,
+                    sys::CUmemAllocationGranularity_flags::CU_MEM_ALLOC_GRANULARITY_MINIMUM,
                 )
             },
-            "cuFuncGetAttribute(SHARED_SIZE_BYTES)",
+            "cuMemGetAllocationGranularity",
         )?;
-        self.static_shared = static_shared.max(0) as u32;
-        self.shared_attr = None;
-        self.setup_device_state(m, image)
+        Ok(g as u64)
     }
 
-    fn write_global(&mut self, name: &str, data: &[u8]) -> Result<(), BackendError> {
-        self.current()?;
-        let m = self.module.ok_or_else(|| BackendError::Driver {
-            op: "write_global".into(),
-            reason: "no image loaded yet (load_image must come first)".into(),
-        })?;
-        let cname =
-            CString::new(name).map_err(|_| BackendError::MissingGlobal { name: name.into() })?;
-        let mut ptr = 0u64;
-        let mut bytes = 0usize;
-        // SAFETY: valid module and NUL-terminated name; writes two values.
-        let r = unsafe { sys::cuModuleGetGlobal_v2(&mut ptr, &mut bytes, m, cname.as_ptr()) };
-        match r {
-            CUresult::CUDA_SUCCESS => {}
-            CUresult::CUDA_ERROR_NOT_FOUND => {
-                return Err(BackendError::MissingGlobal { name: name.into() })
-            }
-            _ => ck(r, "cuModuleGetGlobal")?,
+    fn reserve_va(&self, len: u64, hint: u64) -> Result<u64, String> {
+        let len = usize::try_from(len).map_err(|_| "larger than size_t".to_string())?;
+        let mut got = 0;
+        // SAFETY: writes one device pointer; the hint is only a hint.
+        match unsafe { sys::cuMemAddressReserve(&mut got, len, 0, hint, 0) } {
+            CUresult::CUDA_SUCCESS => Ok(got),
+            r => Err(describe(r)),
         }
-        if bytes as u64 != data.len() as u64 {
-            return Err(BackendError::GlobalSize {
-                name: name.into(),
-                recorded: data.len() as u64,
-                actual: bytes as u64,
-            });
-        }
-        // Asynchronous, on the replay stream, from pinned memory: ordered
-        // before the launch (a cuMemcpyHtoD would run on the legacy stream,
-        // which the non-blocking replay stream does not wait for).
-        self.uploads.write_device(ptr, data)
     }
 
-    fn launch(&mut self, args: &[u64], params: &LaunchParams) -> Result<Duration, BackendError> {
-        self.current()?;
-        let f = self.function.ok_or_else(|| BackendError::Driver {
-            op: "launch".into(),
-            reason: "no kernel loaded yet (load_image must come first)".into(),
-        })?;
-        let dims = LaunchDims::from_params(params)?;
-        self.uploads.settle()?;
-        let device_max = driver::attribute(
-            self.dev,
-            sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
-        )?;
-        if let Some(v) = dynamic_shared_opt_in(
-            self.static_shared,
-            dims.shared_memory,
-            self.shared_attr,
-            device_max.max(0) as u32,
-        )? {
-            // SAFETY: valid function; the value was checked against the device.
-            ck(
-                unsafe {
-                    sys::cuFuncSetAttribute(
-                        f,
-                        sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                        v as c_int,
-                    )
-                },
-                "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)",
-            )?;
-            self.shared_attr = Some(v);
+    unsafe fn free_va(&self, at: u64, len: u64) {
+        // SAFETY: per the trait contract; its length fit size_t when made.
+        unsafe { sys::cuMemAddressFree(at, len as usize) };
+    }
+
+    fn create_memory(&self, len: u64) -> Result<Self::Memory, BackendError> {
+        let p = self.prop();
+        let mut h = 0;
+        // SAFETY: p is valid; writes one handle.
+        match unsafe { sys::cuMemCreate(&mut h, len as usize, &p, 0) } {
+            CUresult::CUDA_SUCCESS => Ok(h),
+            r => Err(BackendError::Driver {
+                op: "cuMemCreate".into(),
+                reason: format!(
+                    "cannot allocate {len} bytes of device memory for the arena: {}",
+                    describe(r)
+                ),
+            }),
         }
-        let mut kp = KernelParams::new(args);
-        // SAFETY: valid events/stream/function; kernelParams points at one
-        // live u64 per argument for the duration of the call (the driver
-        // copies the values at launch).
-        unsafe {
-            ck(
-                sys::cuEventRecord(self.start_ev, self.stream),
-                "cuEventRecord",
-            )?;
-            let r = sys::cuLaunchKernel(
-                f,
-                dims.grid,
-                1,
-                1,
-                dims.block,
-                1,
-                1,
-                dims.shared_memory,
-                self.stream,
-                kp.as_driver_ptr(),
-                std::ptr::null_mut(),
-            );
-            ck(r, "cuLaunchKernel")?;
-            ck(
-                sys::cuEventRecord(self.stop_ev, self.stream),
-                "cuEventRecord",
-            )?;
-            let stop = self.stop_ev;
-            let r = poll_until(params.timeout, || match sys::cuEventQuery(stop) {
-                CUresult::CUDA_ERROR_NOT_READY => Poll::Pending,
-                r => Poll::Done(r),
-            });
-            let Some(r) = r else {
-                // A running kernel cannot be killed: leave the context
-                // alone (Drop skips every call that would wait) and let
-                // process exit reclaim it.
-                self.wedged = true;
-                return Err(BackendError::TimedOut(params.timeout.unwrap_or_default()));
-            };
-            if r != CUresult::CUDA_SUCCESS {
-                return Err(BackendError::DeviceFault(describe(r)));
-            }
-        }
-        let mut ms = 0f32;
-        // SAFETY: both events completed.
+    }
+
+    fn map_memory(&self, start: u64, len: u64, mem: &Self::Memory) -> Result<(), BackendError> {
+        let len = len as usize;
+        // SAFETY: the range is our reservation and mem has exactly len bytes.
+        ck(unsafe { sys::cuMemMap(start, len, 0, *mem, 0) }, "cuMemMap")?;
+        let desc = sys::CUmemAccessDesc {
+            location: self.prop().location,
+            flags: sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+        };
+        // SAFETY: the range is mapped; one descriptor.
         ck(
-            unsafe { sys::cuEventElapsedTime(&mut ms, self.start_ev, self.stop_ev) },
-            "cuEventElapsedTime",
-        )?;
-        Ok(Duration::from_secs_f64(f64::from(ms.max(0.0)) / 1e3))
+            unsafe { sys::cuMemSetAccess(start, len, &desc, 1) },
+            "cuMemSetAccess",
+        )
     }
 
-    fn download(&mut self, offset: u64, dst: &mut [u8]) -> Result<(), BackendError> {
-        self.current()?;
-        let src = self.uploads.address(offset, dst.len(), "download")?;
-        self.uploads.settle()?;
-        if dst.is_empty() {
-            return Ok(());
+    unsafe fn unmap_memory(&self, start: u64, len: u64) {
+        // SAFETY: per the trait contract.
+        unsafe { sys::cuMemUnmap(start, len as usize) };
+    }
+
+    unsafe fn release_memory(&self, mem: Self::Memory) {
+        // SAFETY: per the trait contract.
+        unsafe { sys::cuMemRelease(mem) };
+    }
+
+    fn alloc_device(&self, len: usize) -> Result<u64, BackendError> {
+        let mut p = 0;
+        // SAFETY: writes one device pointer.
+        ck(unsafe { sys::cuMemAlloc_v2(&mut p, len) }, "cuMemAlloc")?;
+        Ok(p)
+    }
+
+    unsafe fn free_device(&self, ptr: u64) {
+        // SAFETY: per the trait contract.
+        unsafe { sys::cuMemFree_v2(ptr) };
+    }
+
+    fn alloc_pinned(&self, len: usize) -> Result<*mut u8, BackendError> {
+        let mut p: *mut c_void = std::ptr::null_mut();
+        // SAFETY: writes one pointer to `len` pinned bytes.
+        ck(
+            unsafe { sys::cuMemHostAlloc(&mut p, len, 0) },
+            "cuMemHostAlloc",
+        )?;
+        Ok(p as *mut u8)
+    }
+
+    unsafe fn free_pinned(&self, ptr: *mut u8) {
+        if !ptr.is_null() {
+            // SAFETY: per the trait contract.
+            unsafe { sys::cuMemFreeHost(ptr as *mut c_void) };
         }
-        // SAFETY: src..src+len is inside the mapped arena; dst is writable.
+    }
+
+    fn create_event(&self, timing: bool) -> Result<Cu<CUevent>, BackendError> {
+        let flags = if timing {
+            sys::CUevent_flags::CU_EVENT_DEFAULT
+        } else {
+            sys::CUevent_flags::CU_EVENT_DISABLE_TIMING
+        };
+        let mut ev: CUevent = std::ptr::null_mut();
+        // SAFETY: writes one event handle.
+        ck(
+            unsafe { sys::cuEventCreate(&mut ev, flags as u32) },
+            "cuEventCreate",
+        )?;
+        Ok(Cu(ev))
+    }
+
+    unsafe fn destroy_event(&self, ev: Cu<CUevent>) {
+        if !ev.0.is_null() {
+            // SAFETY: per the trait contract.
+            unsafe { sys::cuEventDestroy_v2(ev.0) };
+        }
+    }
+
+    unsafe fn copy_htod_async(
+        &self,
+        dst: u64,
+        src: *const u8,
+        len: usize,
+    ) -> Result<(), BackendError> {
+        // SAFETY: per the trait contract: `src` is pinned and unchanged
+        // until a later event completes; `dst` is mapped device memory.
+        ck(
+            unsafe { sys::cuMemcpyHtoDAsync_v2(dst, src as *const c_void, len, self.stream) },
+            "cuMemcpyHtoDAsync",
+        )
+    }
+
+    fn copy_dtoh(&self, dst: &mut [u8], src: u64) -> Result<(), BackendError> {
+        // SAFETY: the caller checked src..src+len against device memory;
+        // dst is writable for its length.
         ck(
             unsafe { sys::cuMemcpyDtoH_v2(dst.as_mut_ptr() as *mut c_void, src, dst.len()) },
             "cuMemcpyDtoH",
         )
     }
+
+    unsafe fn record_event(&self, ev: Cu<CUevent>) -> Result<(), BackendError> {
+        // SAFETY: per the trait contract; our stream.
+        ck(
+            unsafe { sys::cuEventRecord(ev.0, self.stream) },
+            "cuEventRecord",
+        )
+    }
+
+    unsafe fn wait_event(&self, ev: Cu<CUevent>) -> Result<(), BackendError> {
+        // SAFETY: per the trait contract.
+        ck(
+            unsafe { sys::cuEventSynchronize(ev.0) },
+            "cuEventSynchronize",
+        )
+    }
+
+    fn query_event(&self, ev: Cu<CUevent>) -> Poll<Result<(), String>> {
+        // SAFETY: a live event of ours.
+        match unsafe { sys::cuEventQuery(ev.0) } {
+            CUresult::CUDA_ERROR_NOT_READY => Poll::Pending,
+            CUresult::CUDA_SUCCESS => Poll::Done(Ok(())),
+            r => Poll::Done(Err(describe(r))),
+        }
+    }
+
+    fn elapsed_ms(&self, start: Cu<CUevent>, stop: Cu<CUevent>) -> Result<f32, BackendError> {
+        let mut ms = 0f32;
+        // SAFETY: both events completed.
+        ck(
+            unsafe { sys::cuEventElapsedTime(&mut ms, start.0, stop.0) },
+            "cuEventElapsedTime",
+        )?;
+        Ok(ms)
+    }
+
+    fn sync(&self) -> Result<(), String> {
+        // SAFETY: our stream.
+        match unsafe { sys::cuStreamSynchronize(self.stream) } {
+            CUresult::CUDA_SUCCESS => Ok(()),
+            r => Err(describe(r)),
+        }
+    }
+
+    fn load_module(&self, image: &[u8]) -> Result<Cu<CUmodule>, LoadFailure> {
+        // PTX is text the driver reads up to a NUL; cubin/fatbin are read by size.
+        let is_ptx = matches!(
+            rrstore_format::image::detect(&image[..image.len().min(4096)]),
+            rrstore_format::image::ImageTarget::Ptx { .. }
+        );
+        let owned;
+        let bytes: &[u8] = if is_ptx && image.last() != Some(&0) {
+            owned = [image, &[0u8]].concat();
+            &owned
+        } else {
+            image
+        };
+        let mut m: CUmodule = std::ptr::null_mut();
+        // SAFETY: `bytes` is a complete image (ELF, fatbin, or NUL-terminated PTX).
+        match unsafe { sys::cuModuleLoadData(&mut m, bytes.as_ptr() as *const c_void) } {
+            CUresult::CUDA_SUCCESS => Ok(Cu(m)),
+            CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU => Err(LoadFailure::WrongTarget),
+            r => Err(LoadFailure::Failed(format!(
+                "cuModuleLoadData: {}",
+                describe(r)
+            ))),
+        }
+    }
+
+    unsafe fn unload_module(&self, m: Cu<CUmodule>) {
+        // SAFETY: per the trait contract.
+        unsafe { sys::cuModuleUnload(m.0) };
+    }
+
+    fn function(
+        &self,
+        m: Cu<CUmodule>,
+        name: &str,
+    ) -> Result<Option<Cu<CUfunction>>, BackendError> {
+        let Ok(cname) = CString::new(name) else {
+            return Ok(None);
+        };
+        let mut f: CUfunction = std::ptr::null_mut();
+        // SAFETY: valid module and NUL-terminated name.
+        match unsafe { sys::cuModuleGetFunction(&mut f, m.0, cname.as_ptr()) } {
+            CUresult::CUDA_SUCCESS => Ok(Some(Cu(f))),
+            CUresult::CUDA_ERROR_NOT_FOUND => Ok(None),
+            r => ck(r, "cuModuleGetFunction").map(|()| None),
+        }
+    }
+
+    fn global(&self, m: Cu<CUmodule>, name: &str) -> Result<Option<(u64, usize)>, BackendError> {
+        let Ok(cname) = CString::new(name) else {
+            return Ok(None);
+        };
+        let (mut ptr, mut bytes) = (0u64, 0usize);
+        // SAFETY: valid module and NUL-terminated name; writes two values.
+        match unsafe { sys::cuModuleGetGlobal_v2(&mut ptr, &mut bytes, m.0, cname.as_ptr()) } {
+            CUresult::CUDA_SUCCESS => Ok(Some((ptr, bytes))),
+            CUresult::CUDA_ERROR_NOT_FOUND => Ok(None),
+            r => ck(r, "cuModuleGetGlobal").map(|()| None),
+        }
+    }
+
+    fn static_shared(&self, f: Cu<CUfunction>) -> Result<u32, BackendError> {
+        let mut v: c_int = 0;
+        // SAFETY: valid function; writes one int.
+        ck(
+            unsafe { sys::cuFuncGetAttribute(&mut v, F::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, f.0) },
+            "cuFuncGetAttribute(SHARED_SIZE_BYTES)",
+        )?;
+        Ok(v.max(0) as u32)
+    }
+
+    fn shared_opt_in_limit(&self) -> Result<Option<u32>, BackendError> {
+        let v = self.attribute(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?;
+        Ok(Some(v.max(0) as u32))
+    }
+
+    fn set_max_dynamic_shared(&self, f: Cu<CUfunction>, bytes: u32) -> Result<(), BackendError> {
+        // SAFETY: valid function; the value was checked against the device.
+        ck(
+            unsafe {
+                sys::cuFuncSetAttribute(
+                    f.0,
+                    F::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    bytes as c_int,
+                )
+            },
+            "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)",
+        )
+    }
+
+    unsafe fn launch(
+        &self,
+        f: Cu<CUfunction>,
+        grid: u32,
+        block: u32,
+        shared: u32,
+        params: *mut *mut c_void,
+    ) -> Result<(), BackendError> {
+        // SAFETY: per the trait contract; our stream.
+        ck(
+            unsafe {
+                sys::cuLaunchKernel(
+                    f.0,
+                    grid,
+                    1,
+                    1,
+                    block,
+                    1,
+                    1,
+                    shared,
+                    self.stream,
+                    params,
+                    std::ptr::null_mut(),
+                )
+            },
+            "cuLaunchKernel",
+        )
+    }
 }
 
-impl Drop for CudaBackend {
+impl Drop for CudaApi {
     fn drop(&mut self) {
         if self.ctx.is_null() {
             return;
         }
-        if self.wedged {
-            // Freeing memory a running kernel uses would wait for it (or
-            // fault it); the driver reclaims everything at process exit.
-            std::mem::forget(self.uploads.take());
-            std::mem::forget(self.arena.take());
-            return;
-        }
-        // SAFETY: teardown in reverse order of creation, in our context;
-        // errors are ignored (nothing useful can be done with them here).
+        // SAFETY: the backend released everything made on the stream;
+        // errors at teardown are ignored.
         unsafe {
             sys::cuCtxSetCurrent(self.ctx);
-            sys::cuStreamSynchronize(self.stream);
-            drop(self.uploads.take());
-            self.function = None;
-            if let Some(m) = self.module.take() {
-                sys::cuModuleUnload(m);
-            }
-            self.arena = None;
-            for ev in [self.stop_ev, self.start_ev] {
-                if !ev.is_null() {
-                    sys::cuEventDestroy_v2(ev);
-                }
-            }
             if !self.stream.is_null() {
                 sys::cuStreamDestroy_v2(self.stream);
             }

@@ -143,7 +143,7 @@ macro_rules! hip_api {
     ($( $field:ident : fn($($arg:ty),*) -> $ret:ty ; )*) => {
         /// Function table of the loaded `libamdhip64`.
         #[allow(non_snake_case)]
-        pub struct HipApi {
+        pub struct HipRuntime {
             $( pub $field: unsafe extern "C" fn($($arg),*) -> $ret, )*
             /// Where the library was loaded from.
             pub path: String,
@@ -151,12 +151,12 @@ macro_rules! hip_api {
             _lib: ManuallyDrop<Library>,
         }
 
-        impl HipApi {
+        impl HipRuntime {
             fn from_library(
                 lib: ManuallyDrop<Library>,
                 path: String,
             ) -> Result<Self, BackendError> {
-                Ok(HipApi {
+                Ok(HipRuntime {
                     $( $field: {
                         // SAFETY: the symbol has this C signature in HIP 6.x/7.x
                         // (hip_runtime_api.h); the pointer stays valid while
@@ -207,6 +207,8 @@ hip_api! {
     hipMemcpyHtoDAsync: fn(HipDevicePtr, *const c_void, usize, HipStream) -> HipError;
     hipMemcpyHtoD: fn(HipDevicePtr, *const c_void, usize) -> HipError;
     hipMemcpyDtoH: fn(*mut c_void, HipDevicePtr, usize) -> HipError;
+    hipMalloc: fn(*mut HipDevicePtr, usize) -> HipError;
+    hipFree: fn(HipDevicePtr) -> HipError;
     hipStreamCreateWithFlags: fn(*mut HipStream, c_uint) -> HipError;
     hipStreamSynchronize: fn(HipStream) -> HipError;
     hipStreamDestroy: fn(HipStream) -> HipError;
@@ -253,12 +255,12 @@ pub const MISSING_RUNTIME: &str = "the HIP backend needs the ROCm HIP runtime li
 here: install ROCm 6.0 or newer (Debian: libamdhip64-dev / hip-runtime-amd) on a machine with an \
 AMD GPU, or replay on another backend (--backend host|cuda)";
 
-impl HipApi {
+impl HipRuntime {
     /// Load the first candidate that opens and resolve every function.
     pub fn load() -> Result<Self, BackendError> {
         for path in candidates() {
             if let Ok(lib) = open_resident(&path) {
-                return HipApi::from_library(lib, path.display().to_string());
+                return HipRuntime::from_library(lib, path.display().to_string());
             }
         }
         Err(BackendError::Unavailable(MISSING_RUNTIME.into()))
@@ -372,7 +374,7 @@ mod tests {
         drop(unsafe { Library::new(plain) }.unwrap());
         assert!(!loaded(plain), "a dropped Library is dlclosed");
         let api_like = open_resident(Path::new(resident)).unwrap();
-        // What dropping a HipApi does to its library: nothing.
+        // What dropping a HipRuntime does to its library: nothing.
         let _ = api_like;
         assert!(loaded(resident), "{resident} must stay loaded");
     }
@@ -387,7 +389,7 @@ mod tests {
             eprintln!("HIP runtime present: the absent-runtime path cannot be exercised here");
             return;
         }
-        let err = HipApi::load().err().expect("no HIP runtime here");
+        let err = HipRuntime::load().err().expect("no HIP runtime here");
         assert!(matches!(err, BackendError::Unavailable(_)));
         let msg = err.to_string();
         assert!(

@@ -1,0 +1,128 @@
+//! The GPU backend: one replay sequence over any [`DeviceApi`].
+//!
+//! Every GPU replay runs the same steps, whatever the driver: hold or check
+//! the recorded range before the runtime initializes, reserve the arena at
+//! the recorded address (the recorder's `VAllocSize` first, then the
+//! fallbacks of [`crate::backend::reservation`]) and map memory there,
+//! upload the input through pinned, multi-buffered staging
+//! ([`crate::backend::staging`]), load the image, set up the device state
+//! LLVM's plugin creates ([`setup`]: environment, RPC refusal,
+//! constructors), write the globals asynchronously on the replay stream,
+//! launch (opting in to more than 48 KiB of shared memory where the device
+//! needs it), poll for the end without blocking past `--timeout`,
+//! download, and tear down in reverse order (nothing that would wait on a
+//! kernel that timed out).
+//!
+//! * [`api`]: the device-API trait CUDA and HIP implement (a new GPU
+//!   backend implements it too).
+//! * [`arena`]: the reservation and its mapping.
+//! * [`setup`]: device environment and constructors.
+//! * `backend.rs`: the [`Backend`](crate::backend::Backend) implementation.
+
+pub mod api;
+pub mod arena;
+mod backend;
+mod setup;
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+
+pub use self::api::{ApiQueue, DeviceApi, LoadFailure};
+use self::arena::DeviceArena;
+use super::placeholder::Placeholder;
+use super::staging::{UploadStats, Uploads};
+use super::BackendError;
+
+/// Staging buffers: count x at most [`STAGING_BYTES`] of pinned host memory.
+const STAGING_BUFFERS: usize = 3;
+/// 64 MiB windows: the engine decodes each on all cores, so the per-window
+/// cost of starting its threads stays small next to the copy.
+const STAGING_BYTES: usize = 64 << 20;
+
+/// A replay on one GPU through the device API `D`.
+pub struct GpuBackend<D: DeviceApi> {
+    api: Arc<D>,
+    /// The launch's start and stop events.
+    timing: Option<(D::Event, D::Event)>,
+    placeholder: Option<Placeholder>,
+    /// The reservation the recorder made at the arena's address (`VAllocSize`).
+    recorded_reservation: Option<u64>,
+    // Fields below are released in Drop in reverse order of creation.
+    arena: Option<DeviceArena<D>>,
+    uploads: Uploads<ApiQueue<D>>,
+    module: Option<D::Module>,
+    function: Option<D::Function>,
+    /// The kernel's static shared memory.
+    static_shared: u32,
+    /// What the kernel's dynamic shared memory limit was last set to.
+    shared_attr: Option<u32>,
+    /// A launch timed out and may still run: teardown must not wait on it.
+    wedged: bool,
+}
+
+impl<D: DeviceApi> GpuBackend<D> {
+    /// Open GPU `device` (0 = the first). `arena` is the recorded range,
+    /// when known: it must be free in this process, and is held until the
+    /// reservation where the device API asks for that
+    /// ([`DeviceApi::HOLDS_PLACEHOLDER`]).
+    pub fn open(device: u32, arena: Option<(u64, u64)>) -> Result<Self, BackendError> {
+        let mut placeholder = match arena {
+            // Fails with the occupant's name when the range is taken here.
+            Some((base, size)) => Some(Placeholder::new(base, size)?),
+            None => None,
+        };
+        if !D::HOLDS_PLACEHOLDER {
+            if let Some(mut p) = placeholder.take() {
+                p.release();
+            }
+        }
+        let api = Arc::new(D::open(device)?);
+        let start = api.create_event(true)?;
+        let stop = match api.create_event(true) {
+            Ok(e) => e,
+            Err(e) => {
+                // SAFETY: just created, never recorded.
+                unsafe { api.destroy_event(start) };
+                return Err(e);
+            }
+        };
+        Ok(GpuBackend {
+            api,
+            timing: Some((start, stop)),
+            placeholder,
+            recorded_reservation: None,
+            arena: None,
+            uploads: Uploads::default(),
+            module: None,
+            function: None,
+            static_shared: 0,
+            shared_attr: None,
+            wedged: false,
+        })
+    }
+
+    /// The reservation the recorder made at the arena's address
+    /// (`VAllocSize`, when the recording has it): asked for first.
+    pub fn with_recorded_reservation(mut self, reserved: Option<u64>) -> Self {
+        self.recorded_reservation = reserved;
+        self
+    }
+
+    /// The opened device.
+    pub fn device(&self) -> &D {
+        &self.api
+    }
+
+    /// Bytes and time of the last upload round (first piece to all copies done).
+    pub fn upload_stats(&self) -> UploadStats {
+        self.uploads.last_stats()
+    }
+
+    fn loaded<T>(v: Option<T>, op: &str) -> Result<T, BackendError> {
+        v.ok_or_else(|| BackendError::Driver {
+            op: op.into(),
+            reason: "no image loaded yet (load_image must come first)".into(),
+        })
+    }
+}
