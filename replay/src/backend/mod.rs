@@ -186,6 +186,7 @@ pub mod args;
 pub mod cuda;
 pub mod device_env;
 pub mod devices;
+pub mod fixed_range;
 pub mod gpu;
 pub mod gpu_child;
 pub mod hip;

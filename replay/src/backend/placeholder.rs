@@ -2,10 +2,12 @@
 //! runtime initializes, so the runtime cannot place its own mappings there.
 //!
 //! A [`Placeholder`] is an anonymous `PROT_NONE` mapping created with
-//! `MAP_FIXED_NOREPLACE` over the page-rounded range (it never replaces an
+//! `MAP_FIXED_NOREPLACE` ([`super::fixed_range`]) over the page-rounded range (it never replaces an
 //! existing mapping). The backend releases it right before asking the driver
 //! to reserve the same range (`cuMemAddressReserve`/`hipMemAddressReserve`).
 
+use super::fixed_range::map_noreplace;
+pub use super::fixed_range::occupant_report;
 use super::BackendError;
 
 /// Round `[base, base+size)` outward to multiples of `granularity` (a power of
@@ -19,38 +21,6 @@ pub fn round_range(base: u64, size: u64, granularity: u64) -> Option<(u64, u64)>
     let end = base.checked_add(size.max(1))?;
     let end = end.checked_add(granularity - 1)? / granularity * granularity;
     Some((start, end - start))
-}
-
-/// The mappings of this process overlapping `[start, start+len)`, from
-/// `/proc/self/maps`, for error messages ("what occupies it").
-pub fn occupants(start: u64, len: u64) -> String {
-    let maps = match std::fs::read_to_string("/proc/self/maps") {
-        Ok(m) => m,
-        Err(_) => return "unknown mappings (/proc/self/maps unreadable)".into(),
-    };
-    let end = start.saturating_add(len);
-    let mut hits = Vec::new();
-    for line in maps.lines() {
-        let range = line.split_whitespace().next().unwrap_or_default();
-        let (a, b) = match range.split_once('-') {
-            Some((a, b)) => (
-                u64::from_str_radix(a, 16).unwrap_or(0),
-                u64::from_str_radix(b, 16).unwrap_or(0),
-            ),
-            None => continue,
-        };
-        if a < end && b > start {
-            hits.push(line.trim().to_string());
-        }
-        if hits.len() >= 4 {
-            break;
-        }
-    }
-    if hits.is_empty() {
-        "no mapping of this process (the driver's own address space)".into()
-    } else {
-        hits.join("; ")
-    }
 }
 
 /// A `PROT_NONE` reservation of a page-rounded range; unmapped on drop or by
@@ -72,39 +42,11 @@ impl Placeholder {
             size,
             reason: "the range overflows the 64-bit address space".into(),
         })?;
-        let err = |reason: String| BackendError::Reserve { base, size, reason };
-        // SAFETY: MAP_FIXED_NOREPLACE never replaces an existing mapping; a
-        // PROT_NONE anonymous mapping has no other effect on this process.
-        let p = unsafe {
-            libc::mmap(
-                start as *mut libc::c_void,
-                len as usize,
-                libc::PROT_NONE,
-                libc::MAP_PRIVATE
-                    | libc::MAP_ANONYMOUS
-                    | libc::MAP_NORESERVE
-                    | libc::MAP_FIXED_NOREPLACE,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            let e = std::io::Error::last_os_error();
-            return Err(err(format!(
-                "{e}; the range is occupied by: {}",
-                occupants(start, len)
-            )));
-        }
-        if p as u64 != start {
-            // Kernels before 4.17 ignore MAP_FIXED_NOREPLACE and treat it as a hint.
-            // SAFETY: p/len is the mapping just created.
-            unsafe { libc::munmap(p, len as usize) };
-            return Err(err(format!(
-                "the kernel placed the placeholder at {:#x}; the range is occupied by: {}",
-                p as u64,
-                occupants(start, len)
-            )));
-        }
+        map_noreplace(start, len, libc::PROT_NONE).map_err(|reason| BackendError::Reserve {
+            base,
+            size,
+            reason,
+        })?;
         Ok(Placeholder {
             start,
             len,

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use super::api::DeviceApi;
-use crate::backend::placeholder::{occupants, round_range};
+use crate::backend::placeholder::{occupant_report, round_range};
 use crate::backend::reservation::{reservation_lengths, reserve_at_hint};
 use crate::backend::BackendError;
 
@@ -57,7 +57,7 @@ impl<D: DeviceApi> DeviceArena<D> {
                  {}); the range is in use in this process or the driver: {}",
                 D::RUNTIME,
                 attempts.join(", "),
-                occupants(start, len)
+                occupant_report(start, len)
             ))
         })?;
         let mut arena = DeviceArena {

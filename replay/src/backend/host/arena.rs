@@ -1,8 +1,8 @@
 //! The arena's memory in the runner: anonymous memory mapped at the
 //! page-rounded range `[lo, hi)` around the recorded arena
-//! `[base, base + size)`, advised to use transparent huge pages; plus the
-//! `/proc/self/maps` lookup that names whatever occupies a range we could
-//! not map, and the memfd the runner loads images from.
+//! `[base, base + size)` (through [`crate::backend::fixed_range`], which
+//! also names whatever occupies a range we could not map), advised to use
+//! transparent huge pages; and the memfd the runner loads images from.
 //!
 //! Why anonymous memory owned by the runner rather than shared memory: the
 //! first touch of each page is the dominant cost of rehydrating a fresh
@@ -15,6 +15,9 @@
 
 use std::fs::File;
 use std::os::fd::{FromRawFd, OwnedFd};
+
+use crate::backend::fixed_range::map_noreplace;
+pub use crate::backend::fixed_range::{occupants, overlapping};
 
 /// Page-rounded range `[lo, hi)` covering `[base, base + size)`.
 pub fn page_range(base: u64, size: u64) -> Option<(u64, u64)> {
@@ -50,63 +53,17 @@ pub fn create_memfd(name: &str, len: u64) -> std::io::Result<OwnedFd> {
 }
 
 /// Map anonymous memory at exactly `[lo, lo + len)` without replacing
-/// anything that is there (`MAP_FIXED_NOREPLACE`), advised to use
-/// transparent huge pages. The mapping is deliberately leaked: it is the
-/// arena for the rest of the runner process' life.
+/// anything that is there ([`map_noreplace`]), advised to use transparent
+/// huge pages. The mapping is deliberately leaked: it is the arena for the
+/// rest of the runner process' life.
 pub fn map_fixed(lo: u64, len: u64) -> Result<(), String> {
-    let Ok(ulen) = usize::try_from(len) else {
-        return Err("the range does not fit the address space".into());
-    };
-    // SAFETY: MAP_FIXED_NOREPLACE never replaces an existing mapping; on
-    // kernels older than 4.17 the flag is ignored and the kernel may choose
-    // another address, which we detect and undo below.
-    let p = unsafe {
-        libc::mmap(
-            lo as *mut libc::c_void,
-            ulen,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE
-                | libc::MAP_ANONYMOUS
-                | libc::MAP_NORESERVE
-                | libc::MAP_FIXED_NOREPLACE,
-            -1,
-            0,
-        )
-    };
-    if p == libc::MAP_FAILED {
-        let err = std::io::Error::last_os_error();
-        let occupants = occupants(lo, lo.saturating_add(len));
-        return Err(match err.raw_os_error() {
-            Some(libc::EEXIST) if !occupants.is_empty() => {
-                format!("the range is occupied by {}", occupants.join("; "))
-            }
-            Some(libc::EEXIST) => "the range is already mapped in the runner".into(),
-            Some(libc::EPERM) | Some(libc::EACCES) => format!(
-                "{err} (addresses below vm.mmap_min_addr cannot be mapped by unprivileged processes)"
-            ),
-            Some(libc::ENOMEM) => {
-                format!("{err} (the range is outside this machine's user address space)")
-            }
-            _ => err.to_string(),
-        });
-    }
-    if p as u64 != lo {
-        // SAFETY: unmapping the mapping we just created at the wrong place.
-        unsafe {
-            libc::munmap(p, ulen);
-        }
-        let occ = occupants(lo, lo.saturating_add(len));
-        return Err(if occ.is_empty() {
-            "the kernel placed the mapping elsewhere (MAP_FIXED_NOREPLACE needs Linux 4.17+)".into()
-        } else {
-            format!("the range is occupied by {}", occ.join("; "))
-        });
-    }
+    map_noreplace(lo, len, libc::PROT_READ | libc::PROT_WRITE)?;
     // Advice only: without transparent huge pages (`enabled` = never) the
     // arena simply keeps 4 KiB pages.
-    // SAFETY: advising the mapping created above, over its exact range.
+    // SAFETY: advising the mapping just created, over its exact range
+    // (its length fit usize there).
     unsafe {
-        libc::madvise(p, ulen, libc::MADV_HUGEPAGE);
+        libc::madvise(lo as *mut libc::c_void, len as usize, libc::MADV_HUGEPAGE);
     }
     Ok(())
 }
@@ -119,37 +76,6 @@ pub fn unmap(lo: u64, len: u64) {
         // nothing in this process refers to it.
         unsafe { libc::munmap(lo as *mut libc::c_void, ulen) };
     }
-}
-
-/// Lines of `/proc/self/maps` that overlap `[lo, hi)`, as
-/// `start-end perms path` (path `[anon]` when the mapping has none).
-pub fn occupants(lo: u64, hi: u64) -> Vec<String> {
-    let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
-        return Vec::new();
-    };
-    overlapping(&maps, lo, hi)
-}
-
-/// The lines of a maps table overlapping `[lo, hi)`.
-pub fn overlapping(maps: &str, lo: u64, hi: u64) -> Vec<String> {
-    let mut out = Vec::new();
-    for line in maps.lines() {
-        let mut fields = line.split_whitespace();
-        let (Some(range), Some(perms)) = (fields.next(), fields.next()) else {
-            continue;
-        };
-        let Some((s, e)) = range.split_once('-') else {
-            continue;
-        };
-        let (Ok(s), Ok(e)) = (u64::from_str_radix(s, 16), u64::from_str_radix(e, 16)) else {
-            continue;
-        };
-        if s < hi && lo < e {
-            let path = fields.nth(3).unwrap_or("[anon]");
-            out.push(format!("{s:#x}-{e:#x} {perms} {path}"));
-        }
-    }
-    out
 }
 
 #[cfg(test)]
@@ -190,17 +116,5 @@ mod tests {
     fn kernel_space_is_reported_as_outside_the_address_space() {
         let err = map_fixed(0xffff_8000_0000_0000, page_size()).unwrap_err();
         assert!(err.contains("outside"), "{err}");
-    }
-
-    #[test]
-    fn parses_maps_lines() {
-        let maps = "00400000-00452000 r-xp 00000000 08:02 173521 /usr/bin/dbus-daemon\n\
-                    7f0000000000-7f0000001000 rw-p 00000000 00:00 0\n";
-        let o = overlapping(maps, 0x7f0000000800, 0x7f0000002000);
-        assert_eq!(
-            o,
-            vec!["0x7f0000000000-0x7f0000001000 rw-p [anon]".to_string()]
-        );
-        assert!(overlapping(maps, 0, 0x1000).is_empty());
     }
 }

@@ -16,13 +16,14 @@
 //! [`crate::backend::host::process::RunnerProcess::fork`]), so this process
 //! must be single-threaded when it is started.
 
-use std::io::{self, Read, Write};
+mod wire;
+
+use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
+use self::wire::{recv, send, Reply, Request, Window, WireParams};
 use super::host::process::RunnerProcess;
 use super::{Backend, BackendError, LaunchParams};
 
@@ -33,120 +34,6 @@ const GRACE: Duration = Duration::from_secs(2);
 
 /// The real backend, made in the child.
 pub type Factory = Box<dyn FnOnce() -> Result<Box<dyn Backend>, BackendError>>;
-
-#[derive(Serialize, Deserialize, Debug)]
-enum Request {
-    ExpectImage,
-    Reserve {
-        base: u64,
-        size: u64,
-    },
-    /// `len` bytes in the window go to the arena at `offset`.
-    Upload {
-        offset: u64,
-        len: u64,
-    },
-    LoadImage {
-        kernel: String,
-    },
-    WriteGlobal {
-        name: String,
-    },
-    Launch {
-        args: Vec<u64>,
-        params: WireParams,
-    },
-    /// `len` bytes of the arena at `offset` into the window.
-    Download {
-        offset: u64,
-        len: u64,
-    },
-}
-
-#[derive(Serialize, Deserialize, Debug)]
-struct WireParams {
-    num_teams: u64,
-    num_threads: u64,
-    shared_memory: u64,
-    loop_trip_count: u64,
-    timeout_ns: Option<u64>,
-}
-
-#[derive(Serialize, Deserialize, Debug)]
-enum Reply {
-    Ready { name: String, description: String },
-    Done,
-    Kernel { ns: u64 },
-}
-
-/// An anonymous shared mapping, inherited by the forked child.
-struct Window {
-    ptr: *mut u8,
-    len: usize,
-}
-
-impl Window {
-    fn new(len: usize) -> io::Result<Window> {
-        // SAFETY: a fresh anonymous mapping; no existing memory is touched.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(Window {
-            ptr: p as *mut u8,
-            len,
-        })
-    }
-
-    /// The first `len` bytes (at most the window).
-    fn bytes(&mut self, len: usize) -> &mut [u8] {
-        // SAFETY: the mapping holds `self.len` bytes and lives as long as
-        // `self`; the other process touches it only between a request and
-        // its reply, while this side waits.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr, len.min(self.len)) }
-    }
-}
-
-impl Drop for Window {
-    fn drop(&mut self) {
-        // SAFETY: our own mapping, unmapped once.
-        unsafe { libc::munmap(self.ptr as *mut libc::c_void, self.len) };
-    }
-}
-
-fn send(w: &mut impl Write, msg: &impl Serialize, data: &[u8]) -> io::Result<()> {
-    let json = serde_json::to_vec(msg).map_err(io::Error::other)?;
-    w.write_all(&(json.len() as u64).to_le_bytes())?;
-    w.write_all(&json)?;
-    w.write_all(&(data.len() as u64).to_le_bytes())?;
-    w.write_all(data)?;
-    w.flush()
-}
-
-/// One message and its bytes, or `None` at end of stream.
-fn recv<T: for<'de> Deserialize<'de>>(r: &mut impl Read) -> io::Result<Option<(T, Vec<u8>)>> {
-    let mut len = [0u8; 8];
-    match r.read_exact(&mut len) {
-        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
-        r => r?,
-    }
-    let mut json = vec![0u8; u64::from_le_bytes(len) as usize];
-    r.read_exact(&mut json)?;
-    r.read_exact(&mut len)?;
-    let mut data = vec![0u8; u64::from_le_bytes(len) as usize];
-    r.read_exact(&mut data)?;
-    let msg = serde_json::from_slice(&json).map_err(io::Error::other)?;
-    Ok(Some((msg, data)))
-}
 
 /// The child: make the backend, then serve requests until the parent
 /// closes the socket. Returns the child's exit status.

@@ -1,0 +1,128 @@
+//! Anonymous memory at exactly a given address range, never over what is
+//! already there (`MAP_FIXED_NOREPLACE`), and the report of what occupies
+//! a range that could not be had: shared by the host runner's arena
+//! ([`crate::backend::host::arena`]) and the GPU backends' placeholder
+//! ([`crate::backend::placeholder`]).
+
+/// Map `len` anonymous bytes with protection `prot` at exactly `lo`,
+/// without replacing anything (`MAP_NORESERVE`: nothing is committed until
+/// touched). `Err` is a sentence saying what occupies the range or why the
+/// kernel refused it.
+pub fn map_noreplace(lo: u64, len: u64, prot: libc::c_int) -> Result<(), String> {
+    let Ok(ulen) = usize::try_from(len) else {
+        return Err("the range does not fit the address space".into());
+    };
+    // SAFETY: MAP_FIXED_NOREPLACE never replaces an existing mapping; on
+    // kernels older than 4.17 the flag is ignored and the kernel may choose
+    // another address, which is detected and undone below.
+    let p = unsafe {
+        libc::mmap(
+            lo as *mut libc::c_void,
+            ulen,
+            prot,
+            libc::MAP_PRIVATE
+                | libc::MAP_ANONYMOUS
+                | libc::MAP_NORESERVE
+                | libc::MAP_FIXED_NOREPLACE,
+            -1,
+            0,
+        )
+    };
+    let hi = lo.saturating_add(len);
+    if p == libc::MAP_FAILED {
+        let err = std::io::Error::last_os_error();
+        let occupants = occupants(lo, hi);
+        return Err(match err.raw_os_error() {
+            Some(libc::EEXIST) if !occupants.is_empty() => {
+                format!("the range is occupied by {}", occupants.join("; "))
+            }
+            Some(libc::EEXIST) => "the range is already mapped in this process".into(),
+            Some(libc::EPERM) | Some(libc::EACCES) => format!(
+                "{err} (addresses below vm.mmap_min_addr cannot be mapped by unprivileged processes)"
+            ),
+            Some(libc::ENOMEM) => {
+                format!("{err} (the range is outside this machine's user address space)")
+            }
+            _ => err.to_string(),
+        });
+    }
+    if p as u64 != lo {
+        // SAFETY: unmapping the mapping just created at the wrong place.
+        unsafe { libc::munmap(p, ulen) };
+        let occ = occupants(lo, hi);
+        return Err(if occ.is_empty() {
+            "the kernel placed the mapping elsewhere (MAP_FIXED_NOREPLACE needs Linux 4.17+)".into()
+        } else {
+            format!("the range is occupied by {}", occ.join("; "))
+        });
+    }
+    Ok(())
+}
+
+/// Lines of `/proc/self/maps` that overlap `[lo, hi)`, as
+/// `start-end perms path` (path `[anon]` when the mapping has none).
+pub fn occupants(lo: u64, hi: u64) -> Vec<String> {
+    let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
+        return Vec::new();
+    };
+    overlapping(&maps, lo, hi)
+}
+
+/// [`occupants`] of `len` bytes at `start` as one sentence part, for a
+/// reservation the driver refused: at most four mappings, or that none of
+/// this process is there.
+pub fn occupant_report(start: u64, len: u64) -> String {
+    let mut hits = occupants(start, start.saturating_add(len));
+    if hits.is_empty() {
+        return "no mapping of this process (the driver's own address space)".into();
+    }
+    hits.truncate(4);
+    hits.join("; ")
+}
+
+/// The lines of a maps table overlapping `[lo, hi)`.
+pub fn overlapping(maps: &str, lo: u64, hi: u64) -> Vec<String> {
+    let mut out = Vec::new();
+    for line in maps.lines() {
+        let mut fields = line.split_whitespace();
+        let (Some(range), Some(perms)) = (fields.next(), fields.next()) else {
+            continue;
+        };
+        let Some((s, e)) = range.split_once('-') else {
+            continue;
+        };
+        let (Ok(s), Ok(e)) = (u64::from_str_radix(s, 16), u64::from_str_radix(e, 16)) else {
+            continue;
+        };
+        if s < hi && lo < e {
+            let path = fields.nth(3).unwrap_or("[anon]");
+            out.push(format!("{s:#x}-{e:#x} {perms} {path}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_maps_lines() {
+        let maps = "00400000-00452000 r-xp 00000000 08:02 173521 /usr/bin/dbus-daemon\n\
+                    7f0000000000-7f0000001000 rw-p 00000000 00:00 0\n";
+        let o = overlapping(maps, 0x7f0000000800, 0x7f0000002000);
+        assert_eq!(
+            o,
+            vec!["0x7f0000000000-0x7f0000001000 rw-p [anon]".to_string()]
+        );
+        assert!(overlapping(maps, 0, 0x1000).is_empty());
+    }
+
+    #[test]
+    fn a_range_nobody_maps_is_reported_as_the_drivers() {
+        assert!(occupant_report(0x10, 0x10).contains("driver's own address space"));
+        let local = 0u64;
+        let at = &local as *const u64 as u64;
+        assert!(occupant_report(at, 8).contains("rw-p"));
+    }
+}
