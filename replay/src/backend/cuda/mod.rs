@@ -10,7 +10,7 @@
 
 pub mod driver;
 
-use std::ffi::{c_int, c_void, CString};
+use std::ffi::{c_int, c_void, CStr};
 
 use cudarc::driver::sys::{
     self, CUcontext, CUdevice, CUdevice_attribute as A, CUevent, CUfunction,
@@ -18,19 +18,15 @@ use cudarc::driver::sys::{
 };
 
 use self::driver::{ck, describe, CudaDeviceInfo};
+use super::args::LaunchDims;
 use super::device_env::{hardware_parallelism, DeviceEnv};
-use super::gpu::{DeviceApi, GpuBackend, LoadFailure};
+use super::gpu::{ApiResult, ArgPtrs, DeviceApi, GpuBackend, Handle, LoadFailure};
 use super::target::DeviceTarget;
 use super::wait::Poll;
 use super::BackendError;
 
 /// The CUDA backend.
 pub type CudaBackend = GpuBackend<CudaApi>;
-
-/// A driver handle only this module makes, so the safe [`DeviceApi`]
-/// methods are only ever handed live ones of ours.
-#[derive(Clone, Copy)]
-pub struct Cu<T>(T);
 
 /// One opened CUDA device: its primary context and the replay stream.
 pub struct CudaApi {
@@ -57,15 +53,15 @@ impl CudaApi {
         p
     }
 
-    fn attribute(&self, a: A) -> Result<i32, BackendError> {
+    fn attribute(&self, a: A) -> ApiResult<i32> {
         driver::attribute(self.dev, a)
     }
 }
 
 impl DeviceApi for CudaApi {
-    type Module = Cu<CUmodule>;
-    type Function = Cu<CUfunction>;
-    type Event = Cu<CUevent>;
+    type Module = Handle<CUmodule>;
+    type Function = Handle<CUfunction>;
+    type Event = Handle<CUevent>;
     type Memory = CUmemGenericAllocationHandle;
 
     const NAME: &'static str = "cuda";
@@ -76,7 +72,7 @@ impl DeviceApi for CudaApi {
     // recorded address out of reach (observed on an H200, driver 580).
     const HOLDS_PLACEHOLDER: bool = false;
 
-    fn open(device: u32) -> Result<Self, BackendError> {
+    fn open(device: u32) -> ApiResult<Self> {
         driver::init()?;
         let ordinal = device as usize;
         let info = driver::device_info(ordinal)?;
@@ -130,12 +126,12 @@ impl DeviceApi for CudaApi {
         self.info.target()
     }
 
-    fn make_current(&self) -> Result<(), BackendError> {
+    fn make_current(&self) -> ApiResult<()> {
         // SAFETY: ctx is the retained primary context.
         ck(unsafe { sys::cuCtxSetCurrent(self.ctx) }, "cuCtxSetCurrent")
     }
 
-    fn device_env(&self) -> Result<DeviceEnv, BackendError> {
+    fn device_env(&self) -> ApiResult<DeviceEnv> {
         Ok(DeviceEnv {
             num_devices: driver::device_count()? as u32,
             device_num: self.info.ordinal as u32,
@@ -150,7 +146,7 @@ impl DeviceApi for CudaApi {
         })
     }
 
-    fn granularity(&self) -> Result<u64, BackendError> {
+    fn granularity(&self) -> ApiResult<u64> {
         let p = self.prop();
         let mut g: usize = 0;
         // SAFETY: p is a valid prop; writes one usize.
@@ -182,7 +178,7 @@ impl DeviceApi for CudaApi {
         unsafe { sys::cuMemAddressFree(at, len as usize) };
     }
 
-    fn create_memory(&self, len: u64) -> Result<Self::Memory, BackendError> {
+    fn create_memory(&self, len: u64) -> ApiResult<Self::Memory> {
         let p = self.prop();
         let mut h = 0;
         // SAFETY: p is valid; writes one handle.
@@ -198,7 +194,7 @@ impl DeviceApi for CudaApi {
         }
     }
 
-    fn map_memory(&self, start: u64, len: u64, mem: &Self::Memory) -> Result<(), BackendError> {
+    fn map_memory(&self, start: u64, len: u64, mem: &Self::Memory) -> ApiResult<()> {
         let len = len as usize;
         // SAFETY: the range is our reservation and mem has exactly len bytes.
         ck(unsafe { sys::cuMemMap(start, len, 0, *mem, 0) }, "cuMemMap")?;
@@ -223,7 +219,7 @@ impl DeviceApi for CudaApi {
         unsafe { sys::cuMemRelease(mem) };
     }
 
-    fn alloc_device(&self, len: usize) -> Result<u64, BackendError> {
+    fn alloc_device(&self, len: usize) -> ApiResult<u64> {
         let mut p = 0;
         // SAFETY: writes one device pointer.
         ck(unsafe { sys::cuMemAlloc_v2(&mut p, len) }, "cuMemAlloc")?;
@@ -235,7 +231,7 @@ impl DeviceApi for CudaApi {
         unsafe { sys::cuMemFree_v2(ptr) };
     }
 
-    fn alloc_pinned(&self, len: usize) -> Result<*mut u8, BackendError> {
+    fn alloc_pinned(&self, len: usize) -> ApiResult<*mut u8> {
         let mut p: *mut c_void = std::ptr::null_mut();
         // SAFETY: writes one pointer to `len` pinned bytes.
         ck(
@@ -252,7 +248,7 @@ impl DeviceApi for CudaApi {
         }
     }
 
-    fn create_event(&self, timing: bool) -> Result<Cu<CUevent>, BackendError> {
+    fn create_event(&self, timing: bool) -> ApiResult<Self::Event> {
         let flags = if timing {
             sys::CUevent_flags::CU_EVENT_DEFAULT
         } else {
@@ -264,22 +260,17 @@ impl DeviceApi for CudaApi {
             unsafe { sys::cuEventCreate(&mut ev, flags as u32) },
             "cuEventCreate",
         )?;
-        Ok(Cu(ev))
+        Ok(Handle(ev))
     }
 
-    unsafe fn destroy_event(&self, ev: Cu<CUevent>) {
+    unsafe fn destroy_event(&self, ev: Self::Event) {
         if !ev.0.is_null() {
             // SAFETY: per the trait contract.
             unsafe { sys::cuEventDestroy_v2(ev.0) };
         }
     }
 
-    unsafe fn copy_htod_async(
-        &self,
-        dst: u64,
-        src: *const u8,
-        len: usize,
-    ) -> Result<(), BackendError> {
+    unsafe fn copy_htod_async(&self, dst: u64, src: *const u8, len: usize) -> ApiResult<()> {
         // SAFETY: per the trait contract: `src` is pinned and unchanged
         // until a later event completes; `dst` is mapped device memory.
         ck(
@@ -288,7 +279,7 @@ impl DeviceApi for CudaApi {
         )
     }
 
-    fn copy_dtoh(&self, dst: &mut [u8], src: u64) -> Result<(), BackendError> {
+    fn copy_dtoh(&self, dst: &mut [u8], src: u64) -> ApiResult<()> {
         // SAFETY: the caller checked src..src+len against device memory;
         // dst is writable for its length.
         ck(
@@ -297,7 +288,7 @@ impl DeviceApi for CudaApi {
         )
     }
 
-    unsafe fn record_event(&self, ev: Cu<CUevent>) -> Result<(), BackendError> {
+    unsafe fn record_event(&self, ev: Self::Event) -> ApiResult<()> {
         // SAFETY: per the trait contract; our stream.
         ck(
             unsafe { sys::cuEventRecord(ev.0, self.stream) },
@@ -305,7 +296,7 @@ impl DeviceApi for CudaApi {
         )
     }
 
-    unsafe fn wait_event(&self, ev: Cu<CUevent>) -> Result<(), BackendError> {
+    unsafe fn wait_event(&self, ev: Self::Event) -> ApiResult<()> {
         // SAFETY: per the trait contract.
         ck(
             unsafe { sys::cuEventSynchronize(ev.0) },
@@ -313,7 +304,7 @@ impl DeviceApi for CudaApi {
         )
     }
 
-    fn query_event(&self, ev: Cu<CUevent>) -> Poll<Result<(), String>> {
+    fn query_event(&self, ev: Self::Event) -> Poll<Result<(), String>> {
         // SAFETY: a live event of ours.
         match unsafe { sys::cuEventQuery(ev.0) } {
             CUresult::CUDA_ERROR_NOT_READY => Poll::Pending,
@@ -322,7 +313,7 @@ impl DeviceApi for CudaApi {
         }
     }
 
-    fn elapsed_ms(&self, start: Cu<CUevent>, stop: Cu<CUevent>) -> Result<f32, BackendError> {
+    fn elapsed_ms(&self, start: Self::Event, stop: Self::Event) -> ApiResult<f32> {
         let mut ms = 0f32;
         // SAFETY: both events completed.
         ck(
@@ -340,7 +331,7 @@ impl DeviceApi for CudaApi {
         }
     }
 
-    fn load_module(&self, image: &[u8]) -> Result<Cu<CUmodule>, LoadFailure> {
+    fn load_module(&self, image: &[u8]) -> Result<Self::Module, LoadFailure> {
         // PTX is text the driver reads up to a NUL; cubin/fatbin are read by size.
         let is_ptx = matches!(
             rrstore_format::image::detect(&image[..image.len().min(4096)]),
@@ -356,7 +347,7 @@ impl DeviceApi for CudaApi {
         let mut m: CUmodule = std::ptr::null_mut();
         // SAFETY: `bytes` is a complete image (ELF, fatbin, or NUL-terminated PTX).
         match unsafe { sys::cuModuleLoadData(&mut m, bytes.as_ptr() as *const c_void) } {
-            CUresult::CUDA_SUCCESS => Ok(Cu(m)),
+            CUresult::CUDA_SUCCESS => Ok(Handle(m)),
             CUresult::CUDA_ERROR_NO_BINARY_FOR_GPU => Err(LoadFailure::WrongTarget),
             r => Err(LoadFailure::Failed(format!(
                 "cuModuleLoadData: {}",
@@ -365,42 +356,32 @@ impl DeviceApi for CudaApi {
         }
     }
 
-    unsafe fn unload_module(&self, m: Cu<CUmodule>) {
+    unsafe fn unload_module(&self, m: Self::Module) {
         // SAFETY: per the trait contract.
         unsafe { sys::cuModuleUnload(m.0) };
     }
 
-    fn function(
-        &self,
-        m: Cu<CUmodule>,
-        name: &str,
-    ) -> Result<Option<Cu<CUfunction>>, BackendError> {
-        let Ok(cname) = CString::new(name) else {
-            return Ok(None);
-        };
+    fn function(&self, m: Self::Module, name: &CStr) -> ApiResult<Option<Self::Function>> {
         let mut f: CUfunction = std::ptr::null_mut();
         // SAFETY: valid module and NUL-terminated name.
-        match unsafe { sys::cuModuleGetFunction(&mut f, m.0, cname.as_ptr()) } {
-            CUresult::CUDA_SUCCESS => Ok(Some(Cu(f))),
+        match unsafe { sys::cuModuleGetFunction(&mut f, m.0, name.as_ptr()) } {
+            CUresult::CUDA_SUCCESS => Ok(Some(Handle(f))),
             CUresult::CUDA_ERROR_NOT_FOUND => Ok(None),
             r => ck(r, "cuModuleGetFunction").map(|()| None),
         }
     }
 
-    fn global(&self, m: Cu<CUmodule>, name: &str) -> Result<Option<(u64, usize)>, BackendError> {
-        let Ok(cname) = CString::new(name) else {
-            return Ok(None);
-        };
+    fn global(&self, m: Self::Module, name: &CStr) -> ApiResult<Option<(u64, usize)>> {
         let (mut ptr, mut bytes) = (0u64, 0usize);
         // SAFETY: valid module and NUL-terminated name; writes two values.
-        match unsafe { sys::cuModuleGetGlobal_v2(&mut ptr, &mut bytes, m.0, cname.as_ptr()) } {
+        match unsafe { sys::cuModuleGetGlobal_v2(&mut ptr, &mut bytes, m.0, name.as_ptr()) } {
             CUresult::CUDA_SUCCESS => Ok(Some((ptr, bytes))),
             CUresult::CUDA_ERROR_NOT_FOUND => Ok(None),
             r => ck(r, "cuModuleGetGlobal").map(|()| None),
         }
     }
 
-    fn static_shared(&self, f: Cu<CUfunction>) -> Result<u32, BackendError> {
+    fn static_shared(&self, f: Self::Function) -> ApiResult<u32> {
         let mut v: c_int = 0;
         // SAFETY: valid function; writes one int.
         ck(
@@ -410,12 +391,12 @@ impl DeviceApi for CudaApi {
         Ok(v.max(0) as u32)
     }
 
-    fn shared_opt_in_limit(&self) -> Result<Option<u32>, BackendError> {
+    fn shared_opt_in_limit(&self) -> ApiResult<Option<u32>> {
         let v = self.attribute(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?;
         Ok(Some(v.max(0) as u32))
     }
 
-    fn set_max_dynamic_shared(&self, f: Cu<CUfunction>, bytes: u32) -> Result<(), BackendError> {
+    fn set_max_dynamic_shared(&self, f: Self::Function, bytes: u32) -> ApiResult<()> {
         // SAFETY: valid function; the value was checked against the device.
         ck(
             unsafe {
@@ -429,33 +410,12 @@ impl DeviceApi for CudaApi {
         )
     }
 
-    unsafe fn launch(
-        &self,
-        f: Cu<CUfunction>,
-        grid: u32,
-        block: u32,
-        shared: u32,
-        params: *mut *mut c_void,
-    ) -> Result<(), BackendError> {
+    unsafe fn launch(&self, f: Self::Function, d: LaunchDims, args: ArgPtrs) -> ApiResult<()> {
+        let (g, b, sh, st) = (d.grid, d.block, d.shared_memory, self.stream);
+        let null = std::ptr::null_mut();
         // SAFETY: per the trait contract; our stream.
-        ck(
-            unsafe {
-                sys::cuLaunchKernel(
-                    f.0,
-                    grid,
-                    1,
-                    1,
-                    block,
-                    1,
-                    1,
-                    shared,
-                    self.stream,
-                    params,
-                    std::ptr::null_mut(),
-                )
-            },
-            "cuLaunchKernel",
-        )
+        let r = unsafe { sys::cuLaunchKernel(f.0, g, 1, 1, b, 1, 1, sh, st, args, null) };
+        ck(r, "cuLaunchKernel")
     }
 }
 

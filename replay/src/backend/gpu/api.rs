@@ -10,13 +10,26 @@
 //! One value is one opened device with one replay stream: every copy and
 //! launch below is queued on that stream, in call order.
 
-use std::ffi::c_void;
+use std::ffi::{c_void, CStr};
 
+use super::super::args::LaunchDims;
 use super::super::device_env::DeviceEnv;
 use super::super::staging::DmaQueue;
 use super::super::target::DeviceTarget;
 use super::super::wait::Poll;
 use super::super::BackendError;
+
+/// A driver handle (module, function, event, allocation) that only a
+/// [`DeviceApi`] implementation of this crate makes, so the safe methods
+/// taking one are only ever handed live handles the same device made.
+#[derive(Clone, Copy)]
+pub struct Handle<T>(pub(crate) T);
+
+/// What the device-API calls return.
+pub type ApiResult<T> = Result<T, BackendError>;
+
+/// The driver's `kernelParams`: one pointer per kernel argument.
+pub type ArgPtrs = *mut *mut c_void;
 
 /// Why a module did not load.
 #[derive(Debug)]
@@ -48,18 +61,18 @@ pub trait DeviceApi: Sized {
     const HOLDS_PLACEHOLDER: bool;
 
     /// Open device `device` (0 = the first) and create the replay stream.
-    fn open(device: u32) -> Result<Self, BackendError>;
+    fn open(device: u32) -> ApiResult<Self>;
     /// One line: name, target, driver version (for the replay history).
     fn description(&self) -> String;
     fn target(&self) -> DeviceTarget;
     /// Make this device current on the calling thread (CUDA's context).
-    fn make_current(&self) -> Result<(), BackendError>;
+    fn make_current(&self) -> ApiResult<()>;
     /// What LLVM's plugin writes to `__omp_rtl_device_environment` for this
     /// device (device number, number of devices, clock, parallelism).
-    fn device_env(&self) -> Result<DeviceEnv, BackendError>;
+    fn device_env(&self) -> ApiResult<DeviceEnv>;
 
     /// The physical allocation granularity (rounds the arena).
-    fn granularity(&self) -> Result<u64, BackendError>;
+    fn granularity(&self) -> ApiResult<u64>;
     /// Reserve `len` bytes of device address space with `hint` as the
     /// address: where the driver put it, or the driver's error.
     fn reserve_va(&self, len: u64, hint: u64) -> Result<u64, String>;
@@ -68,9 +81,9 @@ pub trait DeviceApi: Sized {
     /// with nothing mapped in it.
     unsafe fn free_va(&self, at: u64, len: u64);
     /// `len` bytes of device memory to back the arena.
-    fn create_memory(&self, len: u64) -> Result<Self::Memory, BackendError>;
+    fn create_memory(&self, len: u64) -> ApiResult<Self::Memory>;
     /// Map `mem` at `start` (inside our reservation) read-write for this device.
-    fn map_memory(&self, start: u64, len: u64, mem: &Self::Memory) -> Result<(), BackendError>;
+    fn map_memory(&self, start: u64, len: u64, mem: &Self::Memory) -> ApiResult<()>;
     /// # Safety
     /// `start`/`len` was mapped by [`map_memory`](Self::map_memory) and no
     /// queued work uses it.
@@ -79,43 +92,38 @@ pub trait DeviceApi: Sized {
     /// `mem` is not mapped any more.
     unsafe fn release_memory(&self, mem: Self::Memory);
     /// A device allocation outside the arena (the constructor table).
-    fn alloc_device(&self, len: usize) -> Result<u64, BackendError>;
+    fn alloc_device(&self, len: usize) -> ApiResult<u64>;
     /// # Safety
     /// `ptr` came from [`alloc_device`](Self::alloc_device) and no queued
     /// work uses it.
     unsafe fn free_device(&self, ptr: u64);
 
     /// `len` bytes of pinned host memory.
-    fn alloc_pinned(&self, len: usize) -> Result<*mut u8, BackendError>;
+    fn alloc_pinned(&self, len: usize) -> ApiResult<*mut u8>;
     /// # Safety
     /// As [`DmaQueue::free_pinned`].
     unsafe fn free_pinned(&self, ptr: *mut u8);
     /// An event; `timing` ones can measure elapsed time.
-    fn create_event(&self, timing: bool) -> Result<Self::Event, BackendError>;
+    fn create_event(&self, timing: bool) -> ApiResult<Self::Event>;
     /// # Safety
     /// `ev` is ours and not used afterwards.
     unsafe fn destroy_event(&self, ev: Self::Event);
     /// # Safety
     /// As [`DmaQueue::copy_async`].
-    unsafe fn copy_htod_async(
-        &self,
-        dst: u64,
-        src: *const u8,
-        len: usize,
-    ) -> Result<(), BackendError>;
+    unsafe fn copy_htod_async(&self, dst: u64, src: *const u8, len: usize) -> ApiResult<()>;
     /// Synchronous copy of device memory into `dst` (behind the stream's work).
-    fn copy_dtoh(&self, dst: &mut [u8], src: u64) -> Result<(), BackendError>;
+    fn copy_dtoh(&self, dst: &mut [u8], src: u64) -> ApiResult<()>;
     /// # Safety
     /// `ev` is ours and not destroyed.
-    unsafe fn record_event(&self, ev: Self::Event) -> Result<(), BackendError>;
+    unsafe fn record_event(&self, ev: Self::Event) -> ApiResult<()>;
     /// # Safety
     /// As [`record_event`](Self::record_event).
-    unsafe fn wait_event(&self, ev: Self::Event) -> Result<(), BackendError>;
+    unsafe fn wait_event(&self, ev: Self::Event) -> ApiResult<()>;
     /// Whether the work before `ev` is done, and the driver's error if it
     /// failed (a device fault), as a sentence. Never blocks.
     fn query_event(&self, ev: Self::Event) -> Poll<Result<(), String>>;
     /// Milliseconds between two completed timing events.
-    fn elapsed_ms(&self, start: Self::Event, stop: Self::Event) -> Result<f32, BackendError>;
+    fn elapsed_ms(&self, start: Self::Event, stop: Self::Event) -> ApiResult<f32>;
     /// Wait for everything queued on the stream; a failure is the driver's
     /// error, as a sentence.
     fn sync(&self) -> Result<(), String>;
@@ -125,30 +133,23 @@ pub trait DeviceApi: Sized {
     /// `m` is ours and nothing queued uses it.
     unsafe fn unload_module(&self, m: Self::Module);
     /// The kernel `name`, `None` when the module has none.
-    fn function(&self, m: Self::Module, name: &str)
-        -> Result<Option<Self::Function>, BackendError>;
+    fn function(&self, m: Self::Module, name: &CStr) -> ApiResult<Option<Self::Function>>;
     /// Device address and size of the global `name`, `None` when absent.
-    fn global(&self, m: Self::Module, name: &str) -> Result<Option<(u64, usize)>, BackendError>;
+    fn global(&self, m: Self::Module, name: &CStr) -> ApiResult<Option<(u64, usize)>>;
     /// The kernel's static shared memory in bytes.
-    fn static_shared(&self, f: Self::Function) -> Result<u32, BackendError>;
+    fn static_shared(&self, f: Self::Function) -> ApiResult<u32>;
     /// The device's opt-in shared memory limit per block, when kernels must
     /// opt in to more than 48 KiB (CUDA); `None` when there is no opt-in.
-    fn shared_opt_in_limit(&self) -> Result<Option<u32>, BackendError>;
+    fn shared_opt_in_limit(&self) -> ApiResult<Option<u32>>;
     /// Let `f` use up to `bytes` of dynamic shared memory.
-    fn set_max_dynamic_shared(&self, f: Self::Function, bytes: u32) -> Result<(), BackendError>;
-    /// Queue `f` on the stream, 1-D `grid` x `block`.
+    fn set_max_dynamic_shared(&self, f: Self::Function, bytes: u32) -> ApiResult<()>;
+    /// Queue `f` on the stream: a 1-D grid of `d.grid` blocks of `d.block`
+    /// threads with `d.shared_memory` bytes of dynamic shared memory.
     ///
     /// # Safety
-    /// `params` is null or points at one pointer per kernel argument, each
+    /// `args` is null or points at one pointer per kernel argument, each
     /// at a live 8-byte value, for the duration of the call.
-    unsafe fn launch(
-        &self,
-        f: Self::Function,
-        grid: u32,
-        block: u32,
-        shared: u32,
-        params: *mut *mut c_void,
-    ) -> Result<(), BackendError>;
+    unsafe fn launch(&self, f: Self::Function, d: LaunchDims, args: ArgPtrs) -> ApiResult<()>;
 }
 
 /// The staging's queue over a device API's stream.
@@ -157,7 +158,7 @@ pub struct ApiQueue<D>(pub std::sync::Arc<D>);
 impl<D: DeviceApi> DmaQueue for ApiQueue<D> {
     type Event = D::Event;
 
-    fn alloc_pinned(&self, len: usize) -> Result<*mut u8, BackendError> {
+    fn alloc_pinned(&self, len: usize) -> ApiResult<*mut u8> {
         self.0.alloc_pinned(len)
     }
 
@@ -166,7 +167,7 @@ impl<D: DeviceApi> DmaQueue for ApiQueue<D> {
         unsafe { self.0.free_pinned(ptr) }
     }
 
-    fn create_event(&self) -> Result<D::Event, BackendError> {
+    fn create_event(&self) -> ApiResult<D::Event> {
         self.0.create_event(false)
     }
 
@@ -175,22 +176,22 @@ impl<D: DeviceApi> DmaQueue for ApiQueue<D> {
         unsafe { self.0.destroy_event(ev) }
     }
 
-    unsafe fn copy_async(&self, dst: u64, src: *const u8, len: usize) -> Result<(), BackendError> {
+    unsafe fn copy_async(&self, dst: u64, src: *const u8, len: usize) -> ApiResult<()> {
         // SAFETY: as above.
         unsafe { self.0.copy_htod_async(dst, src, len) }
     }
 
-    unsafe fn record(&self, ev: D::Event) -> Result<(), BackendError> {
+    unsafe fn record(&self, ev: D::Event) -> ApiResult<()> {
         // SAFETY: as above.
         unsafe { self.0.record_event(ev) }
     }
 
-    unsafe fn wait_event(&self, ev: D::Event) -> Result<(), BackendError> {
+    unsafe fn wait_event(&self, ev: D::Event) -> ApiResult<()> {
         // SAFETY: as above.
         unsafe { self.0.wait_event(ev) }
     }
 
-    fn wait_all(&self) -> Result<(), BackendError> {
+    fn wait_all(&self) -> ApiResult<()> {
         self.0.sync().map_err(|reason| BackendError::Driver {
             op: format!("{} stream synchronize", D::NAME),
             reason,

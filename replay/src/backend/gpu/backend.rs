@@ -74,8 +74,7 @@ impl<D: DeviceApi> Backend for GpuBackend<D> {
         })?;
         self.module = Some(m);
         let f = self
-            .api
-            .function(m, kernel)?
+            .lookup_function(m, kernel)?
             .ok_or_else(|| BackendError::MissingKernel(kernel.into()))?;
         self.function = Some(f);
         self.static_shared = self.api.static_shared(f)?;
@@ -87,8 +86,7 @@ impl<D: DeviceApi> Backend for GpuBackend<D> {
         self.api.make_current()?;
         let m = Self::loaded(self.module, "write_global")?;
         let (ptr, bytes) = self
-            .api
-            .global(m, name)?
+            .lookup_global(m, name)?
             .ok_or_else(|| BackendError::MissingGlobal { name: name.into() })?;
         if bytes as u64 != data.len() as u64 {
             return Err(BackendError::GlobalSize {
@@ -125,13 +123,7 @@ impl<D: DeviceApi> Backend for GpuBackend<D> {
         // argument for the duration of the call (the driver copies them).
         unsafe {
             self.api.record_event(start)?;
-            self.api.launch(
-                f,
-                dims.grid,
-                dims.block,
-                dims.shared_memory,
-                kp.as_driver_ptr(),
-            )?;
+            self.api.launch(f, dims, kp.as_driver_ptr())?;
             self.api.record_event(stop)?;
         }
         // Polled, never a blocking synchronize: that would wait past

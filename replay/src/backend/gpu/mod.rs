@@ -26,9 +26,10 @@ mod setup;
 #[cfg(test)]
 mod tests;
 
+use std::ffi::CString;
 use std::sync::Arc;
 
-pub use self::api::{ApiQueue, DeviceApi, LoadFailure};
+pub use self::api::{ApiQueue, ApiResult, ArgPtrs, DeviceApi, Handle, LoadFailure};
 use self::arena::DeviceArena;
 use super::placeholder::Placeholder;
 use super::staging::{UploadStats, Uploads};
@@ -117,6 +118,31 @@ impl<D: DeviceApi> GpuBackend<D> {
     /// Bytes and time of the last upload round (first piece to all copies done).
     pub fn upload_stats(&self) -> UploadStats {
         self.uploads.last_stats()
+    }
+
+    /// The kernel `name` of `m` (`None`: absent, or a name no C string
+    /// can spell).
+    fn lookup_function(
+        &self,
+        m: D::Module,
+        name: &str,
+    ) -> Result<Option<D::Function>, BackendError> {
+        match CString::new(name) {
+            Ok(c) => self.api.function(m, &c),
+            Err(_) => Ok(None),
+        }
+    }
+
+    /// Address and size of the global `name` of `m`, as [`Self::lookup_function`].
+    fn lookup_global(
+        &self,
+        m: D::Module,
+        name: &str,
+    ) -> Result<Option<(u64, usize)>, BackendError> {
+        match CString::new(name) {
+            Ok(c) => self.api.global(m, &c),
+            Err(_) => Ok(None),
+        }
     }
 
     fn loaded<T>(v: Option<T>, op: &str) -> Result<T, BackendError> {

@@ -6,6 +6,7 @@
 
 use super::api::DeviceApi;
 use super::GpuBackend;
+use crate::backend::args::LaunchDims;
 use crate::backend::device_env::{
     encode_for_symbol, nvptx_constructors, refuse_rpc, AMDGPU_INIT_KERNEL, DEVICE_ENV_SYMBOL,
     NVPTX_INIT_END, NVPTX_INIT_KERNEL, NVPTX_INIT_START, RPC_CLIENT_SYMBOLS,
@@ -18,20 +19,20 @@ impl<D: DeviceApi> GpuBackend<D> {
         m: D::Module,
         image: &[u8],
     ) -> Result<(), BackendError> {
-        if let Some((ptr, size)) = self.api.global(m, DEVICE_ENV_SYMBOL)? {
+        if let Some((ptr, size)) = self.lookup_global(m, DEVICE_ENV_SYMBOL)? {
             let env = self.api.device_env()?.with_llvm_variables();
             let bytes = encode_for_symbol(&env, size as u64)?;
             self.uploads.write_device(ptr, &bytes)?;
         }
         for symbol in RPC_CLIENT_SYMBOLS {
-            if self.api.global(m, symbol)?.is_some() {
+            if self.lookup_global(m, symbol)?.is_some() {
                 return Err(refuse_rpc(symbol));
             }
         }
-        if let Some(init) = self.api.function(m, NVPTX_INIT_KERNEL)? {
+        if let Some(init) = self.lookup_function(m, NVPTX_INIT_KERNEL)? {
             self.run_nvptx_constructors(m, init, image)?;
         }
-        if let Some(init) = self.api.function(m, AMDGPU_INIT_KERNEL)? {
+        if let Some(init) = self.lookup_function(m, AMDGPU_INIT_KERNEL)? {
             self.run_init_kernel(init, AMDGPU_INIT_KERNEL)?;
         }
         Ok(())
@@ -49,7 +50,7 @@ impl<D: DeviceApi> GpuBackend<D> {
     ) -> Result<(), BackendError> {
         let mut table = Vec::new();
         for ctor in nvptx_constructors(image)? {
-            let Some((ptr, 8)) = self.api.global(m, &ctor)? else {
+            let Some((ptr, 8)) = self.lookup_global(m, &ctor)? else {
                 return Err(BackendError::Image(format!(
                     "constructor pointer `{ctor}` is not an 8-byte global of the image"
                 )));
@@ -85,7 +86,7 @@ impl<D: DeviceApi> GpuBackend<D> {
             (NVPTX_INIT_START, buf),
             (NVPTX_INIT_END, buf + table.len() as u64),
         ] {
-            if let Some((ptr, 8)) = self.api.global(m, name)? {
+            if let Some((ptr, 8)) = self.lookup_global(m, name)? {
                 self.uploads.write_device(ptr, &at.to_le_bytes())?;
             }
         }
@@ -95,8 +96,13 @@ impl<D: DeviceApi> GpuBackend<D> {
     /// One thread of a kernel without arguments, waited for: a constructor
     /// that faults is reported as such, before anything else runs.
     fn run_init_kernel(&mut self, init: D::Function, name: &str) -> Result<(), BackendError> {
+        let one = LaunchDims {
+            grid: 1,
+            block: 1,
+            shared_memory: 0,
+        };
         // SAFETY: a kernel without arguments (null params).
-        unsafe { self.api.launch(init, 1, 1, 0, std::ptr::null_mut()) }?;
+        unsafe { self.api.launch(init, one, std::ptr::null_mut()) }?;
         self.api.sync().map_err(|reason| {
             BackendError::DeviceFault(format!(
                 "the image's constructors ({name}) failed: {reason}"

@@ -5,14 +5,15 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
-use std::ffi::c_void;
+use std::ffi::CStr;
 use std::rc::Rc;
 use std::time::Duration;
 
 use rrstore_tests::elf::{EM_AMDGPU, EM_CUDA};
 use rrstore_tests::{elf_header, elf_with_symbols};
 
-use super::{DeviceApi, GpuBackend, LoadFailure};
+use super::{ApiResult, ArgPtrs, DeviceApi, GpuBackend, LoadFailure};
+use crate::backend::args::LaunchDims;
 use crate::backend::device_env::{
     encode_for_symbol, DeviceEnv, AMDGPU_INIT_KERNEL, DEVICE_ENV_SYMBOL, NVPTX_INIT_END,
     NVPTX_INIT_KERNEL, NVPTX_INIT_START,
@@ -133,7 +134,7 @@ impl<const HOLD: bool> DeviceApi for Fake<HOLD> {
     const RUNTIME: &'static str = "the fake driver";
     const HOLDS_PLACEHOLDER: bool = HOLD;
 
-    fn open(device: u32) -> Result<Self, BackendError> {
+    fn open(device: u32) -> ApiResult<Self> {
         let (cfg, log) = NEXT
             .with(|n| n.borrow_mut().take())
             .ok_or_else(|| BackendError::Unavailable("no fake configured".into()))?;
@@ -161,11 +162,11 @@ impl<const HOLD: bool> DeviceApi for Fake<HOLD> {
         }
     }
 
-    fn make_current(&self) -> Result<(), BackendError> {
+    fn make_current(&self) -> ApiResult<()> {
         Ok(())
     }
 
-    fn device_env(&self) -> Result<DeviceEnv, BackendError> {
+    fn device_env(&self) -> ApiResult<DeviceEnv> {
         Ok(DeviceEnv {
             num_devices: 2,
             device_num: 0,
@@ -175,7 +176,7 @@ impl<const HOLD: bool> DeviceApi for Fake<HOLD> {
         })
     }
 
-    fn granularity(&self) -> Result<u64, BackendError> {
+    fn granularity(&self) -> ApiResult<u64> {
         Ok(GRANULARITY)
     }
 
@@ -195,12 +196,12 @@ impl<const HOLD: bool> DeviceApi for Fake<HOLD> {
         self.note(format!("free_va {at:#x} {len:#x}"));
     }
 
-    fn create_memory(&self, len: u64) -> Result<u64, BackendError> {
+    fn create_memory(&self, len: u64) -> ApiResult<u64> {
         self.note("create_memory");
         Ok(len)
     }
 
-    fn map_memory(&self, start: u64, len: u64, mem: &u64) -> Result<(), BackendError> {
+    fn map_memory(&self, start: u64, len: u64, mem: &u64) -> ApiResult<()> {
         assert_eq!(len, *mem);
         self.note(format!("map {start:#x} {len:#x}"));
         self.mem.borrow_mut().insert(start, vec![0; len as usize]);
@@ -215,7 +216,7 @@ impl<const HOLD: bool> DeviceApi for Fake<HOLD> {
         self.note("release_memory");
     }
 
-    fn alloc_device(&self, len: usize) -> Result<u64, BackendError> {
+    fn alloc_device(&self, len: usize) -> ApiResult<u64> {
         let at = self.allocations.get();
         self.allocations.set(at + 0x1000);
         self.mem.borrow_mut().insert(at, vec![0; len]);
@@ -227,7 +228,7 @@ impl<const HOLD: bool> DeviceApi for Fake<HOLD> {
         self.note(format!("free_device {ptr:#x}"));
     }
 
-    fn alloc_pinned(&self, len: usize) -> Result<*mut u8, BackendError> {
+    fn alloc_pinned(&self, len: usize) -> ApiResult<*mut u8> {
         let mut b = vec![0u8; len].into_boxed_slice();
         let p = b.as_mut_ptr();
         self.pinned.borrow_mut().push(b);
@@ -238,7 +239,7 @@ impl<const HOLD: bool> DeviceApi for Fake<HOLD> {
         self.note("free_pinned");
     }
 
-    fn create_event(&self, _timing: bool) -> Result<usize, BackendError> {
+    fn create_event(&self, _timing: bool) -> ApiResult<usize> {
         self.events.set(self.events.get() + 1);
         Ok(self.events.get())
     }
@@ -247,12 +248,7 @@ impl<const HOLD: bool> DeviceApi for Fake<HOLD> {
         self.note(format!("destroy_event {ev}"));
     }
 
-    unsafe fn copy_htod_async(
-        &self,
-        dst: u64,
-        src: *const u8,
-        len: usize,
-    ) -> Result<(), BackendError> {
+    unsafe fn copy_htod_async(&self, dst: u64, src: *const u8, len: usize) -> ApiResult<()> {
         // SAFETY: the staging hands over `len` bytes at `src`.
         let bytes = unsafe { std::slice::from_raw_parts(src, len) };
         self.with_region(dst, len, |r| r.copy_from_slice(bytes));
@@ -260,18 +256,18 @@ impl<const HOLD: bool> DeviceApi for Fake<HOLD> {
         Ok(())
     }
 
-    fn copy_dtoh(&self, dst: &mut [u8], src: u64) -> Result<(), BackendError> {
+    fn copy_dtoh(&self, dst: &mut [u8], src: u64) -> ApiResult<()> {
         self.with_region(src, dst.len(), |r| dst.copy_from_slice(r));
         self.note(format!("dtoh {src:#x} {}", dst.len()));
         Ok(())
     }
 
-    unsafe fn record_event(&self, ev: usize) -> Result<(), BackendError> {
+    unsafe fn record_event(&self, ev: usize) -> ApiResult<()> {
         self.note(format!("record {ev}"));
         Ok(())
     }
 
-    unsafe fn wait_event(&self, ev: usize) -> Result<(), BackendError> {
+    unsafe fn wait_event(&self, ev: usize) -> ApiResult<()> {
         self.note(format!("wait {ev}"));
         Ok(())
     }
@@ -284,7 +280,7 @@ impl<const HOLD: bool> DeviceApi for Fake<HOLD> {
         }
     }
 
-    fn elapsed_ms(&self, _start: usize, _stop: usize) -> Result<f32, BackendError> {
+    fn elapsed_ms(&self, _start: usize, _stop: usize) -> ApiResult<f32> {
         Ok(1.5)
     }
 
@@ -309,11 +305,13 @@ impl<const HOLD: bool> DeviceApi for Fake<HOLD> {
         self.note("unload_module");
     }
 
-    fn function(&self, _m: u32, name: &str) -> Result<Option<usize>, BackendError> {
+    fn function(&self, _m: u32, name: &CStr) -> ApiResult<Option<usize>> {
+        let name = name.to_str().unwrap_or_default();
         Ok(self.cfg.functions.iter().position(|f| f == name))
     }
 
-    fn global(&self, _m: u32, name: &str) -> Result<Option<(u64, usize)>, BackendError> {
+    fn global(&self, _m: u32, name: &CStr) -> ApiResult<Option<(u64, usize)>> {
+        let name = name.to_str().unwrap_or_default();
         Ok(self
             .cfg
             .globals
@@ -322,28 +320,26 @@ impl<const HOLD: bool> DeviceApi for Fake<HOLD> {
             .map(|(_, at, b)| (*at, b.len())))
     }
 
-    fn static_shared(&self, _f: usize) -> Result<u32, BackendError> {
+    fn static_shared(&self, _f: usize) -> ApiResult<u32> {
         Ok(self.cfg.static_shared)
     }
 
-    fn shared_opt_in_limit(&self) -> Result<Option<u32>, BackendError> {
+    fn shared_opt_in_limit(&self) -> ApiResult<Option<u32>> {
         Ok(self.cfg.nvidia.then_some(227 * 1024))
     }
 
-    fn set_max_dynamic_shared(&self, f: usize, bytes: u32) -> Result<(), BackendError> {
+    fn set_max_dynamic_shared(&self, f: usize, bytes: u32) -> ApiResult<()> {
         self.note(format!("opt_in {} {bytes}", self.cfg.functions[f]));
         Ok(())
     }
 
-    unsafe fn launch(
-        &self,
-        f: usize,
-        grid: u32,
-        block: u32,
-        shared: u32,
-        params: *mut *mut c_void,
-    ) -> Result<(), BackendError> {
-        let args = if params.is_null() { "no args" } else { "args" };
+    unsafe fn launch(&self, f: usize, d: LaunchDims, args: ArgPtrs) -> ApiResult<()> {
+        let LaunchDims {
+            grid,
+            block,
+            shared_memory: shared,
+        } = d;
+        let args = if args.is_null() { "no args" } else { "args" };
         self.note(format!(
             "launch {} {grid}x{block} {shared} {args}",
             self.cfg.functions[f]

@@ -16,24 +16,20 @@
 pub mod device;
 pub mod ffi;
 
-use std::ffi::{c_int, c_void, CString};
+use std::ffi::{c_int, c_void, CStr};
 
 use self::device::{device_info, init, version_string};
 pub use self::device::{list, HipDeviceInfo};
 use self::ffi::*;
+use super::args::LaunchDims;
 use super::device_env::{amd_clock_frequency, hardware_parallelism, DeviceEnv};
-use super::gpu::{DeviceApi, GpuBackend, LoadFailure};
+use super::gpu::{ApiResult, ArgPtrs, DeviceApi, GpuBackend, Handle, LoadFailure};
 use super::target::DeviceTarget;
 use super::wait::Poll;
 use super::BackendError;
 
 /// The HIP backend.
 pub type HipBackend = GpuBackend<HipApi>;
-
-/// A runtime handle only this module makes, so the safe [`DeviceApi`]
-/// methods are only ever handed live ones of ours.
-#[derive(Clone, Copy)]
-pub struct Hip<T>(T);
 
 /// One opened AMD GPU and the replay stream.
 pub struct HipApi {
@@ -48,7 +44,7 @@ impl HipApi {
         &self.info
     }
 
-    fn ck(&self, e: HipError, op: &str) -> Result<(), BackendError> {
+    fn ck(&self, e: HipError, op: &str) -> ApiResult<()> {
         self.rt.ck(e, op)
     }
 
@@ -72,16 +68,16 @@ impl HipApi {
 }
 
 impl DeviceApi for HipApi {
-    type Module = Hip<HipModule>;
-    type Function = Hip<HipFunction>;
-    type Event = Hip<HipEvent>;
-    type Memory = Hip<HipMemHandle>;
+    type Module = Handle<HipModule>;
+    type Function = Handle<HipFunction>;
+    type Event = Handle<HipEvent>;
+    type Memory = Handle<HipMemHandle>;
 
     const NAME: &'static str = "hip";
     const RUNTIME: &'static str = "the HIP runtime";
     const HOLDS_PLACEHOLDER: bool = true;
 
-    fn open(device: u32) -> Result<Self, BackendError> {
+    fn open(device: u32) -> ApiResult<Self> {
         let rt = HipRuntime::load()?;
         let n = init(&rt)?;
         let ordinal = device as usize;
@@ -130,12 +126,12 @@ impl DeviceApi for HipApi {
         DeviceTarget::from_gcn_arch_name(&self.info.gcn_arch_name)
     }
 
-    fn make_current(&self) -> Result<(), BackendError> {
+    fn make_current(&self) -> ApiResult<()> {
         // hipSetDevice in `open`: the backend runs on one thread.
         Ok(())
     }
 
-    fn device_env(&self) -> Result<DeviceEnv, BackendError> {
+    fn device_env(&self) -> ApiResult<DeviceEnv> {
         let mut n: c_int = 0;
         // SAFETY: writes one int.
         self.ck(
@@ -156,7 +152,7 @@ impl DeviceApi for HipApi {
         })
     }
 
-    fn granularity(&self) -> Result<u64, BackendError> {
+    fn granularity(&self) -> ApiResult<u64> {
         let prop = self.prop();
         let mut gran = 0usize;
         // SAFETY: valid prop; writes one size_t.
@@ -191,7 +187,7 @@ impl DeviceApi for HipApi {
         unsafe { (self.rt.hipMemAddressFree)(at as HipDevicePtr, len as usize) };
     }
 
-    fn create_memory(&self, len: u64) -> Result<Hip<HipMemHandle>, BackendError> {
+    fn create_memory(&self, len: u64) -> ApiResult<Self::Memory> {
         let prop = self.prop();
         let mut h: HipMemHandle = std::ptr::null_mut();
         // SAFETY: valid prop; writes one handle.
@@ -205,15 +201,10 @@ impl DeviceApi for HipApi {
                 ),
             });
         }
-        Ok(Hip(h))
+        Ok(Handle(h))
     }
 
-    fn map_memory(
-        &self,
-        start: u64,
-        len: u64,
-        mem: &Hip<HipMemHandle>,
-    ) -> Result<(), BackendError> {
+    fn map_memory(&self, start: u64, len: u64, mem: &Self::Memory) -> ApiResult<()> {
         let (at, len) = (start as HipDevicePtr, len as usize);
         // SAFETY: our reservation, a handle of exactly len bytes.
         self.ck(
@@ -236,12 +227,12 @@ impl DeviceApi for HipApi {
         unsafe { (self.rt.hipMemUnmap)(start as HipDevicePtr, len as usize) };
     }
 
-    unsafe fn release_memory(&self, mem: Hip<HipMemHandle>) {
+    unsafe fn release_memory(&self, mem: Self::Memory) {
         // SAFETY: per the trait contract.
         unsafe { (self.rt.hipMemRelease)(mem.0) };
     }
 
-    fn alloc_device(&self, len: usize) -> Result<u64, BackendError> {
+    fn alloc_device(&self, len: usize) -> ApiResult<u64> {
         let mut p: HipDevicePtr = std::ptr::null_mut();
         // SAFETY: writes one device pointer.
         self.ck(unsafe { (self.rt.hipMalloc)(&mut p, len) }, "hipMalloc")?;
@@ -253,7 +244,7 @@ impl DeviceApi for HipApi {
         unsafe { (self.rt.hipFree)(ptr as HipDevicePtr) };
     }
 
-    fn alloc_pinned(&self, len: usize) -> Result<*mut u8, BackendError> {
+    fn alloc_pinned(&self, len: usize) -> ApiResult<*mut u8> {
         let mut p: *mut c_void = std::ptr::null_mut();
         // SAFETY: writes one pointer to `len` pinned bytes.
         self.ck(
@@ -270,7 +261,7 @@ impl DeviceApi for HipApi {
         }
     }
 
-    fn create_event(&self, timing: bool) -> Result<Hip<HipEvent>, BackendError> {
+    fn create_event(&self, timing: bool) -> ApiResult<Self::Event> {
         let flags = if timing {
             HIP_EVENT_DEFAULT
         } else {
@@ -282,22 +273,17 @@ impl DeviceApi for HipApi {
             unsafe { (self.rt.hipEventCreateWithFlags)(&mut ev, flags) },
             "hipEventCreateWithFlags",
         )?;
-        Ok(Hip(ev))
+        Ok(Handle(ev))
     }
 
-    unsafe fn destroy_event(&self, ev: Hip<HipEvent>) {
+    unsafe fn destroy_event(&self, ev: Self::Event) {
         if !ev.0.is_null() {
             // SAFETY: per the trait contract.
             unsafe { (self.rt.hipEventDestroy)(ev.0) };
         }
     }
 
-    unsafe fn copy_htod_async(
-        &self,
-        dst: u64,
-        src: *const u8,
-        len: usize,
-    ) -> Result<(), BackendError> {
+    unsafe fn copy_htod_async(&self, dst: u64, src: *const u8, len: usize) -> ApiResult<()> {
         // SAFETY: per the trait contract: `src` is pinned and unchanged
         // until a later event completes; `dst` is mapped device memory.
         let e = unsafe {
@@ -311,7 +297,7 @@ impl DeviceApi for HipApi {
         self.ck(e, "hipMemcpyHtoDAsync")
     }
 
-    fn copy_dtoh(&self, dst: &mut [u8], src: u64) -> Result<(), BackendError> {
+    fn copy_dtoh(&self, dst: &mut [u8], src: u64) -> ApiResult<()> {
         // SAFETY: the caller checked the source range; dst is writable.
         let e = unsafe {
             (self.rt.hipMemcpyDtoH)(
@@ -323,7 +309,7 @@ impl DeviceApi for HipApi {
         self.ck(e, "hipMemcpyDtoH")
     }
 
-    unsafe fn record_event(&self, ev: Hip<HipEvent>) -> Result<(), BackendError> {
+    unsafe fn record_event(&self, ev: Self::Event) -> ApiResult<()> {
         // SAFETY: per the trait contract; our stream.
         self.ck(
             unsafe { (self.rt.hipEventRecord)(ev.0, self.stream) },
@@ -331,7 +317,7 @@ impl DeviceApi for HipApi {
         )
     }
 
-    unsafe fn wait_event(&self, ev: Hip<HipEvent>) -> Result<(), BackendError> {
+    unsafe fn wait_event(&self, ev: Self::Event) -> ApiResult<()> {
         // SAFETY: per the trait contract.
         self.ck(
             unsafe { (self.rt.hipEventSynchronize)(ev.0) },
@@ -339,7 +325,7 @@ impl DeviceApi for HipApi {
         )
     }
 
-    fn query_event(&self, ev: Hip<HipEvent>) -> Poll<Result<(), String>> {
+    fn query_event(&self, ev: Self::Event) -> Poll<Result<(), String>> {
         // SAFETY: a live event of ours.
         match unsafe { (self.rt.hipEventQuery)(ev.0) } {
             HIP_ERROR_NOT_READY => Poll::Pending,
@@ -348,7 +334,7 @@ impl DeviceApi for HipApi {
         }
     }
 
-    fn elapsed_ms(&self, start: Hip<HipEvent>, stop: Hip<HipEvent>) -> Result<f32, BackendError> {
+    fn elapsed_ms(&self, start: Self::Event, stop: Self::Event) -> ApiResult<f32> {
         let mut ms = 0f32;
         // SAFETY: both events completed.
         self.ck(
@@ -366,11 +352,11 @@ impl DeviceApi for HipApi {
         }
     }
 
-    fn load_module(&self, image: &[u8]) -> Result<Hip<HipModule>, LoadFailure> {
+    fn load_module(&self, image: &[u8]) -> Result<Self::Module, LoadFailure> {
         let mut m: HipModule = std::ptr::null_mut();
         // SAFETY: a complete code object in memory.
         match unsafe { (self.rt.hipModuleLoadData)(&mut m, image.as_ptr() as *const c_void) } {
-            HIP_SUCCESS => Ok(Hip(m)),
+            HIP_SUCCESS => Ok(Handle(m)),
             HIP_ERROR_NO_BINARY_FOR_GPU => Err(LoadFailure::WrongTarget),
             e => Err(LoadFailure::Failed(format!(
                 "hipModuleLoadData: {}",
@@ -379,84 +365,52 @@ impl DeviceApi for HipApi {
         }
     }
 
-    unsafe fn unload_module(&self, m: Hip<HipModule>) {
+    unsafe fn unload_module(&self, m: Self::Module) {
         // SAFETY: per the trait contract.
         unsafe { (self.rt.hipModuleUnload)(m.0) };
     }
 
-    fn function(
-        &self,
-        m: Hip<HipModule>,
-        name: &str,
-    ) -> Result<Option<Hip<HipFunction>>, BackendError> {
-        let Ok(cname) = CString::new(name) else {
-            return Ok(None);
-        };
+    fn function(&self, m: Self::Module, name: &CStr) -> ApiResult<Option<Self::Function>> {
         let mut f: HipFunction = std::ptr::null_mut();
         // SAFETY: valid module, NUL-terminated name.
-        match unsafe { (self.rt.hipModuleGetFunction)(&mut f, m.0, cname.as_ptr()) } {
-            HIP_SUCCESS => Ok(Some(Hip(f))),
+        match unsafe { (self.rt.hipModuleGetFunction)(&mut f, m.0, name.as_ptr()) } {
+            HIP_SUCCESS => Ok(Some(Handle(f))),
             e if Self::absent(e) => Ok(None),
             e => self.ck(e, "hipModuleGetFunction").map(|()| None),
         }
     }
 
-    fn global(&self, m: Hip<HipModule>, name: &str) -> Result<Option<(u64, usize)>, BackendError> {
-        let Ok(cname) = CString::new(name) else {
-            return Ok(None);
-        };
+    fn global(&self, m: Self::Module, name: &CStr) -> ApiResult<Option<(u64, usize)>> {
         let mut ptr: HipDevicePtr = std::ptr::null_mut();
         let mut bytes = 0usize;
         // SAFETY: valid module and name; writes two values.
-        match unsafe { (self.rt.hipModuleGetGlobal)(&mut ptr, &mut bytes, m.0, cname.as_ptr()) } {
+        match unsafe { (self.rt.hipModuleGetGlobal)(&mut ptr, &mut bytes, m.0, name.as_ptr()) } {
             HIP_SUCCESS => Ok(Some((ptr as u64, bytes))),
             e if Self::absent(e) => Ok(None),
             e => self.ck(e, "hipModuleGetGlobal").map(|()| None),
         }
     }
 
-    fn static_shared(&self, _f: Hip<HipFunction>) -> Result<u32, BackendError> {
+    fn static_shared(&self, _f: Self::Function) -> ApiResult<u32> {
         // Only the opt-in decision reads it, and AMD GPUs have no opt-in.
         Ok(0)
     }
 
-    fn shared_opt_in_limit(&self) -> Result<Option<u32>, BackendError> {
+    fn shared_opt_in_limit(&self) -> ApiResult<Option<u32>> {
         // A workgroup may use all of its LDS without asking.
         Ok(None)
     }
 
-    fn set_max_dynamic_shared(
-        &self,
-        _f: Hip<HipFunction>,
-        _bytes: u32,
-    ) -> Result<(), BackendError> {
+    fn set_max_dynamic_shared(&self, _f: Self::Function, _bytes: u32) -> ApiResult<()> {
         Ok(())
     }
 
-    unsafe fn launch(
-        &self,
-        f: Hip<HipFunction>,
-        grid: u32,
-        block: u32,
-        shared: u32,
-        params: *mut *mut c_void,
-    ) -> Result<(), BackendError> {
+    unsafe fn launch(&self, f: Self::Function, d: LaunchDims, args: ArgPtrs) -> ApiResult<()> {
+        let (g, b, sh, st) = (d.grid, d.block, d.shared_memory, self.stream);
+        let null = std::ptr::null_mut();
+        let launch = self.rt.hipModuleLaunchKernel;
         // SAFETY: per the trait contract; our stream.
-        let e = unsafe {
-            (self.rt.hipModuleLaunchKernel)(
-                f.0,
-                grid,
-                1,
-                1,
-                block,
-                1,
-                1,
-                shared,
-                self.stream,
-                params,
-                std::ptr::null_mut(),
-            )
-        };
+        let e = unsafe { launch(f.0, g, 1, 1, b, 1, 1, sh, st, args, null) };
         self.ck(e, "hipModuleLaunchKernel")
     }
 }
