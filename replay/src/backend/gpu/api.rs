@@ -59,6 +59,9 @@ pub trait DeviceApi: Sized {
     /// checked to be free in this process (CUDA: a placeholder would push
     /// the recorded address out of the driver's address heap).
     const HOLDS_PLACEHOLDER: bool;
+    /// The largest pinned staging buffer (three are used; a small arena
+    /// gets smaller ones).
+    const STAGING_BYTES: usize = 64 << 20;
 
     /// Open device `device` (0 = the first) and create the replay stream.
     fn open(device: u32) -> ApiResult<Self>;

@@ -7,7 +7,7 @@ use rrstore_format::image::detect;
 
 use super::api::{ApiQueue, DeviceApi, LoadFailure};
 use super::arena::DeviceArena;
-use super::{GpuBackend, STAGING_BUFFERS, STAGING_BYTES};
+use super::{GpuBackend, STAGING_BUFFERS};
 use crate::backend::args::{dynamic_shared_opt_in, KernelParams, LaunchDims};
 use crate::backend::staging::ArenaUploads;
 use crate::backend::target;
@@ -39,7 +39,7 @@ impl<D: DeviceApi> Backend for GpuBackend<D> {
             base,
             size,
             STAGING_BUFFERS,
-            STAGING_BYTES,
+            D::STAGING_BYTES,
         )?);
         Ok(())
     }

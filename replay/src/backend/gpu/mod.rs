@@ -35,11 +35,11 @@ use super::placeholder::Placeholder;
 use super::staging::{UploadStats, Uploads};
 use super::BackendError;
 
-/// Staging buffers: count x at most [`STAGING_BYTES`] of pinned host memory.
+/// Staging buffers: count x at most [`DeviceApi::STAGING_BYTES`] of pinned
+/// host memory (64 MiB by default: the engine decodes each window on all
+/// cores, so the per-window cost of starting its threads stays small next
+/// to the copy).
 const STAGING_BUFFERS: usize = 3;
-/// 64 MiB windows: the engine decodes each on all cores, so the per-window
-/// cost of starting its threads stays small next to the copy.
-const STAGING_BYTES: usize = 64 << 20;
 
 /// A replay on one GPU through the device API `D`.
 pub struct GpuBackend<D: DeviceApi> {

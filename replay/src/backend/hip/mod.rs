@@ -76,6 +76,7 @@ impl DeviceApi for HipApi {
     const NAME: &'static str = "hip";
     const RUNTIME: &'static str = "the HIP runtime";
     const HOLDS_PLACEHOLDER: bool = true;
+    const STAGING_BYTES: usize = 32 << 20;
 
     fn open(device: u32) -> ApiResult<Self> {
         let rt = HipRuntime::load()?;
