@@ -7,7 +7,7 @@
 mod store_common;
 
 use std::os::unix::fs::symlink;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use store_common::*;
 
@@ -17,17 +17,31 @@ fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
-#[test]
-fn replay_and_inspect_refuse_a_part_file_linked_outside_unless_followed() {
-    let tmp = tempfile::tempdir().unwrap();
-    let store = tmp.path().join("store");
-    let rec = tmp.path().join("rec");
+/// saxpy copied to `dir/rec` with its `.memory` moved to `dir/elsewhere/data`
+/// and linked back: (the recording's directory, the link).
+fn saxpy_linked_outside(dir: &Path) -> (PathBuf, PathBuf) {
+    let rec = dir.join("rec");
     copy_tree(&fixtures().join("llvm22-host/saxpy"), &rec);
-    let elsewhere = tmp.path().join("elsewhere");
+    let elsewhere = dir.join("elsewhere");
     std::fs::create_dir(&elsewhere).unwrap();
     let memory = rec.join(format!("{SAXPY}.memory"));
     std::fs::rename(&memory, elsewhere.join("data")).unwrap();
     symlink("../elsewhere/data", &memory).unwrap();
+    (rec, memory)
+}
+
+/// Whether `err` refuses the link and names the flag that follows it.
+fn refuses_the_link(err: &str) -> bool {
+    err.contains(&format!("{SAXPY}.memory is a symbolic link"))
+        && err.contains("outside the recording's directory")
+        && err.contains("--follow-symlinks")
+}
+
+#[test]
+fn replay_and_inspect_refuse_a_part_file_linked_outside_unless_followed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    let (rec, _) = saxpy_linked_outside(tmp.path());
     let desc = rec.join(format!("{SAXPY}.json"));
 
     // The directory and the descriptor, as replay and inspect take them.
@@ -35,12 +49,7 @@ fn replay_and_inspect_refuse_a_part_file_linked_outside_unless_followed() {
         for verb in ["replay", "inspect"] {
             let (code, err) = fails(&store, &[verb, target]);
             assert_eq!(code, 4, "{verb} {target}: {err}");
-            assert!(
-                err.contains(&format!("{SAXPY}.memory is a symbolic link"))
-                    && err.contains("outside the recording's directory")
-                    && err.contains("--follow-symlinks"),
-                "{verb} {target}: {err}"
-            );
+            assert!(refuses_the_link(&err), "{verb} {target}: {err}");
         }
     }
     // Nothing was replayed: no history row.
@@ -60,22 +69,11 @@ fn replay_and_inspect_refuse_a_part_file_linked_outside_unless_followed() {
 fn a_part_file_linked_outside_its_directory_is_refused_unless_followed() {
     let tmp = tempfile::tempdir().unwrap();
     let store = tmp.path().join("store");
-    let rec = tmp.path().join("rec");
-    copy_tree(&fixtures().join("llvm22-host/saxpy"), &rec);
-    let elsewhere = tmp.path().join("elsewhere");
-    std::fs::create_dir(&elsewhere).unwrap();
-    let memory = rec.join(format!("{SAXPY}.memory"));
-    std::fs::rename(&memory, elsewhere.join("data")).unwrap();
-    symlink("../elsewhere/data", &memory).unwrap();
+    let (rec, memory) = saxpy_linked_outside(tmp.path());
 
     let (code, err) = fails(&store, &["import", s(&rec)]);
     assert_eq!(code, 4, "{err}");
-    assert!(
-        err.contains(&format!("{SAXPY}.memory is a symbolic link"))
-            && err.contains("outside the recording's directory")
-            && err.contains("--follow-symlinks"),
-        "{err}"
-    );
+    assert!(refuses_the_link(&err), "{err}");
     assert!(ls_ids(&store).is_empty());
     let (code, err) = fails(
         &store,
@@ -91,7 +89,7 @@ fn a_part_file_linked_outside_its_directory_is_refused_unless_followed() {
     // A link that stays inside the directory is fine.
     let store2 = tmp.path().join("store2");
     std::fs::remove_file(&memory).unwrap();
-    std::fs::rename(elsewhere.join("data"), rec.join("data")).unwrap();
+    std::fs::rename(tmp.path().join("elsewhere/data"), rec.join("data")).unwrap();
     symlink("data", &memory).unwrap();
     ok(&store2, &["import", s(&rec)]);
     assert_eq!(ls_ids(&store2), ls_ids(&store));

@@ -8,7 +8,7 @@ mod store_common;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
-use rrstore_format::archive::layout::{Bytes32, Index, Manifest, Trailer, TRAILER_LEN};
+use rrstore_format::archive::layout::{blocks, reseal_both};
 use rrstore_format::PartRole;
 use store_common::*;
 
@@ -170,45 +170,6 @@ fn export_of_several_writes_none_when_one_cannot_be_written() {
     );
 }
 
-/// Split an archive into (trailer, manifest, index).
-fn split(bytes: &[u8]) -> (Trailer, Manifest, Index) {
-    let t = Trailer::decode(
-        bytes[bytes.len() - TRAILER_LEN as usize..]
-            .try_into()
-            .unwrap(),
-    )
-    .unwrap();
-    let m = &bytes[t.manifest_offset as usize..(t.manifest_offset + t.manifest_len) as usize];
-    let i = &bytes[t.index_offset as usize..(t.index_offset + t.index_len) as usize];
-    (
-        t,
-        rmp_serde::from_slice(m).unwrap(),
-        rmp_serde::from_slice(i).unwrap(),
-    )
-}
-
-/// The archive with a new manifest and index (valid checksums).
-fn rebuild(bytes: &[u8], m: &Manifest, i: &Index) -> Vec<u8> {
-    let (t, _, _) = split(bytes);
-    let manifest = rmp_serde::to_vec_named(m).unwrap();
-    let index = rmp_serde::to_vec_named(i).unwrap();
-    let mut out = bytes[..t.manifest_offset as usize].to_vec();
-    let manifest_offset = out.len() as u64;
-    out.extend_from_slice(&manifest);
-    let index_offset = out.len() as u64;
-    out.extend_from_slice(&index);
-    let t = Trailer {
-        manifest_offset,
-        manifest_len: manifest.len() as u64,
-        index_offset,
-        index_len: index.len() as u64,
-        manifest_blake3: *blake3::hash(&manifest).as_bytes(),
-        index_blake3: *blake3::hash(&index).as_bytes(),
-    };
-    out.extend_from_slice(&t.encode());
-    out
-}
-
 /// Bytes available to unprivileged users on the file system of `dir`.
 fn available(dir: &Path) -> u64 {
     let o = std::process::Command::new("df")
@@ -238,7 +199,7 @@ fn unpack_checks_free_space_before_writing_a_huge_claimed_part() {
     let rra = tmp.path().join("zeros.rra");
     pack(&store, &rec, &rra);
     let bytes = std::fs::read(&rra).unwrap();
-    let (_, mut m, mut i) = split(&bytes);
+    let (_, mut m, mut i) = blocks(&bytes).unwrap();
     let row = i.parts[0].chunks[0];
     let chunk_len = u64::from(i.chunks[row as usize].3);
     // At least 8 GiB, and more than the disk has whatever its size.
@@ -276,9 +237,8 @@ fn unpack_checks_free_space_before_writing_a_huge_claimed_part() {
     m.recording.descriptor = desc.replacen(&field, &edited, 1).into_bytes();
     let needed: u64 =
         m.recording.parts.iter().map(|p| p.len).sum::<u64>() + m.recording.descriptor.len() as u64;
-    m.id = Bytes32(m.recording.id().0);
     let huge = tmp.path().join("huge.rra");
-    let hostile = rebuild(&bytes, &m, &i);
+    let hostile = reseal_both(&bytes, |mm, ii| (*mm, *ii) = (m, i)).unwrap();
     assert!(hostile.len() < (8 << 20), "{} bytes", hostile.len());
     std::fs::write(&huge, &hostile).unwrap();
 
@@ -308,7 +268,7 @@ fn a_source_failing_in_a_later_part_leaves_no_file_behind() {
     let rra = tmp.path().join("saxpy.rra");
     pack(&store, &saxpy(), &rra);
     let mut bytes = std::fs::read(&rra).unwrap();
-    let (_, m, i) = split(&bytes);
+    let (_, m, i) = blocks(&bytes).unwrap();
     // A chunk only the image (after the .json, .memory and output) uses.
     let k = m
         .recording

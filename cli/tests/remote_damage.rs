@@ -18,22 +18,19 @@ fn files(dir: &Path) -> Vec<PathBuf> {
 
 #[test]
 fn pull_all_pulls_every_intact_recording_and_names_the_damaged_one() {
-    let t = tempfile::tempdir().unwrap();
-    let (a, b) = (t.path().join("a"), t.path().join("b"));
-    let rdir = t.path().join("r");
-    let url = format!("file://{}", rdir.display());
-    import(&a, &["saxpy", "globals", "reduction", "multi"]);
-    let all = ids(&a, None);
+    let FileRemote {
+        t,
+        a,
+        b,
+        rdir,
+        url,
+        all,
+    } = file_remote(&ELEVEN);
     assert_eq!(all.len(), 11);
-    ok(&a, &["remote", "add", "r", &url]);
     ok(&a, &["push", "r", "--all"]);
     // Damage the manifest of one recording in the middle of the list.
     let bad = all[5].clone();
-    let man = rdir.join("recordings").join(&bad);
-    let mut m = std::fs::read(&man).unwrap();
-    let k = m.len() / 2;
-    m[k] ^= 0x10;
-    std::fs::write(&man, &m).unwrap();
+    let man = corrupt_manifest(&rdir, &bad);
 
     ok(&b, &["remote", "add", "r", &url]);
     let o = run(&b, &["pull", "r", "--all", "--json"]);
@@ -67,20 +64,17 @@ fn pull_all_pulls_every_intact_recording_and_names_the_damaged_one() {
 
 #[test]
 fn ls_and_filtered_pulls_skip_a_corrupt_manifest_and_name_it() {
-    let t = tempfile::tempdir().unwrap();
-    let a = t.path().join("a");
-    let rdir = t.path().join("r");
-    let url = format!("file://{}", rdir.display());
-    import(&a, &["saxpy", "globals", "reduction", "multi"]);
-    let all = ids(&a, None);
-    ok(&a, &["remote", "add", "r", &url]);
+    let FileRemote {
+        t,
+        a,
+        rdir,
+        url,
+        all,
+        ..
+    } = file_remote(&ELEVEN);
     ok(&a, &["push", "r", "--all"]);
     let bad = all[5].clone();
-    let man = rdir.join("recordings").join(&bad);
-    let mut m = std::fs::read(&man).unwrap();
-    let k = m.len() / 2;
-    m[k] ^= 0x10;
-    std::fs::write(&man, &m).unwrap();
+    corrupt_manifest(&rdir, &bad);
     let intact: Vec<String> = all.iter().filter(|id| **id != bad).cloned().collect();
     let names_bad = |err: &str| {
         err.contains(&bad)
@@ -144,12 +138,15 @@ fn plant(path: &Path, age: Duration) {
 
 #[test]
 fn temporary_files_of_interrupted_pushes_are_ignored_and_removed() {
-    let t = tempfile::tempdir().unwrap();
-    let (a, b) = (t.path().join("a"), t.path().join("b"));
-    let rdir = t.path().join("r");
-    let url = format!("file://{}", rdir.display());
-    import(&a, &["saxpy", "globals"]);
-    ok(&a, &["remote", "add", "r", &url]);
+    // `_t` keeps the scratch directory for the test's length.
+    let FileRemote {
+        t: _t,
+        a,
+        b,
+        rdir,
+        url,
+        ..
+    } = file_remote(&["saxpy", "globals"]);
     ok(&a, &["push", "r", "--all"]);
     // A push leaves only objects: nothing under tmp/, no staging names.
     let pushed = files(&rdir);

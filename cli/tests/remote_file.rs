@@ -57,14 +57,15 @@ fn remote_add_ls_rm_and_bad_input() {
 
 #[test]
 fn push_ls_pull_round_trip_and_resume() {
-    let t = tempfile::tempdir().unwrap();
-    let (a, b) = (t.path().join("a"), t.path().join("b"));
-    let rdir = t.path().join("remote");
-    let url = format!("file://{}", rdir.display());
-    import(&a, &["saxpy", "globals", "reduction", "multi"]);
-    let all = ids(&a, None);
+    let FileRemote {
+        t,
+        a,
+        b,
+        rdir: _,
+        url,
+        all,
+    } = file_remote(&ELEVEN);
     assert_eq!(all.len(), 11);
-    ok(&a, &["remote", "add", "r", &url]);
     // Push one recording first, then everything: the second push skips what
     // the first sent.
     let first = json(&a, &["push", "r", &all[0][..8], "--json"]);
@@ -149,12 +150,9 @@ fn pull_selects_by_prefix_kernel_label_and_reuses_local_chunks() {
 
 #[test]
 fn corrupt_remote_objects_are_refused_and_nothing_is_imported() {
-    let t = tempfile::tempdir().unwrap();
-    let (a, b) = (t.path().join("a"), t.path().join("b"));
-    let rdir = t.path().join("r");
-    let url = format!("file://{}", rdir.display());
-    import(&a, &["saxpy"]);
-    ok(&a, &["remote", "add", "r", &url]);
+    let FileRemote {
+        t, a, b, rdir, url, ..
+    } = file_remote(&["saxpy"]);
     ok(&a, &["push", "r", "--all"]);
     ok(&b, &["remote", "add", "r", &url]);
     // Flip a byte in the biggest chunk object.
@@ -220,14 +218,11 @@ fn remotes_written_in_layout_1_stay_readable_and_writable() {
 
 #[test]
 fn images_travel_with_push_and_pull_images() {
-    let t = tempfile::tempdir().unwrap();
-    let (a, b) = (t.path().join("a"), t.path().join("b"));
-    let rdir = t.path().join("r");
-    let url = format!("file://{}", rdir.display());
-    import(&a, &["saxpy"]);
+    let FileRemote {
+        t, a, b, rdir, url, ..
+    } = file_remote(&["saxpy"]);
     let lib = add_images(&a, t.path());
     assert_eq!(lib.len(), 2);
-    ok(&a, &["remote", "add", "r", &url]);
     // --images alone: only the images (no recording manifest).
     let pushed = json(&a, &["push", "r", "--images", "--json"]);
     assert_eq!(

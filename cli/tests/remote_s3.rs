@@ -32,7 +32,7 @@ fn s3_push_ls_pull_round_trip() {
     moto.create_bucket("rr-test");
     let t = tempfile::tempdir().unwrap();
     let (a, b) = (t.path().join("a"), t.path().join("b"));
-    import(&a, &["saxpy", "globals", "reduction", "multi"]);
+    import(&a, &ELEVEN);
     let all = ids(&a, None);
     add(&a, "lab", "s3://rr-test/team/x", &moto.endpoint());
     let pushed = json(&a, &["push", "lab", "--all", "--json"]);

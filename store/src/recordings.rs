@@ -2,41 +2,20 @@
 //! recording only drops its index rows; `gc` reclaims the space.
 
 use rrstore_format::RecordingId;
-use rusqlite::TransactionBehavior;
 
 use crate::error::{Result, StoreError};
+use crate::index::write;
 use crate::Store;
 
 impl Store {
     /// Remove recordings from the index (their chunks stay until `gc`).
     /// Returns how many were removed.
     pub fn remove(&mut self, ids: &[RecordingId]) -> Result<usize> {
-        let path = self.index_path();
-        let err = |source| StoreError::Index {
-            path: path.clone(),
-            context: "removing recordings".into(),
-            source,
-        };
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(err)?;
-        let mut n = 0;
-        for id in ids {
-            n += tx
-                .execute("DELETE FROM recordings WHERE id = ?1", [&id.0[..]])
-                .map_err(err)?;
-            tx.execute(
-                "DELETE FROM recording_parts WHERE recording = ?1",
-                [&id.0[..]],
-            )
-            .map_err(err)?;
-            tx.execute("DELETE FROM tags WHERE recording = ?1", [&id.0[..]])
-                .map_err(err)?;
-            tx.execute("DELETE FROM manifests WHERE id = ?1", [&id.0[..]])
-                .map_err(err)?;
-        }
-        tx.commit().map_err(err)?;
+        let index = self.index_path();
+        let n = write::in_transaction(&mut self.conn, &index, "removing recordings", |tx| {
+            ids.iter()
+                .try_fold(0, |n, id| Ok(n + write::delete_recording(tx, &id.0)?))
+        })?;
         for id in ids {
             crate::recovery::remove_recording(self.dir(), id)?;
         }
@@ -58,32 +37,16 @@ impl Store {
         if !self.contains(id)? {
             return Err(StoreError::NotFound(id.to_hex()));
         }
-        let path = self.index_path();
-        let err = |source| StoreError::Index {
-            path: path.clone(),
-            context: "updating tags".into(),
-            source,
-        };
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(err)?;
-        for k in remove {
-            tx.execute(
-                "DELETE FROM tags WHERE recording = ?1 AND key = ?2",
-                rusqlite::params![&id.0[..], k],
-            )
-            .map_err(err)?;
-        }
-        for (k, v) in set {
-            tx.execute(
-                "INSERT INTO tags (recording, key, value) VALUES (?1, ?2, ?3) \
-                 ON CONFLICT (recording, key) DO UPDATE SET value = excluded.value",
-                rusqlite::params![&id.0[..], k, v],
-            )
-            .map_err(err)?;
-        }
-        tx.commit().map_err(err)?;
+        let index = self.index_path();
+        write::in_transaction(&mut self.conn, &index, "updating tags", |tx| {
+            for k in remove {
+                write::remove_tag(tx, &id.0, k)?;
+            }
+            for (k, v) in set {
+                write::set_tag(tx, &id.0, k, v)?;
+            }
+            Ok(())
+        })?;
         crate::recovery::write_recording(self.conn(), self.dir(), id)
     }
 }

@@ -359,3 +359,47 @@ pub fn images(store: &Path) -> Vec<serde_json::Value> {
     v.sort_by_key(|r| r["hash"].as_str().unwrap().to_string());
     v
 }
+
+/// The fixture sets the round-trip tests move: 11 recordings.
+pub const ELEVEN: [&str; 4] = ["saxpy", "globals", "reduction", "multi"];
+
+/// A scratch directory with store `a` holding the recordings of `sets`
+/// (`all`: their sorted IDs) and the file remote `r` at `rdir` (created by
+/// the first push) added to it; `b` is a second store, not created yet.
+pub struct FileRemote {
+    pub t: tempfile::TempDir,
+    pub a: PathBuf,
+    pub b: PathBuf,
+    pub rdir: PathBuf,
+    pub url: String,
+    pub all: Vec<String>,
+}
+
+pub fn file_remote(sets: &[&str]) -> FileRemote {
+    let t = tempfile::tempdir().unwrap();
+    let (a, b) = (t.path().join("a"), t.path().join("b"));
+    let rdir = t.path().join("r");
+    let url = format!("file://{}", rdir.display());
+    import(&a, sets);
+    let all = ids(&a, None);
+    ok(&a, &["remote", "add", "r", &url]);
+    FileRemote {
+        t,
+        a,
+        b,
+        rdir,
+        url,
+        all,
+    }
+}
+
+/// Flip one bit in the middle of recording `id`'s manifest on the file
+/// remote at `rdir`; the manifest's path.
+pub fn corrupt_manifest(rdir: &Path, id: &str) -> PathBuf {
+    let man = rdir.join("recordings").join(id);
+    let mut m = std::fs::read(&man).unwrap();
+    let k = m.len() / 2;
+    m[k] ^= 0x10;
+    std::fs::write(&man, &m).unwrap();
+    man
+}

@@ -237,6 +237,22 @@ pub fn reseal_with(archive: &[u8], edit: impl FnOnce(&mut Manifest)) -> Option<V
     reseal_both(archive, |m, _| edit(m))
 }
 
+/// The trailer, manifest and index of a complete version 1 archive,
+/// decoded without checking their checksums (for tests that edit them);
+/// `None` when `archive` is not one.
+#[doc(hidden)]
+pub fn blocks(archive: &[u8]) -> Option<(Trailer, Manifest, Index)> {
+    let tail = archive.len().checked_sub(TRAILER_LEN as usize)?;
+    let t = Trailer::decode(archive[tail..].try_into().ok()?)?;
+    let block = |off: u64, len: u64| {
+        let start = usize::try_from(off).ok()?;
+        archive.get(start..start.checked_add(usize::try_from(len).ok()?)?)
+    };
+    let manifest = rmp_serde::from_slice(block(t.manifest_offset, t.manifest_len)?).ok()?;
+    let index = rmp_serde::from_slice(block(t.index_offset, t.index_len)?).ok()?;
+    Some((t, manifest, index))
+}
+
 /// [`reseal_with`] editing the index too (e.g. a part dropped or repeated
 /// in both, so that only the recording's own consistency is wrong).
 #[doc(hidden)]
@@ -244,15 +260,7 @@ pub fn reseal_both(
     archive: &[u8],
     edit: impl FnOnce(&mut Manifest, &mut Index),
 ) -> Option<Vec<u8>> {
-    let tail = archive.len().checked_sub(TRAILER_LEN as usize)?;
-    let t = Trailer::decode(archive[tail..].try_into().ok()?)?;
-    let block = |off: u64, len: u64| {
-        let start = usize::try_from(off).ok()?;
-        archive.get(start..start.checked_add(usize::try_from(len).ok()?)?)
-    };
-    let mut manifest: Manifest =
-        rmp_serde::from_slice(block(t.manifest_offset, t.manifest_len)?).ok()?;
-    let mut index: Index = rmp_serde::from_slice(block(t.index_offset, t.index_len)?).ok()?;
+    let (t, mut manifest, mut index) = blocks(archive)?;
     edit(&mut manifest, &mut index);
     manifest.id = Bytes32(manifest.recording.id().0);
     let manifest = rmp_serde::to_vec_named(&manifest).ok()?;

@@ -1,7 +1,8 @@
 //! The one write path for stored data: every import, `.rra` copy, stand-alone
 //! object and pull indexes its chunks, parts and the row that keeps them
 //! through [`commit`], and repeats an attempt that gc raced through
-//! [`retry_raced`].
+//! [`retry_raced`]; the edits that only remove or relabel rows (`rm`,
+//! `image rm`, tags) run their typed statements in [`in_transaction`].
 //!
 //! Invariant (spec/STORE.md, "Index writes"): the pack bytes a write indexes
 //! are synced before it starts; one `BEGIN IMMEDIATE` transaction then
@@ -144,6 +145,69 @@ pub(crate) fn retry_raced<S, T, E: From<StoreError>>(
         what(state)
     ))
     .into())
+}
+
+/// Run `edit` in one `BEGIN IMMEDIATE` transaction of the index at `index`
+/// (all of it or nothing); a failed statement is an error naming `context`.
+/// The edits that only remove or relabel rows (rm, image rm, tags) go
+/// through here; they reuse nothing, so there is nothing to re-check.
+pub(crate) fn in_transaction<T>(
+    conn: &mut Connection,
+    index: &Path,
+    context: &str,
+    edit: impl FnOnce(&Transaction) -> rusqlite::Result<T>,
+) -> Result<T> {
+    let err = super::err(index, context);
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(&err)?;
+    let v = edit(&tx).map_err(&err)?;
+    tx.commit().map_err(&err)?;
+    Ok(v)
+}
+
+/// Drop the rows of recording `id` (recording, part list, tags, manifest);
+/// 1 when it was there. Its parts and chunks stay until gc.
+pub(crate) fn delete_recording(tx: &Transaction, id: &[u8; 32]) -> rusqlite::Result<usize> {
+    let n = tx.execute("DELETE FROM recordings WHERE id = ?1", [&id[..]])?;
+    for sql in [
+        "DELETE FROM recording_parts WHERE recording = ?1",
+        "DELETE FROM tags WHERE recording = ?1",
+        "DELETE FROM manifests WHERE id = ?1",
+    ] {
+        tx.execute(sql, [&id[..]])?;
+    }
+    Ok(n)
+}
+
+/// Drop the image library row of `hash`; 1 when it was there. Its part
+/// stays until gc.
+pub(crate) fn delete_image(tx: &Transaction, hash: &[u8; 32]) -> rusqlite::Result<usize> {
+    tx.execute("DELETE FROM images WHERE hash = ?1", [&hash[..]])
+}
+
+/// Set `key = value` on recording `id`, replacing a previous value.
+pub(crate) fn set_tag(
+    tx: &Transaction,
+    id: &[u8; 32],
+    key: &str,
+    value: &str,
+) -> rusqlite::Result<()> {
+    tx.execute(
+        "INSERT INTO tags (recording, key, value) VALUES (?1, ?2, ?3) \
+         ON CONFLICT (recording, key) DO UPDATE SET value = excluded.value",
+        rusqlite::params![&id[..], key, value],
+    )
+    .map(drop)
+}
+
+/// Remove the tag `key` of recording `id` (nothing when it has none).
+pub(crate) fn remove_tag(tx: &Transaction, id: &[u8; 32], key: &str) -> rusqlite::Result<()> {
+    tx.execute(
+        "DELETE FROM tags WHERE recording = ?1 AND key = ?2",
+        rusqlite::params![&id[..], key],
+    )
+    .map(drop)
 }
 
 fn reused_still_there(tx: &Transaction, w: &Write<'_>) -> rusqlite::Result<bool> {
@@ -323,5 +387,32 @@ mod tests {
         assert_eq!(done.ok(), Some(Outcome::Committed));
         assert_eq!((count(&store, "chunks"), count(&store, "parts")), (1, 1));
         assert_eq!(count(&store, "part_chunks"), 2);
+    }
+
+    /// An edit is all or nothing: a statement that fails after others
+    /// succeeded leaves the index as it was, and the error names the edit
+    /// and the index.
+    #[test]
+    fn a_failed_edit_leaves_the_index_as_it_was() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut store = Store::open(dir.path()).expect("store");
+        let index = store.index_path();
+        let id = [5u8; 32];
+        let rec = "INSERT INTO tags (recording, key, value) VALUES (?1, 'k', 'v')";
+        store.conn.execute(rec, [&id[..]]).expect("a tag row");
+        let e = in_transaction(&mut store.conn, &index, "updating tags", |tx| {
+            remove_tag(tx, &id, "k")?;
+            set_tag(tx, &id, "k2", "v2")?;
+            tx.execute("INSERT INTO no_such_table VALUES (1)", [])
+        })
+        .unwrap_err();
+        assert_eq!(count(&store, "tags"), 1, "nothing of the edit stayed");
+        let msg = e.to_string();
+        assert!(msg.contains("updating tags"), "{msg}");
+        let n = in_transaction(&mut store.conn, &index, "removing", |tx| {
+            Ok(delete_recording(tx, &id)? + delete_image(tx, &id)?)
+        })
+        .expect("removing");
+        assert_eq!((n, count(&store, "tags")), (0, 0), "tags go with the id");
     }
 }
