@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use super::{cuda, hip};
+use super::{cuda, hip, BackendError};
 
 /// One device of a backend.
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
@@ -100,53 +100,56 @@ pub fn host() -> BackendStatus {
     }
 }
 
-pub fn cuda() -> BackendStatus {
-    match cuda::driver::list() {
-        Ok((version, devs)) => BackendStatus {
-            backend: "cuda",
-            available: !devs.is_empty(),
-            runtime: Some(format!("CUDA driver {version}")),
-            reason: devs.is_empty().then(|| "no CUDA device".to_string()),
-            devices: devs
-                .into_iter()
-                .map(|d| Device {
-                    index: d.ordinal,
-                    target: d.target().describe(),
-                    compute_capability: Some(format!(
-                        "{}.{}",
-                        d.compute_capability.0, d.compute_capability.1
-                    )),
-                    memory_bytes: Some(d.memory_bytes),
-                    cores: None,
-                    name: d.name,
-                })
-                .collect(),
+/// A GPU backend's status from its listing: the runtime line and devices,
+/// or why it is unavailable (`none`: what to say when it lists no device).
+fn gpu_status(
+    backend: &'static str,
+    none: &str,
+    listed: Result<(String, Vec<Device>), BackendError>,
+) -> BackendStatus {
+    match listed {
+        Ok((runtime, devices)) => BackendStatus {
+            backend,
+            available: !devices.is_empty(),
+            runtime: Some(runtime),
+            reason: devices.is_empty().then(|| none.to_string()),
+            devices,
         },
-        Err(e) => unavailable("cuda", e.to_string()),
+        Err(e) => unavailable(backend, e.to_string()),
     }
 }
 
+pub fn cuda() -> BackendStatus {
+    let listed = cuda::driver::list().map(|(version, devs)| {
+        let devices = devs.into_iter().map(|d| Device {
+            index: d.ordinal,
+            target: d.target().describe(),
+            compute_capability: Some(format!(
+                "{}.{}",
+                d.compute_capability.0, d.compute_capability.1
+            )),
+            memory_bytes: Some(d.memory_bytes),
+            cores: None,
+            name: d.name,
+        });
+        (format!("CUDA driver {version}"), devices.collect())
+    });
+    gpu_status("cuda", "no CUDA device", listed)
+}
+
 pub fn hip() -> BackendStatus {
-    match hip::list() {
-        Ok((version, devs)) => BackendStatus {
-            backend: "hip",
-            available: !devs.is_empty(),
-            runtime: Some(format!("HIP runtime {version}")),
-            reason: devs.is_empty().then(|| "no AMD GPU".to_string()),
-            devices: devs
-                .into_iter()
-                .map(|d| Device {
-                    index: d.ordinal,
-                    target: d.gcn_arch_name,
-                    compute_capability: None,
-                    memory_bytes: Some(d.memory_bytes),
-                    cores: None,
-                    name: d.name,
-                })
-                .collect(),
-        },
-        Err(e) => unavailable("hip", e.to_string()),
-    }
+    let listed = hip::list().map(|(version, devs)| {
+        let devices = devs.into_iter().map(|d| Device {
+            index: d.ordinal,
+            target: d.gcn_arch_name,
+            compute_capability: None,
+            memory_bytes: Some(d.memory_bytes),
+            cores: None,
+            name: d.name,
+        });
+        (format!("HIP runtime {version}"), devices.collect())
+    });
+    gpu_status("hip", "no AMD GPU", listed)
 }
 
 /// Every backend, host first. Never fails: a missing driver is a status.
