@@ -8,8 +8,8 @@
 //! event recorded behind it; the next buffer is reused only once its event
 //! has completed, so the DMA of one buffer overlaps filling the next.
 //!
-//! The device side is a [`DmaQueue`]: CUDA (`cuda/staging.rs`) and HIP
-//! (`hip/staging.rs`) implement it over their driver calls; the tests below
+//! The device side is a [`DmaQueue`]: the GPU backend's over its device
+//! API's stream ([`crate::backend::gpu::ApiQueue`]); the tests below
 //! over host memory.
 
 use std::time::{Duration, Instant};
