@@ -6,7 +6,7 @@
 //! fallbacks of [`crate::backend::reservation`]) and map memory there,
 //! upload the input through pinned, multi-buffered staging
 //! ([`crate::backend::staging`]), load the image, set up the device state
-//! LLVM's plugin creates ([`setup`]: environment, RPC refusal,
+//! LLVM's plugin creates (`setup.rs`: environment, RPC refusal,
 //! constructors), write the globals asynchronously on the replay stream,
 //! launch (opting in to more than 48 KiB of shared memory where the device
 //! needs it), poll for the end without blocking past `--timeout`,
@@ -16,7 +16,7 @@
 //! * [`api`]: the device-API trait CUDA and HIP implement (a new GPU
 //!   backend implements it too).
 //! * [`arena`]: the reservation and its mapping.
-//! * [`setup`]: device environment and constructors.
+//! * `setup.rs`: device environment and constructors.
 //! * `backend.rs`: the [`Backend`](crate::backend::Backend) implementation.
 
 pub mod api;
