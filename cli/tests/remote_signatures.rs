@@ -308,6 +308,6 @@ fn s3_signed_push_and_pull() {
         &b,
         &["pull", "lab", "--all", "--require-signed-by", &public],
     );
-    assert_eq!(ids(&b, None), [id.clone()]);
+    assert_eq!(ids(&b, None), std::slice::from_ref(&id));
     assert_eq!(signers(&b, &id), [(key_id(&public), "alice".into())]);
 }

@@ -12,7 +12,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use ed25519_dalek::{Signature, Signer as _, SigningKey, Verifier as _, VerifyingKey};
+use ed25519_dalek::{Signature, Signer as _, SigningKey, VerifyingKey};
 use rrstore_format::id::hex;
 use rrstore_format::RecordingId;
 
@@ -309,7 +309,7 @@ impl SignatureObject {
             .public
             .verifying()
             .ok_or("its public key is not a point of the curve")?;
-        key.verify(
+        key.verify_strict(
             &message(id, &obj.public, &obj.name),
             &Signature::from_bytes(&obj.signature),
         )
