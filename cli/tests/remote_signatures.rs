@@ -160,6 +160,10 @@ fn signed_pull_refusals_two_signers_and_config() {
     let (alice_key, alice) = key(&keys, "alice");
     let (bob_key, bob) = key(&keys, "bob");
     let (_, eve) = key(&keys, "eve");
+    // A key file that cannot be read fails the push before anything is sent.
+    let (code, err) = fails(&a, &["push", "r", "--all", "--sign", "/nonexistent/k"]);
+    assert_eq!(code, 3, "{err}");
+    assert!(!rdir.join("recordings").exists());
     // saxpy signed by alice; globals pushed unsigned.
     let out = ok(
         &a,
@@ -183,6 +187,22 @@ fn signed_pull_refusals_two_signers_and_config() {
         "{shown}"
     );
     assert_eq!(signers(&b, &saxpy), [(key_id(&alice), "alice".into())]);
+    // A kept signature changed on disk is reported, not believed.
+    let kept = b.join(format!(
+        "meta/signatures/{}/{saxpy}/{}",
+        &saxpy[..2],
+        key_id(&alice)
+    ));
+    let body = std::fs::read(&kept).unwrap();
+    let mut bad = body.clone();
+    bad[40] ^= 1;
+    std::fs::write(&kept, &bad).unwrap();
+    let o = run(&b, &["show", &saxpy]);
+    assert!(o.status.success());
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("signed by"));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("is not a valid signature"));
+    assert!(signers(&b, &saxpy).is_empty());
+    std::fs::write(&kept, &body).unwrap();
 
     // Wrong key, unsigned, and a selection with one unsigned recording:
     // refused, nothing pulled, the store as it was.
@@ -195,6 +215,11 @@ fn signed_pull_refusals_two_signers_and_config() {
         "{err}"
     );
     assert!(err.contains("push --sign"), "{err}");
+    let (code, err) = fails(
+        &c,
+        &["pull", "r", &saxpy, "--require-signed-by", "ed25519:00"],
+    );
+    assert_eq!(code, 2, "{err}");
     let (code, err) = fails(&c, &["pull", "r", &globals, "--require-signed-by", &alice]);
     assert_eq!(code, SIGNATURE, "{err}");
     assert!(
