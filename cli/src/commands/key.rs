@@ -32,8 +32,8 @@ pub struct GenerateArgs {
     pub output: Option<PathBuf>,
     /// A name for the key, carried in its signatures and shown by `show`
     /// (letters, digits, spaces, `.`, `_`, `-`, `@`; at most 64).
-    #[arg(long, default_value = "")]
-    pub name: String,
+    #[arg(long)]
+    pub name: Option<String>,
     /// Replace an existing key file (its old key is lost).
     #[arg(long)]
     pub force: bool,
@@ -76,7 +76,7 @@ pub fn run(args: Args, _globals: &Globals) -> anyhow::Result<ExitCode> {
                     }
                 })?;
             }
-            let key = SecretKey::generate(&a.name)?;
+            let key = SecretKey::generate(a.name.as_deref().unwrap_or(""))?;
             if let Err(e) = key.write(&path, a.force) {
                 let exists = matches!(e, rrstore_store::signing::SigningError::Exists { .. });
                 let code =
