@@ -5,6 +5,7 @@
 //! store = "/data/rrstore"   # default store (after --store and $RRSTORE_DIR)
 //! timeout = 30              # default --timeout of replay, check and bisect, seconds
 //! remote = "lab"            # default remote of push, pull and `ls :`
+//! require_signed_by = ["ed25519:…"]  # default --require-signed-by of pull
 //! ```
 //!
 //! There is no sandbox mode yet, so no key for one.
@@ -26,6 +27,9 @@ pub struct Config {
     pub store: Option<PathBuf>,
     pub timeout: Option<f64>,
     pub remote: Option<String>,
+    /// Public keys `pull` requires a signature by (any of them), unless
+    /// the command line gives its own or `--allow-unsigned`.
+    pub require_signed_by: Option<Vec<String>>,
 }
 
 /// Where the configuration file is looked for.
@@ -74,6 +78,15 @@ pub fn load() -> anyhow::Result<Config> {
             .into());
         }
     }
+    for k in c.require_signed_by.iter().flatten() {
+        if let Err(e) = rrstore_store::signing::PublicKey::parse(k) {
+            return Err(rrstore_store::StoreError::Invalid(format!(
+                "the configuration file {} sets require_signed_by: {e}; fix or remove it",
+                p.display()
+            ))
+            .into());
+        }
+    }
     Ok(c)
 }
 
@@ -81,6 +94,11 @@ pub fn load() -> anyhow::Result<Config> {
 pub fn apply(c: &Config, cli: &mut Cli) {
     if cli.store.is_none() && std::env::var_os("RRSTORE_DIR").is_none_or(|v| v.is_empty()) {
         cli.store = c.store.clone();
+    }
+    if let Command::Pull(a) = &mut cli.command {
+        if a.require_signed_by.is_empty() && !a.allow_unsigned {
+            a.require_signed_by = c.require_signed_by.clone().unwrap_or_default();
+        }
     }
     let timeout = match &mut cli.command {
         Command::Replay(a) => &mut a.timeout,

@@ -51,6 +51,9 @@ pub const NO_OUTPUT: u8 = 18;
 pub const NOT_REPLAYABLE: u8 = 19;
 /// `replay`: --num-teams/--num-threads outside the recorded TeamsLimits/ThreadsLimits.
 pub const LAUNCH_LIMITS: u8 = 20;
+/// `pull --require-signed-by`: a recording is not signed by a required key,
+/// or its signature does not verify.
+pub const SIGNATURE: u8 = 21;
 /// Anything else (a bug in rrstore: please report it).
 pub const INTERNAL: u8 = 70;
 /// Standard output was closed before the command finished (`rrstore
@@ -133,6 +136,9 @@ pub fn code_for(err: &anyhow::Error) -> u8 {
         return code;
     }
     for cause in err.chain() {
+        if let Some(code) = signing_code_for(cause) {
+            return code;
+        }
         if cause.downcast_ref::<UsageError>().is_some() {
             return USAGE;
         }
@@ -326,6 +332,21 @@ fn remote_code_for(cause: &(dyn std::error::Error + 'static)) -> Option<u8> {
         R::Request { .. } | R::Setup { .. } | R::NoS3(_) => REMOTE,
         R::Corrupt { .. } => CORRUPT,
         R::Store(_) => return None,
+    })
+}
+
+/// Key files, public keys and refused signatures.
+fn signing_code_for(cause: &(dyn std::error::Error + 'static)) -> Option<u8> {
+    use rrstore_store::remote::signature::SignatureError;
+    use rrstore_store::signing::SigningError as K;
+    if let Some(SignatureError::Refused { .. }) = cause.downcast_ref() {
+        return Some(SIGNATURE);
+    }
+    Some(match cause.downcast_ref::<K>()? {
+        K::Read { .. } => NOT_FOUND,
+        K::BadKeyFile { .. } | K::BadPublicKey { .. } | K::BadName(_) => INVALID_INPUT,
+        K::Exists { .. } | K::Write { .. } => STORE,
+        K::Random(_) => INTERNAL,
     })
 }
 

@@ -90,6 +90,8 @@ pub enum Command {
     Push(commands::push::Args),
     /// Bring recordings from a remote (only the chunks this store lacks).
     Pull(commands::pull::Args),
+    /// Make and show the ed25519 keys that sign recordings (push --sign).
+    Key(commands::key::Args),
     /// Write an HTML report with charts of the history and the store.
     Report(commands::report::Args),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
@@ -153,6 +155,7 @@ fn main() -> ExitCode {
         Command::Remote(a) => commands::remote::run(a, &globals),
         Command::Push(a) => commands::push::run(a, &globals),
         Command::Pull(a) => commands::pull::run(a, &globals),
+        Command::Key(a) => commands::key::run(a, &globals),
         Command::Report(a) => commands::report::run(a, &globals),
         Command::Completions(a) => commands::completions::run(a),
         Command::Man(a) => commands::man::run(a),

@@ -420,6 +420,23 @@ fn code_20_outside_launch_limits() {
     assert_eq!(code, 20, "{err}");
 }
 
+#[test]
+fn code_21_not_signed_by_a_required_key() {
+    let (t, s) = scratch();
+    ok(&s, &["import", p(&fixtures().join(SAXPY))]);
+    let url = format!("file://{}", t.path().join("remote").display());
+    ok(&s, &["remote", "add", "r", &url]);
+    ok(&s, &["push", "r", "--all"]);
+    let key = t.path().join("k");
+    let public = ok(&s, &["key", "generate", "--output", p(&key)]);
+    // Pushed unsigned: a pull that requires the key's signature refuses it.
+    let (code, err) = code_of(
+        &s,
+        &["pull", "r", "--all", "--require-signed-by", public.trim()],
+    );
+    assert_eq!(code, 21, "{err}");
+}
+
 /// 70 (internal error) is what an error no row names maps to: a bug. No
 /// input triggers it on purpose (there is no test hook, and adding a
 /// panic or a fake error path would be a bug of its own); the other tests
@@ -442,7 +459,7 @@ fn code_70_and_the_table_is_the_contract() {
         .filter_map(|l| l.strip_prefix("| "))
         .filter_map(|l| l.split(' ').next()?.parse().ok())
         .collect();
-    let mut expected: Vec<u32> = (0..=20).collect();
+    let mut expected: Vec<u32> = (0..=21).collect();
     expected.extend([70, 141]);
     assert_eq!(codes, expected);
 }

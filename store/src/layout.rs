@@ -21,6 +21,9 @@ pub const META_DIR: &str = "meta";
 pub const META_RECORDINGS: &str = "recordings";
 /// Under [`META_DIR`]: one chunk list per part.
 pub const META_PARTS: &str = "parts";
+/// Under [`META_DIR`]: verified signatures of recordings, one directory per
+/// recording (store/src/signatures.rs).
+pub const META_SIGNATURES: &str = "signatures";
 /// Under [`META_DIR`]: recording files `repair` could not restore.
 pub const META_LOST: &str = "lost";
 

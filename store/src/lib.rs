@@ -23,6 +23,8 @@
 //! * Regression workflow: [`images`] (content-addressed images),
 //!   [`objects`] (stand-alone stored objects), [`outputs`] (saved replay
 //!   outputs, replay cache lookups), [`changes`] (`history --changes`).
+//! * Signed recordings: [`signing`] (keys, signature objects),
+//!   [`signatures`] (the verified signatures a store keeps).
 
 pub mod changes;
 pub mod error;
@@ -50,6 +52,8 @@ pub mod recovery;
 pub mod remote;
 pub mod repair;
 pub mod sharing;
+pub mod signatures;
+pub mod signing;
 pub mod sources;
 pub mod stats;
 pub mod verify;

@@ -21,6 +21,7 @@ pub mod storeutil;
 pub mod tag;
 pub mod verify;
 // Remote commands.
+pub mod key;
 pub mod pull;
 pub mod push;
 pub mod remote;

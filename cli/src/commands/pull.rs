@@ -2,20 +2,47 @@
 //! bring recordings (and the image library) from a remote, downloading only
 //! the chunks the store lacks. Recordings damaged on the remote are named
 //! on stderr and left out; the others are pulled, and the exit code is
-//! then CORRUPT.
+//! then CORRUPT. With `--require-signed-by PUBKEY` (or the configuration's
+//! `require_signed_by`), every selected recording must carry a valid
+//! signature by one of those keys, checked before anything is transferred
+//! (else exit code SIGNATURE). The valid signatures of the recordings
+//! pulled are kept in the store, for `show`.
 
 use std::process::ExitCode;
 
 use anyhow::Context;
+use rrstore_format::RecordingId;
 use rrstore_store::remote::list::{select, Selected, Selection};
+use rrstore_store::remote::signature as sign;
+use rrstore_store::signing::PublicKey;
 
 use super::remote::{lift, open, print_report, progress_bar, TransferArgs};
 use super::storeutil;
 use crate::Globals;
 
-pub type Args = TransferArgs;
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    pub transfer: TransferArgs,
+    /// Pull only recordings signed by one of these public keys
+    /// (`ed25519:HEX`, as `rrstore key show` prints; repeat the flag or
+    /// separate keys with commas); default: the configuration's
+    /// `require_signed_by`.
+    #[arg(long, value_name = "PUBKEY", value_delimiter = ',')]
+    pub require_signed_by: Vec<String>,
+    /// Ignore the configuration's `require_signed_by` for this pull.
+    #[arg(long, conflicts_with = "require_signed_by")]
+    pub allow_unsigned: bool,
+}
 
-pub fn run(mut args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
+pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
+    let required = args
+        .require_signed_by
+        .iter()
+        .map(|k| PublicKey::parse(k))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| crate::exit::UsageError(format!("--require-signed-by: {e}")))?;
+    let mut args = args.transfer;
     let mut store = storeutil::open_or_create(globals)?;
     let name = args.pick_remote(&store, globals.remote.as_deref())?;
     let remote = open(&store, &name, false)?;
@@ -32,6 +59,22 @@ pub fn run(mut args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
     } else {
         Selected::default()
     };
+    let ids: Vec<RecordingId> = wanted.recordings.iter().map(|(id, _)| *id).collect();
+    let found = sign::fetch(&remote, &ids).map_err(lift).with_context(ctx)?;
+    if !required.is_empty() {
+        if let Err(e) = sign::require(&remote, &ids, &found, &required) {
+            let e = match e {
+                sign::SignatureError::Remote(r) => return Err(lift(r).context(ctx())),
+                refused => anyhow::Error::new(refused).context(ctx()),
+            };
+            let code = crate::exit::report(&e);
+            eprintln!(
+                "hint: pull only recordings signed by a key you trust (the publisher signs them with \
+                 `rrstore push --sign KEY`), or leave the others out of the pull"
+            );
+            return Ok(code);
+        }
+    }
     let (bar, mut progress) = progress_bar(args.json || args.quiet);
     let report =
         rrstore_store::remote::pull::pull(&mut store, &remote, wanted, args.images, &mut progress)
@@ -39,6 +82,14 @@ pub fn run(mut args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
             .with_context(ctx);
     bar.finish_and_clear();
     let report = report?;
+    for id in report.ids.iter().chain(&report.present_ids) {
+        let Ok(id) = id.parse::<RecordingId>() else {
+            continue;
+        };
+        if let Some(f) = found.get(&id) {
+            store.keep_signatures(&id, &f.valid)?;
+        }
+    }
     print_report(&report, "pulled", args.json, args.quiet)?;
     if report.damaged.is_empty() {
         return Ok(ExitCode::SUCCESS);

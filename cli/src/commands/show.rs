@@ -1,9 +1,12 @@
 //! `rrstore show ID`: what `inspect` shows, plus the stored size and the
-//! other recordings that share chunks with it.
+//! other recordings that share chunks with it, and who signed it (the
+//! signatures the store kept when it pulled or signed the recording).
 
 use std::process::ExitCode;
 
 use rrstore_format::inspect::{describe, render_json, render_text};
+
+use rrstore_store::signatures::Kept;
 
 use super::storeutil::{self, bytes};
 use crate::Globals;
@@ -24,6 +27,17 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
     let summary = store.summary(&id)?;
     let sharing = store.sharing(&id)?;
     let d = describe(&rec, &[]);
+    let mut signers = Vec::new();
+    for k in store.signatures(&id)? {
+        match k {
+            Kept::Valid(s) => signers.push(s),
+            Kept::Invalid { path, reason } => eprintln!(
+                "warning: {} is not a valid signature of this recording ({reason}): it was changed \
+                 on disk; remove it, or pull the recording's signatures again",
+                path.display()
+            ),
+        }
+    }
     if args.json {
         let mut v: serde_json::Value = serde_json::from_str(&render_json(&d))?;
         if let Some(obj) = v.as_object_mut() {
@@ -38,6 +52,14 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
                     "stored_bytes": sharing.stored_bytes,
                     "exclusive_stored_bytes": sharing.exclusive_stored_bytes,
                     "shared_with": sharing.shared_with,
+                    "signatures": signers
+                        .iter()
+                        .map(|s| serde_json::json!({
+                            "key_id": s.public.key_id(),
+                            "public_key": s.public.to_string(),
+                            "name": s.name,
+                        }))
+                        .collect::<Vec<_>>(),
                 }),
             );
         }
@@ -61,6 +83,18 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
     );
     for (k, v) in &summary.tags {
         println!("  tag             {k}={v}");
+    }
+    for s in &signers {
+        let name = if s.name.is_empty() {
+            String::new()
+        } else {
+            format!("{} ", s.name)
+        };
+        println!(
+            "  signed by       {name}(key id {}, {})",
+            s.public.key_id(),
+            s.public
+        );
     }
     println!(
         "  stored          {} for {} of distinct chunks ({} not shared with other recordings)",

@@ -10,6 +10,8 @@
 //! * [`push`], [`pull`], [`list`] (`ls NAME:`), [`images`] (the image
 //!   library); `local`: the store side; `known`: trees a pull derives;
 //!   `temp`: a file:// remote's temporary files.
+//! * [`signature`]: signatures of recordings (`push --sign`, `pull
+//!   --require-signed-by`).
 
 pub mod backend;
 pub mod config;
@@ -22,6 +24,7 @@ mod local;
 pub mod pull;
 mod pull_chunks;
 pub mod push;
+pub mod signature;
 mod temp;
 pub mod tree;
 pub mod url;
