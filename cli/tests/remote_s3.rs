@@ -37,10 +37,11 @@ fn s3_push_ls_pull_round_trip() {
     add(&a, "lab", "s3://rr-test/team/x", &moto.endpoint());
     let pushed = json(&a, &["push", "lab", "--all", "--json"]);
     assert_eq!(pushed["recordings"], 11);
-    assert!(
-        moto.keys("rr-test", "team/x/chunks/").len() as u64
-            >= pushed["chunks"].as_u64().unwrap().min(1000)
+    assert_eq!(
+        moto.keys("rr-test", "team/x/packs/").len() as u64,
+        pushed["packs"].as_u64().unwrap()
     );
+    assert!(moto.keys("rr-test", "team/x/chunks/").is_empty());
     assert_eq!(ids(&a, Some("lab:")), all);
     let again = json(&a, &["push", "lab", "--all", "--json"]);
     assert_eq!(
@@ -150,24 +151,24 @@ fn s3_bad_endpoint_bucket_credentials_and_corrupt_objects() {
         .unwrap();
     assert_eq!(o.status.code(), Some(14));
     assert!(String::from_utf8_lossy(&o.stderr).contains("AWS_ACCESS_KEY_ID"));
-    // A corrupted chunk object: the pull fails with CORRUPT and imports nothing.
+    // A corrupted (truncated) pack: the pull fails with CORRUPT and
+    // imports nothing.
     add(&a, "ok", "s3://rr-bad", &moto.endpoint());
     ok(&a, &["push", "ok", "--all"]);
     add(&b, "ok", "s3://rr-bad", &moto.endpoint());
-    let keys = moto.keys("rr-bad", "chunks/");
-    assert!(!keys.is_empty());
-    // (Every chunk is needed by a pull into an empty store.)
-    moto.put_object("rr-bad", &keys[0], b"not a chunk entry at all, sorry");
+    let keys = moto.keys("rr-bad", "packs/");
+    assert_eq!(keys.len(), 1);
+    moto.put_object("rr-bad", &keys[0], b"not a pack at all, sorry");
     let (code, err) = fails(&b, &["pull", "ok", "--all"]);
     assert_eq!(code, 5, "{err}");
-    assert!(err.contains("corrupt") && err.contains("chunks/"), "{err}");
+    assert!(err.contains("corrupt") && err.contains("packs/"), "{err}");
     assert!(ids(&b, None).is_empty());
     ok(&b, &["verify", "--full"]);
-    // The fix: delete the bad objects and what names them, push again.
-    moto.delete_object("rr-bad", &keys[0]);
-    moto.delete_object("rr-bad", &format!("recordings/{}", ids(&a, None)[0]));
-    for k in moto.keys("rr-bad", "parts/") {
-        moto.delete_object("rr-bad", &k);
+    // The fix: delete the bad pack and what names it, push again.
+    for prefix in ["packs/", "index/", "recordings/"] {
+        for k in moto.keys("rr-bad", prefix) {
+            moto.delete_object("rr-bad", &k);
+        }
     }
     ok(&a, &["push", "ok", "--all"]);
     ok(&b, &["pull", "ok", "--all"]);

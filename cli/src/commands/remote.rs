@@ -45,6 +45,9 @@ pub struct AddArgs {
     /// Allow a plain http:// endpoint; default: $AWS_ALLOW_HTTP.
     #[arg(long)]
     pub allow_http: bool,
+    /// Target size of pack objects (layout 3), in MiB: 16 to 64; default 32.
+    #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u32).range(16..=64))]
+    pub pack_size: Option<u32>,
 }
 
 #[derive(clap::Args)]
@@ -71,6 +74,7 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
                 endpoint: a.endpoint,
                 region: a.region,
                 allow_http: a.allow_http.then_some(true),
+                pack_size_mib: a.pack_size,
             };
             remote::config::add(store.dir(), &a.name, cfg.clone()).map_err(lift)?;
             println!("added remote {} {}", a.name, cfg.url);
@@ -91,6 +95,9 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
                     }
                     if c.allow_http == Some(true) {
                         extra += "  allow-http";
+                    }
+                    if let Some(p) = c.pack_size_mib {
+                        extra += &format!("  pack-size={p}MiB");
                     }
                     println!("{name:<w$}  {}{extra}", c.url);
                 }
@@ -254,6 +261,9 @@ pub fn progress_bar(quiet: bool) -> (ProgressBar, impl FnMut(Event)) {
 /// Print a transfer summary (`verb`: "pushed" / "pulled"); `quiet`: only
 /// the final line.
 pub fn print_report(r: &TransferReport, verb: &str, json: bool, quiet: bool) -> anyhow::Result<()> {
+    for w in &r.warnings {
+        eprintln!("warning: {w}");
+    }
     if json {
         println!("{}", serde_json::to_string_pretty(r)?);
         return Ok(());

@@ -48,6 +48,8 @@ pub enum RemoteError {
         key: String,
         reason: String,
     },
+    #[error("remote index cache {path}: {reason} (it is only a copy: delete it and try again)")]
+    Cache { path: PathBuf, reason: String },
     #[error("this rrstore was built without S3 support (cargo feature `s3`): rebuild with it to use {0}")]
     NoS3(String),
     #[error(transparent)]
