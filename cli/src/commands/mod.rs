@@ -24,6 +24,7 @@ pub mod verify;
 pub mod pull;
 pub mod push;
 pub mod remote;
+pub mod verify_remote;
 // Replay commands.
 pub mod history;
 pub mod replay;

@@ -29,6 +29,16 @@ pub enum Sub {
     Ls(LsArgs),
     /// Forget a remote (its objects stay where they are).
     Rm(RmArgs),
+    /// Convert a layout 2 remote to layout 3 (pack and index objects), in place.
+    Migrate(MigrateArgs),
+}
+
+#[derive(clap::Args)]
+pub struct MigrateArgs {
+    pub name: String,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(clap::Args)]
@@ -107,8 +117,50 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
             remote::config::remove(store.dir(), &a.name).map_err(lift)?;
             println!("removed remote {}", a.name);
         }
+        Sub::Migrate(a) => return migrate(&store, &a),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn migrate(store: &Store, a: &MigrateArgs) -> anyhow::Result<ExitCode> {
+    let r = open(store, &a.name, false)?;
+    let (bar, mut progress) = progress_bar(a.json);
+    let report = remote::migrate::migrate(store.dir(), &r, &mut progress)
+        .map_err(lift)
+        .with_context(|| format!("cannot migrate remote `{}`", a.name));
+    bar.finish_and_clear();
+    let report = report?;
+    for d in &report.damaged {
+        eprintln!("error: damaged object left out: {d}");
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else if report.from == 3 {
+        println!("remote {} is already layout 3", a.name);
+    } else {
+        println!(
+            "migrated remote {} to layout 3: {} objects into {} pack(s) and {} index object(s), \
+             {} manifest(s) and {} image entr(ies) rewritten, {} layout 2 object(s) deleted",
+            a.name,
+            report.blobs,
+            report.packs,
+            report.index_objects,
+            report.manifests,
+            report.images,
+            report.deleted
+        );
+    }
+    if report.damaged.is_empty() {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        eprintln!(
+            "error: {} damaged object(s) on remote `{}` were left as they are; the recordings that \
+             use them stay damaged: push them again from a store that has them",
+            report.damaged.len(),
+            a.name
+        );
+        Ok(ExitCode::from(crate::exit::CORRUPT))
+    }
 }
 
 /// Open remote `name` of `store` (`create`: make a file:// directory).

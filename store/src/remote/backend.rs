@@ -173,6 +173,27 @@ impl Backend {
         }
     }
 
+    /// Keys under `dir` with their sizes.
+    pub fn list_sized(&self, dir: &str) -> Result<Vec<(String, u64)>> {
+        let prefix = self.path(dir.trim_end_matches('/'));
+        let base_len = self.base.len();
+        let items: Vec<(String, u64)> = self
+            .rt
+            .block_on(async {
+                self.store
+                    .list(Some(&prefix))
+                    .map_ok(|m| (m.location.as_ref().to_string(), m.size))
+                    .try_collect::<Vec<_>>()
+                    .await
+            })
+            .map_err(|e| self.err(format!("listing {dir}"), e))?;
+        self.count(1 + items.len() as u64 / 1000);
+        Ok(items
+            .into_iter()
+            .filter_map(|(k, n)| k.get(base_len..).map(|k| (k.to_string(), n)))
+            .collect())
+    }
+
     /// Keys under `dir` (e.g. `chunks/`), relative to the remote's root.
     pub fn list(&self, dir: &str) -> Result<Vec<String>> {
         let prefix = self.path(dir.trim_end_matches('/'));

@@ -197,3 +197,26 @@ impl Cache {
             .map_err(self.err())
     }
 }
+
+impl Cache {
+    /// Every cached entry, in pack order (for `verify NAME:`).
+    pub fn each(&self, f: &mut dyn FnMut(Entry) -> Result<()>) -> Result<()> {
+        let mut st = self
+            .conn
+            .prepare("SELECT kind, name, pack, offset, len FROM blobs ORDER BY pack, offset")
+            .map_err(self.err())?;
+        let mut rows = st.query([]).map_err(self.err())?;
+        while let Some(r) = rows.next().map_err(self.err())? {
+            let kind: u8 = r.get(0).map_err(self.err())?;
+            let e = Entry {
+                kind: Kind::from_u8(kind).unwrap_or(Kind::Chunk),
+                name: crate::index::hash32(r.get(1).map_err(self.err())?),
+                pack: crate::index::hash32(r.get(2).map_err(self.err())?),
+                offset: r.get::<_, i64>(3).map_err(self.err())? as u64,
+                len: r.get(4).map_err(self.err())?,
+            };
+            f(e)?;
+        }
+        Ok(())
+    }
+}

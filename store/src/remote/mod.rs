@@ -12,12 +12,15 @@
 //! * [`tree`]: a part's chunk list as a content-defined tree.
 //! * [`push`] (`push3`: version 3), [`pull`], [`list`] (`ls NAME:`), [`images`] (the image
 //!   library); `local`: the store side; `known`: trees a pull derives;
-//!   `temp`: a file:// remote's temporary files.
+//!   `temp`: a file:// remote's temporary files; [`migrate`]: version 2
+//!   to 3 (`deletes`: removing objects).
 
 pub mod backend;
 mod blobs;
 mod cache;
+pub mod check;
 pub mod config;
+mod deletes;
 pub mod error;
 pub mod images;
 mod known;
@@ -25,6 +28,7 @@ pub mod layout;
 pub mod layout3;
 pub mod list;
 mod local;
+pub mod migrate;
 pub mod pull;
 mod pull_chunks;
 pub mod push;

@@ -24,7 +24,7 @@ use crate::Store;
 /// Packs uploaded at once (each may be a multipart upload of its own).
 const PACKS_IN_FLIGHT: usize = 2;
 /// An index object lists at most this many blobs.
-const INDEX_MAX: usize = 200_000;
+pub(super) const INDEX_MAX: usize = 200_000;
 
 /// A blob to send: a chunk read from the local packs, or bytes in hand.
 enum Blob {
