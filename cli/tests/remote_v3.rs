@@ -115,24 +115,25 @@ fn pushes_cost_requests_in_proportion_to_the_new_data() {
     assert_eq!(count(&rdir.join("index")), 1);
     assert_eq!(count(&rdir.join("chunks")), 0);
     // A new remote: GET marker (none), LIST recordings/ (empty), PUT
-    // marker; then LIST index/, LIST recordings/, the packs, one index
-    // object, the manifests: no listing of chunks, ever.
+    // marker; then the shared lock (PUT, LIST locks/, DELETE), LIST
+    // index/, LIST recordings/, the packs, one index object, the
+    // manifests: no listing of chunks, ever.
     let manifests = p["recordings"].as_u64().unwrap();
     assert_eq!(
         p["requests"].as_u64().unwrap(),
-        5 + packs + 1 + manifests,
+        8 + packs + 1 + manifests,
         "{p}"
     );
     // One more recording from the same store: its cache is up to date, so
-    // the push costs GET marker, LIST index/, LIST recordings/, the new
-    // data's packs, one index object, one manifest.
+    // the push costs GET marker, the lock (3), LIST index/, LIST
+    // recordings/, the new data's packs, one index object, one manifest.
     import(&a, &["reduction"]);
     let q = json_env(&a, &small, &["push", "r", "--all", "--json"]);
     let (qp, qr) = (
         q["packs"].as_u64().unwrap(),
         q["recordings"].as_u64().unwrap(),
     );
-    assert_eq!(q["requests"].as_u64().unwrap(), 3 + qp + 1 + qr, "{q}");
+    assert_eq!(q["requests"].as_u64().unwrap(), 6 + qp + 1 + qr, "{q}");
     assert_eq!(count(&rdir.join("index")), 2);
     // A store that has never seen the remote reads each index object once;
     // the next pull reads none again.
@@ -237,4 +238,91 @@ fn an_interrupted_push_leaves_only_unindexed_packs() {
     ok(&b, &["pull", "r", "--all"]);
     ok(&b, &["verify", "--full"]);
     assert_eq!(ids(&b, None), ids(&a, None));
+}
+
+#[test]
+fn rm_and_prune_free_what_no_manifest_needs_and_respect_locks() {
+    let t = tempfile::tempdir().unwrap();
+    let (a, b) = (t.path().join("a"), t.path().join("b"));
+    let rdir = t.path().join("r");
+    let url = format!("file://{}", rdir.display());
+    import(&a, &["saxpy", "globals", "multi"]);
+    ok(&a, &["remote", "add", "r", &url]);
+    ok(&a, &["push", "r", "--all"]);
+    let all = ids(&a, None);
+    let size = |d: &Path| tree(d).values().map(|v| v.len()).sum::<usize>();
+    let before = size(&rdir.join("packs"));
+    // A push in progress on another machine holds a shared lock: prune
+    // refuses (exit 14) and deletes nothing.
+    let lock = rdir.join("locks/shared-elsewhere-77-0");
+    std::fs::create_dir_all(lock.parent().unwrap()).unwrap();
+    std::fs::write(&lock, b"{}").unwrap();
+    let (code, err) = fails(&a, &["remote", "prune", "r"]);
+    assert_eq!(code, 14, "{err}");
+    assert!(
+        err.contains("busy") && err.contains("shared-elsewhere-77-0"),
+        "{err}"
+    );
+    // One not refreshed for over 30 minutes is a dead process's: removed.
+    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    std::fs::File::options()
+        .write(true)
+        .open(&lock)
+        .unwrap()
+        .set_modified(old)
+        .unwrap();
+    // Nothing removed yet: nothing to free.
+    let j = json(&a, &["remote", "prune", "r", "--json"]);
+    assert_eq!(
+        (j["dead_blobs"].as_u64(), j["packs_deleted"].as_u64()),
+        (Some(0), Some(0)),
+        "{j}"
+    );
+    assert!(!lock.exists());
+    // rm NAME:ID removes manifests; prune then frees their data and keeps
+    // every other recording whole.
+    let gone: Vec<&String> = all
+        .iter()
+        .filter(|i| !i.starts_with("d7e4"))
+        .take(3)
+        .collect();
+    let specs: Vec<String> = gone.iter().map(|i| format!("r:{}", &i[..10])).collect();
+    let mut args = vec!["rm"];
+    args.extend(specs.iter().map(String::as_str));
+    let o = ok(&a, &args);
+    assert_eq!(
+        o.lines().filter(|l| l.starts_with("removed r:")).count(),
+        3,
+        "{o}"
+    );
+    let left: Vec<String> = all.iter().filter(|i| !gone.contains(i)).cloned().collect();
+    assert_eq!(ids(&a, Some("r:")), left);
+    let j = json(&a, &["remote", "prune", "r", "--json"]);
+    assert!(j["dead_blobs"].as_u64().unwrap() > 0, "{j}");
+    assert!(size(&rdir.join("packs")) < before);
+    assert_eq!(count(&rdir.join("index")), 1);
+    ok(&a, &["verify", "r:", "--read-data"]);
+    ok(&b, &["remote", "add", "r", &url]);
+    ok(&b, &["pull", "r", "--all"]);
+    assert_eq!(ids(&b, None), left);
+    ok(&b, &["verify", "--full"]);
+    // Pushed again, a removed recording comes back whole.
+    let p = json(&a, &["push", "r", "--all", "--json"]);
+    assert_eq!(p["recordings"], 3);
+    ok(&a, &["verify", "r:", "--read-data"]);
+
+    // A layout 2 remote cannot be pruned before it is migrated.
+    let c = t.path().join("c");
+    import(&c, &["saxpy"]);
+    let url2 = format!("file://{}", t.path().join("r2").display());
+    ok(&c, &["remote", "add", "r2", &url2]);
+    let o = run_env(
+        &c,
+        &[("RRSTORE_REMOTE_LAYOUT", "2")],
+        &["push", "r2", "--all"],
+    );
+    assert!(o.status.success());
+    let (code, err) = fails(&c, &["remote", "prune", "r2"]);
+    assert_eq!(code, 4, "{err}");
+    assert!(err.contains("rrstore remote migrate r2"), "{err}");
 }

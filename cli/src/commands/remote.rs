@@ -31,6 +31,9 @@ pub enum Sub {
     Rm(RmArgs),
     /// Convert a layout 2 remote to layout 3 (pack and index objects), in place.
     Migrate(MigrateArgs),
+    /// Delete what no manifest on a layout 3 remote needs any more (after
+    /// `rrstore rm NAME:ID`), safely while other machines push.
+    Prune(MigrateArgs),
 }
 
 #[derive(clap::Args)]
@@ -118,6 +121,82 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
             println!("removed remote {}", a.name);
         }
         Sub::Migrate(a) => return migrate(&store, &a),
+        Sub::Prune(a) => return prune(&store, &a),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn prune(store: &Store, a: &MigrateArgs) -> anyhow::Result<ExitCode> {
+    let r = open(store, &a.name, false)?;
+    let (bar, mut progress) = progress_bar(a.json);
+    let report = remote::prune::prune(store.dir(), &r, &mut progress)
+        .map_err(lift)
+        .with_context(|| format!("cannot prune remote `{}`", a.name));
+    bar.finish_and_clear();
+    let report = report?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!(
+            "pruned remote {}: {} dead object(s) dropped, {} pack(s) deleted, {} repacked into {}; \
+             freed {}, wrote {}",
+            a.name,
+            report.dead_blobs,
+            report.packs_deleted,
+            report.packs_repacked,
+            report.packs_written,
+            bytes(report.bytes_freed),
+            bytes(report.bytes_written)
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `rrstore rm NAME:ID...`: delete recordings' manifests on remotes.
+pub fn remove_remote(store: &Store, specs: &[String]) -> anyhow::Result<ExitCode> {
+    let mut by_remote: Vec<(String, Vec<String>)> = Vec::new();
+    for s in specs {
+        let Some((name, id)) = s.split_once(':') else {
+            return Err(crate::exit::UsageError(format!(
+                "`{s}` names no remote: give every recording as NAME:ID, or run `rrstore rm` \
+                 for this store and for remotes separately"
+            ))
+            .into());
+        };
+        match by_remote.iter_mut().find(|(n, _)| n == name) {
+            Some((_, ids)) => ids.push(id.to_string()),
+            None => by_remote.push((name.to_string(), vec![id.to_string()])),
+        }
+    }
+    for (name, prefixes) in by_remote {
+        let r = open(store, &name, false)?;
+        let ctx = || format!("cannot remove recordings from remote `{name}`");
+        let sel = remote::list::Selection {
+            ids: prefixes,
+            all: false,
+            kernel: None,
+            label: None,
+        };
+        let chosen = remote::list::select(&r, &sel)
+            .map_err(lift)
+            .with_context(ctx)?;
+        let mut ids: Vec<_> = chosen.recordings.iter().map(|(id, _)| *id).collect();
+        ids.extend(
+            chosen
+                .damaged
+                .iter()
+                .filter_map(|d| d.id.parse::<rrstore_format::RecordingId>().ok()),
+        );
+        let gone = remote::prune::remove(&r, &ids)
+            .map_err(lift)
+            .with_context(ctx)?;
+        for id in &gone {
+            println!("removed {name}:{}", id.short());
+        }
+        eprintln!(
+            "{} recording(s) removed from remote `{name}`; run `rrstore remote prune {name}` to free their space",
+            gone.len()
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

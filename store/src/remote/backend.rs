@@ -173,6 +173,27 @@ impl Backend {
         }
     }
 
+    /// Keys under `dir` with their last-modified times.
+    pub fn list_meta(&self, dir: &str) -> Result<Vec<(String, std::time::SystemTime)>> {
+        let prefix = self.path(dir.trim_end_matches('/'));
+        let base_len = self.base.len();
+        let items: Vec<(String, std::time::SystemTime)> = self
+            .rt
+            .block_on(async {
+                self.store
+                    .list(Some(&prefix))
+                    .map_ok(|m| (m.location.as_ref().to_string(), m.last_modified.into()))
+                    .try_collect::<Vec<_>>()
+                    .await
+            })
+            .map_err(|e| self.err(format!("listing {dir}"), e))?;
+        self.count(1 + items.len() as u64 / 1000);
+        Ok(items
+            .into_iter()
+            .filter_map(|(k, t)| k.get(base_len..).map(|k| (k.to_string(), t)))
+            .collect())
+    }
+
     /// Keys under `dir` with their sizes.
     pub fn list_sized(&self, dir: &str) -> Result<Vec<(String, u64)>> {
         let prefix = self.path(dir.trim_end_matches('/'));
@@ -473,7 +494,10 @@ fn s3_store(
         .with_allow_http(allow_http)
         .with_connect_timeout(Duration::from_secs(5))
         .with_timeout(Duration::from_secs(120));
+    // Lock objects (spec/REMOTE.md, "Removal") are created with
+    // `If-None-Match: *`.
     b.with_retry(retry)
+        .with_conditional_put(object_store::aws::S3ConditionalPut::ETagMatch)
         .with_client_options(opts)
         .build()
         .map(|s| Arc::new(s) as Arc<dyn ObjectStore>)

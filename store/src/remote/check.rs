@@ -168,14 +168,14 @@ pub fn check(
     Ok(c)
 }
 
-enum Node {
+pub(super) enum Node {
     Leaf(Vec<ChunkRef>),
     Inner(Vec<[u8; 32]>),
 }
 
 /// A part's chunk list from its part object and tree nodes on the remote;
 /// `Err`: why it cannot be assembled.
-fn part_chunks(
+pub(super) fn part_chunks(
     blobs: &Blobs,
     nodes: &mut HashMap<[u8; 32], Node>,
     hash: &[u8; 32],

@@ -13,7 +13,8 @@
 //! * [`push`] (`push3`: version 3), [`pull`], [`list`] (`ls NAME:`), [`images`] (the image
 //!   library); `local`: the store side; `known`: trees a pull derives;
 //!   `temp`: a file:// remote's temporary files; [`migrate`]: version 2
-//!   to 3 (`deletes`: removing objects).
+//!   to 3 (`deletes`: removing objects); [`lock`]: lock objects;
+//!   [`prune`]: `rm NAME:ID` and `remote prune`.
 
 pub mod backend;
 mod blobs;
@@ -28,7 +29,9 @@ pub mod layout;
 pub mod layout3;
 pub mod list;
 mod local;
+pub mod lock;
 pub mod migrate;
+pub mod prune;
 pub mod pull;
 mod pull_chunks;
 pub mod push;

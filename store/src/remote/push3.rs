@@ -42,6 +42,10 @@ pub(super) fn push(
     let mut report = TransferReport::default();
     progress(Event::Phase("removing stale temporary files".into()));
     report.temporaries_removed = remote.remove_stale_temporaries()?;
+    // Held until the manifests are written: no prune runs meanwhile
+    // (spec/REMOTE.md, "Removal").
+    progress(Event::Phase("taking a shared lock".into()));
+    let _lock = remote.lock_shared()?;
     progress(Event::Phase("reading the remote's index".into()));
     let mut blobs = Blobs {
         remote,
