@@ -51,6 +51,13 @@ impl Cache {
         let conn = Connection::open(&path).map_err(|e| err(e.to_string()))?;
         conn.busy_timeout(Duration::from_secs(60))
             .map_err(|e| err(e.to_string()))?;
+        // A copy, rebuilt from the remote when lost: no fsync per refresh,
+        // and a page cache large enough that a million random-keyed rows
+        // do not thrash it.
+        conn.execute_batch(
+            "PRAGMA journal_mode = WAL; PRAGMA synchronous = OFF; PRAGMA cache_size = -65536;",
+        )
+        .map_err(|e| err(e.to_string()))?;
         conn.execute_batch(SCHEMA).map_err(|e| err(e.to_string()))?;
         let url: Option<String> = conn
             .query_row("SELECT value FROM meta WHERE key = 'url'", [], |r| r.get(0))
