@@ -326,3 +326,44 @@ fn rm_and_prune_free_what_no_manifest_needs_and_respect_locks() {
     assert_eq!(code, 4, "{err}");
     assert!(err.contains("rrstore remote migrate r2"), "{err}");
 }
+
+#[test]
+fn a_damaged_index_object_is_named_and_costs_only_what_it_lists() {
+    let t = tempfile::tempdir().unwrap();
+    let (a, b) = (t.path().join("a"), t.path().join("b"));
+    let rdir = t.path().join("r");
+    let url = format!("file://{}", rdir.display());
+    import(&a, &["saxpy"]);
+    ok(&a, &["remote", "add", "r", &url]);
+    ok(&a, &["push", "r", "--all"]);
+    let first: Vec<_> = tree(&rdir.join("index")).into_keys().collect();
+    import(&a, &["globals"]);
+    ok(&a, &["push", "r", "--all"]);
+    // Damage the first push's index object (saxpy's blobs).
+    let key = &first[0];
+    let path = rdir.join("index").join(key);
+    let mut body = std::fs::read(&path).unwrap();
+    let n = body.len();
+    body[n / 2] ^= 1;
+    std::fs::write(&path, &body).unwrap();
+    let (code, err) = fails(&a, &["verify", "r:"]);
+    assert_eq!(code, 5, "{err}");
+    assert!(err.contains(&format!("index/{}", key.display())), "{err}");
+    // A store that never saw the remote: warned, saxpy left out as
+    // damaged, globals (in the other index object) pulled.
+    ok(&b, &["remote", "add", "r", &url]);
+    let o = run(&b, &["pull", "r", "--all", "--json"]);
+    assert_eq!(o.status.code(), Some(5), "{o:?}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("warning: index object index/") && err.contains("left out"),
+        "{err}"
+    );
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(report["recordings"].as_u64().unwrap() >= 1, "{report}");
+    assert!(
+        !report["damaged"].as_array().unwrap().is_empty(),
+        "{report}"
+    );
+    ok(&b, &["verify", "--full"]);
+}

@@ -34,6 +34,9 @@ fn main() -> Result<(), String> {
         std::fs::write(dir.join(layout3::index_key(&name)), body).map_err(|e| e.to_string())?;
         i = end;
     }
-    println!("{n} fake chunks in {} index objects", n.div_ceil(per_object));
+    println!(
+        "{n} fake chunks in {} index objects",
+        n.div_ceil(per_object)
+    );
     Ok(())
 }

@@ -1,5 +1,5 @@
 //! `rrstore verify NAME: [--read-data]`: check a remote without pulling
-//! it. Structure: every index object decodes, every indexed blob lies
+//! it. Structure: every index object is read and decodes, every indexed blob lies
 //! inside an existing pack, every manifest decodes, and every part it
 //! names resolves (part object, tree nodes, each chunk indexed or present
 //! as a version 2 object) with the right chunk count and length. With
@@ -53,8 +53,19 @@ pub fn check(
         layout: if blobs.cache.is_some() { 3 } else { 2 },
         ..Default::default()
     };
-    for b in &blobs.bad_index {
-        c.problems.push(format!("{}: {}", b.key, b.reason));
+    // Every index object read again: the cache may hold a copy of one
+    // that was damaged on the remote since.
+    if blobs.cache.is_some() {
+        let keys = remote.list(layout3::INDEX)?;
+        remote.get_all(keys.into_iter(), &mut |key, body| {
+            let (Some(name), Some(body)) = (layout3::index_of_key(&key), body) else {
+                return Ok(());
+            };
+            if let Err(r) = layout3::decode_index(&body, &name) {
+                c.problems.push(format!("{key}: {r}"));
+            }
+            Ok(())
+        })?;
     }
     // Packs and what the index puts in them.
     let mut by_pack: HashMap<[u8; 32], Vec<Entry>> = HashMap::new();
