@@ -19,6 +19,8 @@ const INDEX_MAGIC: &[u8; 4] = b"RRX3";
 /// An index object is at most this large decompressed.
 const MAX_INDEX: usize = 256 << 20;
 const ENTRY: usize = 1 + 32 + 4 + 8 + 4;
+/// No pack is larger (a push closes one at 64 MiB at most, plus one blob).
+const MAX_PACK: u64 = 1 << 32;
 
 /// What a blob is (its version 2 object).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -144,12 +146,21 @@ pub fn decode_index(b: &[u8], name: &[u8; 32]) -> Result<Vec<Entry>, String> {
                 .ok_or_else(|| format!("pack number {p} of {n_packs}"))?;
             let mut off = [0u8; 8];
             off.copy_from_slice(&e[37..45]);
+            let offset = u64::from_le_bytes(off);
+            let len = u32::from_le_bytes([e[45], e[46], e[47], e[48]]);
+            // Readers slice packs at offset..offset+len.
+            if offset
+                .checked_add(u64::from(len))
+                .is_none_or(|end| end > MAX_PACK)
+            {
+                return Err(format!("a blob at {offset}+{len} is past any pack's end"));
+            }
             Ok(Entry {
                 kind,
                 name: arr32(&e[1..33]),
                 pack,
-                offset: u64::from_le_bytes(off),
-                len: u32::from_le_bytes([e[45], e[46], e[47], e[48]]),
+                offset,
+                len,
             })
         })
         .collect()
@@ -186,5 +197,8 @@ mod tests {
         bad[5] ^= 1;
         assert!(decode_index(&bad, blake3::hash(&bad).as_bytes()).is_err());
         assert_eq!(index_of_key(&index_key(&name)), Some(name));
+        // An entry past any pack's end is refused, not trusted.
+        let (name, body) = encode_index(&[e(Kind::Chunk, 1, 9, u64::MAX)]).unwrap();
+        assert!(decode_index(&body, &name).unwrap_err().contains("past"));
     }
 }
