@@ -328,8 +328,9 @@ fn remote_code_for(cause: &(dyn std::error::Error + 'static)) -> Option<u8> {
         R::BadUrl { .. } | R::BadName(_) | R::RemoteExists(_) => INVALID_INPUT,
         R::UnknownRemote(_) | R::NotFound { .. } => NOT_FOUND,
         R::Ambiguous { .. } => AMBIGUOUS,
-        R::Config { .. } => STORE,
-        R::Request { .. } | R::Setup { .. } | R::NoS3(_) => REMOTE,
+        R::Config { .. } | R::Cache { .. } => STORE,
+        R::Request { .. } | R::Setup { .. } | R::NoS3(_) | R::Busy { .. } => REMOTE,
+        R::NotV3 { .. } => INVALID_INPUT,
         R::Corrupt { .. } => CORRUPT,
         R::Store(_) => return None,
     })

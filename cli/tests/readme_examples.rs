@@ -252,6 +252,13 @@ const PLANS: &[(&str, Plan)] = &[
             ("rrstore rm 42ba && rrstore pull lab --all && rrstore verify --full", 0),
         ]),
     ),
+    (
+        "rrstore verify lab: [--read-data]",
+        Variants(&[
+            ("rrstore verify lab:", 0),
+            ("rrstore verify lab: --read-data", 0),
+        ]),
+    ),
 ];
 
 /// One runnable code-block line and where it is.

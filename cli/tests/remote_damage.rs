@@ -159,10 +159,10 @@ fn temporary_files_of_interrupted_pushes_are_ignored_and_removed() {
 
     // What killed pushes leave: this rrstore's temporary file of a process
     // that is gone (pid above any pid_max), another machine's, old and
-    // recent, and an older rrstore's `<key>#1` beside a real chunk.
+    // recent, and an older rrstore's `<key>#1` beside a real pack.
     let chunk = pushed
         .iter()
-        .find(|p| p.starts_with("chunks"))
+        .find(|p| p.starts_with("packs"))
         .unwrap()
         .clone();
     let legacy = rdir.join(format!("{}#1", chunk.display()));

@@ -98,13 +98,14 @@ fn push_ls_pull_round_trip_and_resume() {
             .len()
     );
     let again = json(&b, &["pull", "r", "--all", "--json"]);
+    // Nothing but the layout marker (24 bytes) is read.
     assert_eq!(
         (again["present"].as_u64(), again["bytes"].as_u64()),
-        (Some(11), Some(0))
+        (Some(11), Some(24))
     );
 
-    // An interrupted push (chunks arrived, manifests not): the next push
-    // sends no chunk again.
+    // An interrupted push (packs and index arrived, manifests not): the
+    // next push sends no chunk again.
     let c = t.path().join("c");
     let r2 = t.path().join("remote2");
     import(&c, &["multi"]);
@@ -115,7 +116,6 @@ fn push_ls_pull_round_trip_and_resume() {
     let full = json(&c, &["push", "r2", "--all", "--json"]);
     assert!(full["chunks"].as_u64().unwrap() > 0);
     std::fs::remove_dir_all(r2.join("recordings")).unwrap();
-    std::fs::remove_dir_all(r2.join("parts")).unwrap();
     assert!(ids(&c, Some("r2:")).is_empty());
     let resumed = json(&c, &["push", "r2", "--all", "--json"]);
     assert_eq!(resumed["recordings"], 8);
@@ -155,17 +155,17 @@ fn corrupt_remote_objects_are_refused_and_nothing_is_imported() {
     } = file_remote(&["saxpy"]);
     ok(&a, &["push", "r", "--all"]);
     ok(&b, &["remote", "add", "r", &url]);
-    // Flip a byte in the biggest chunk object.
-    let chunks = tree(&rdir.join("chunks"));
-    let (key, body) = chunks.iter().max_by_key(|(_, v)| v.len()).unwrap();
-    let path = rdir.join("chunks").join(key);
+    // Flip a byte in the middle of the biggest pack (chunks come first).
+    let packs = tree(&rdir.join("packs"));
+    let (key, body) = packs.iter().max_by_key(|(_, v)| v.len()).unwrap();
+    let path = rdir.join("packs").join(key);
     let mut bad = body.clone();
     let n = bad.len();
-    bad[n - 7] ^= 0x40;
+    bad[n / 2] ^= 0x40;
     std::fs::write(&path, &bad).unwrap();
     let (code, err) = fails(&b, &["pull", "r", "--all"]);
     assert_eq!(code, 5, "{err}");
-    assert!(err.contains("corrupt") && err.contains("chunks/"), "{err}");
+    assert!(err.contains("corrupt") && err.contains("packs/"), "{err}");
     assert!(ids(&b, None).is_empty());
     ok(&b, &["verify", "--full"]);
     // Restore it: the pull now succeeds.
@@ -267,14 +267,14 @@ fn images_travel_with_push_and_pull_images() {
     // enters the library.
     let c = t.path().join("c");
     ok(&c, &["remote", "add", "r", &url]);
-    for (key, mut body) in tree(&rdir.join("chunks")) {
+    for (key, mut body) in tree(&rdir.join("packs")) {
         let n = body.len();
-        body[n - 3] ^= 0x10;
-        std::fs::write(rdir.join("chunks").join(&key), &body).unwrap();
+        body[n / 2] ^= 0x10;
+        std::fs::write(rdir.join("packs").join(&key), &body).unwrap();
     }
     let (code, err) = fails(&c, &["pull", "r", "--images"]);
     assert_eq!(code, 5, "{err}");
-    assert!(err.contains("chunks/"), "{err}");
+    assert!(err.contains("packs/"), "{err}");
     assert!(images(&c).is_empty());
 }
 

@@ -37,10 +37,11 @@ fn s3_push_ls_pull_round_trip() {
     add(&a, "lab", "s3://rr-test/team/x", &moto.endpoint());
     let pushed = json(&a, &["push", "lab", "--all", "--json"]);
     assert_eq!(pushed["recordings"], 11);
-    assert!(
-        moto.keys("rr-test", "team/x/chunks/").len() as u64
-            >= pushed["chunks"].as_u64().unwrap().min(1000)
+    assert_eq!(
+        moto.keys("rr-test", "team/x/packs/").len() as u64,
+        pushed["packs"].as_u64().unwrap()
     );
+    assert!(moto.keys("rr-test", "team/x/chunks/").is_empty());
     assert_eq!(ids(&a, Some("lab:")), all);
     let again = json(&a, &["push", "lab", "--all", "--json"]);
     assert_eq!(
@@ -150,24 +151,24 @@ fn s3_bad_endpoint_bucket_credentials_and_corrupt_objects() {
         .unwrap();
     assert_eq!(o.status.code(), Some(14));
     assert!(String::from_utf8_lossy(&o.stderr).contains("AWS_ACCESS_KEY_ID"));
-    // A corrupted chunk object: the pull fails with CORRUPT and imports nothing.
+    // A corrupted (truncated) pack: the pull fails with CORRUPT and
+    // imports nothing.
     add(&a, "ok", "s3://rr-bad", &moto.endpoint());
     ok(&a, &["push", "ok", "--all"]);
     add(&b, "ok", "s3://rr-bad", &moto.endpoint());
-    let keys = moto.keys("rr-bad", "chunks/");
-    assert!(!keys.is_empty());
-    // (Every chunk is needed by a pull into an empty store.)
-    moto.put_object("rr-bad", &keys[0], b"not a chunk entry at all, sorry");
+    let keys = moto.keys("rr-bad", "packs/");
+    assert_eq!(keys.len(), 1);
+    moto.put_object("rr-bad", &keys[0], b"not a pack at all, sorry");
     let (code, err) = fails(&b, &["pull", "ok", "--all"]);
     assert_eq!(code, 5, "{err}");
-    assert!(err.contains("corrupt") && err.contains("chunks/"), "{err}");
+    assert!(err.contains("corrupt") && err.contains("packs/"), "{err}");
     assert!(ids(&b, None).is_empty());
     ok(&b, &["verify", "--full"]);
-    // The fix: delete the bad objects and what names them, push again.
-    moto.delete_object("rr-bad", &keys[0]);
-    moto.delete_object("rr-bad", &format!("recordings/{}", ids(&a, None)[0]));
-    for k in moto.keys("rr-bad", "parts/") {
-        moto.delete_object("rr-bad", &k);
+    // The fix: delete the bad pack and what names it, push again.
+    for prefix in ["packs/", "index/", "recordings/"] {
+        for k in moto.keys("rr-bad", prefix) {
+            moto.delete_object("rr-bad", &k);
+        }
     }
     ok(&a, &["push", "ok", "--all"]);
     ok(&b, &["pull", "ok", "--all"]);
@@ -203,4 +204,103 @@ fn s3_images_push_and_pull() {
     let (code, err) = fails(&c, &["pull", "lab", "--images"]);
     assert_eq!(code, 5, "{err}");
     assert!(images(&c).is_empty());
+}
+
+#[test]
+fn s3_prunes_while_two_pushes_run_lose_nothing_a_push_reported() {
+    let moto = Moto::start(false);
+    moto.create_bucket("rr-prune");
+    let t = tempfile::tempdir().unwrap();
+    let (a, b, c, d) = (
+        t.path().join("a"),
+        t.path().join("b"),
+        t.path().join("c"),
+        t.path().join("d"),
+    );
+    import(
+        &a,
+        &[
+            "saxpy",
+            "multi/00-scale",
+            "multi/01-step-ab",
+            "multi/02-step-ba",
+        ],
+    );
+    import(
+        &b,
+        &[
+            "reduction",
+            "multi/02-step-ba",
+            "multi/03-step-ab",
+            "multi/04-step-ba",
+        ],
+    );
+    import(&c, &["saxpy", "globals"]);
+    for s in [&a, &b, &c, &d] {
+        add(s, "r", "s3://rr-prune", &moto.endpoint());
+    }
+    // c pushes, then removes its recordings from the remote: their data is
+    // garbage for a prune, while a pushes saxpy's again.
+    ok(&c, &["push", "r", "--all"]);
+    let specs: Vec<String> = ids(&c, None)
+        .iter()
+        .map(|i| format!("r:{}", &i[..12]))
+        .collect();
+    let mut args = vec!["rm"];
+    args.extend(specs.iter().map(String::as_str));
+    ok(&c, &args);
+    assert!(ids(&c, Some("r:")).is_empty());
+    let mut reported: Vec<String> = Vec::new();
+    let (mut pruned, mut busy) = (0, 0);
+    for _round in 0..2 {
+        let spawn = |s: &std::path::Path| {
+            rr(s, &["push", "r", "--all", "--json"])
+                .env("RRSTORE_REMOTE_PACK_BYTES", "200000")
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let mut pushes = vec![spawn(&a), spawn(&b)];
+        // Prune over and over while they run.
+        while pushes.iter_mut().any(|p| p.try_wait().unwrap().is_none()) {
+            let o = run(&c, &["remote", "prune", "r"]);
+            match o.status.code() {
+                Some(0) => pruned += 1,
+                Some(14) => {
+                    assert!(String::from_utf8_lossy(&o.stderr).contains("busy"), "{o:?}");
+                    busy += 1
+                }
+                _ => panic!("prune failed: {o:?}"),
+            }
+        }
+        for p in pushes {
+            let o = p.wait_with_output().unwrap();
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+            let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+            for k in ["ids", "present_ids"] {
+                for id in j[k].as_array().unwrap() {
+                    reported.push(id.as_str().unwrap().to_string());
+                }
+            }
+        }
+    }
+    // With no push running, a prune goes ahead.
+    ok(&c, &["remote", "prune", "r"]);
+    eprintln!("prunes during the pushes: {pruned} done, {busy} busy");
+    reported.sort();
+    reported.dedup();
+    let mut union: Vec<String> = ids(&a, None).into_iter().chain(ids(&b, None)).collect();
+    union.sort();
+    union.dedup();
+    assert_eq!(reported, union);
+    // Everything a push reported is on the remote, whole.
+    ok(&d, &["verify", "r:", "--read-data"]);
+    let pulled = json(&d, &["pull", "r", "--all", "--json"]);
+    assert_eq!(pulled["recordings"].as_u64().unwrap() as usize, union.len());
+    assert_eq!(ids(&d, None), union);
+    ok(&d, &["verify", "--full"]);
+    // globals (removed, pushed by nobody since) is gone, and its data too.
+    let v = json(&d, &["verify", "r:", "--json"]);
+    assert_eq!(v["unindexed_packs"], 0, "{v}");
 }

@@ -25,6 +25,7 @@ pub mod key;
 pub mod pull;
 pub mod push;
 pub mod remote;
+pub mod verify_remote;
 // Replay commands.
 pub mod history;
 pub mod replay;

@@ -29,6 +29,19 @@ pub enum Sub {
     Ls(LsArgs),
     /// Forget a remote (its objects stay where they are).
     Rm(RmArgs),
+    /// Convert a layout 2 remote to layout 3 (pack and index objects), in place.
+    Migrate(MigrateArgs),
+    /// Delete what no manifest on a layout 3 remote needs any more (after
+    /// `rrstore rm NAME:ID`), safely while other machines push.
+    Prune(MigrateArgs),
+}
+
+#[derive(clap::Args)]
+pub struct MigrateArgs {
+    pub name: String,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(clap::Args)]
@@ -45,6 +58,9 @@ pub struct AddArgs {
     /// Allow a plain http:// endpoint; default: $AWS_ALLOW_HTTP.
     #[arg(long)]
     pub allow_http: bool,
+    /// Target size of pack objects (layout 3), in MiB: 16 to 64; default 32.
+    #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u32).range(16..=64))]
+    pub pack_size: Option<u32>,
 }
 
 #[derive(clap::Args)]
@@ -71,6 +87,7 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
                 endpoint: a.endpoint,
                 region: a.region,
                 allow_http: a.allow_http.then_some(true),
+                pack_size_mib: a.pack_size,
             };
             remote::config::add(store.dir(), &a.name, cfg.clone()).map_err(lift)?;
             println!("added remote {} {}", a.name, cfg.url);
@@ -92,6 +109,9 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
                     if c.allow_http == Some(true) {
                         extra += "  allow-http";
                     }
+                    if let Some(p) = c.pack_size_mib {
+                        extra += &format!("  pack-size={p}MiB");
+                    }
                     println!("{name:<w$}  {}{extra}", c.url);
                 }
             }
@@ -100,8 +120,126 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
             remote::config::remove(store.dir(), &a.name).map_err(lift)?;
             println!("removed remote {}", a.name);
         }
+        Sub::Migrate(a) => return migrate(&store, &a),
+        Sub::Prune(a) => return prune(&store, &a),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn prune(store: &Store, a: &MigrateArgs) -> anyhow::Result<ExitCode> {
+    let r = open(store, &a.name, false)?;
+    let (bar, mut progress) = progress_bar(a.json);
+    let report = remote::prune::prune(store.dir(), &r, &mut progress)
+        .map_err(lift)
+        .with_context(|| format!("cannot prune remote `{}`", a.name));
+    bar.finish_and_clear();
+    let report = report?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!(
+            "pruned remote {}: {} dead object(s) dropped, {} pack(s) deleted, {} repacked into {}; \
+             freed {}, wrote {}",
+            a.name,
+            report.dead_blobs,
+            report.packs_deleted,
+            report.packs_repacked,
+            report.packs_written,
+            bytes(report.bytes_freed),
+            bytes(report.bytes_written)
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `rrstore rm NAME:ID...`: delete recordings' manifests on remotes.
+pub fn remove_remote(store: &Store, specs: &[String]) -> anyhow::Result<ExitCode> {
+    let mut by_remote: Vec<(String, Vec<String>)> = Vec::new();
+    for s in specs {
+        let Some((name, id)) = s.split_once(':') else {
+            return Err(crate::exit::UsageError(format!(
+                "`{s}` names no remote: give every recording as NAME:ID, or run `rrstore rm` \
+                 for this store and for remotes separately"
+            ))
+            .into());
+        };
+        match by_remote.iter_mut().find(|(n, _)| n == name) {
+            Some((_, ids)) => ids.push(id.to_string()),
+            None => by_remote.push((name.to_string(), vec![id.to_string()])),
+        }
+    }
+    for (name, prefixes) in by_remote {
+        let r = open(store, &name, false)?;
+        let ctx = || format!("cannot remove recordings from remote `{name}`");
+        let sel = remote::list::Selection {
+            ids: prefixes,
+            all: false,
+            kernel: None,
+            label: None,
+        };
+        let chosen = remote::list::select(&r, &sel)
+            .map_err(lift)
+            .with_context(ctx)?;
+        let mut ids: Vec<_> = chosen.recordings.iter().map(|(id, _)| *id).collect();
+        ids.extend(
+            chosen
+                .damaged
+                .iter()
+                .filter_map(|d| d.id.parse::<rrstore_format::RecordingId>().ok()),
+        );
+        let gone = remote::prune::remove(&r, &ids)
+            .map_err(lift)
+            .with_context(ctx)?;
+        for id in &gone {
+            println!("removed {name}:{}", id.short());
+        }
+        eprintln!(
+            "{} recording(s) removed from remote `{name}`; run `rrstore remote prune {name}` to free their space",
+            gone.len()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn migrate(store: &Store, a: &MigrateArgs) -> anyhow::Result<ExitCode> {
+    let r = open(store, &a.name, false)?;
+    let (bar, mut progress) = progress_bar(a.json);
+    let report = remote::migrate::migrate(store.dir(), &r, &mut progress)
+        .map_err(lift)
+        .with_context(|| format!("cannot migrate remote `{}`", a.name));
+    bar.finish_and_clear();
+    let report = report?;
+    for d in &report.damaged {
+        eprintln!("error: damaged object left out: {d}");
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else if report.from == 3 {
+        println!("remote {} is already layout 3", a.name);
+    } else {
+        println!(
+            "migrated remote {} to layout 3: {} objects into {} pack(s) and {} index object(s), \
+             {} manifest(s) and {} image entr(ies) rewritten, {} layout 2 object(s) deleted",
+            a.name,
+            report.blobs,
+            report.packs,
+            report.index_objects,
+            report.manifests,
+            report.images,
+            report.deleted
+        );
+    }
+    if report.damaged.is_empty() {
+        Ok(ExitCode::SUCCESS)
+    } else {
+        eprintln!(
+            "error: {} damaged object(s) on remote `{}` were left as they are; the recordings that \
+             use them stay damaged: push them again from a store that has them",
+            report.damaged.len(),
+            a.name
+        );
+        Ok(ExitCode::from(crate::exit::CORRUPT))
+    }
 }
 
 /// Open remote `name` of `store` (`create`: make a file:// directory).
@@ -254,6 +392,9 @@ pub fn progress_bar(quiet: bool) -> (ProgressBar, impl FnMut(Event)) {
 /// Print a transfer summary (`verb`: "pushed" / "pulled"); `quiet`: only
 /// the final line.
 pub fn print_report(r: &TransferReport, verb: &str, json: bool, quiet: bool) -> anyhow::Result<()> {
+    for w in &r.warnings {
+        eprintln!("warning: {w}");
+    }
     if json {
         println!("{}", serde_json::to_string_pretty(r)?);
         return Ok(());

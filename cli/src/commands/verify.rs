@@ -1,5 +1,6 @@
 //! `rrstore verify [--full] [ID...]`: index/pack consistency, and with
-//! `--full` every chunk re-hashed. Exit code CORRUPT when anything is wrong.
+//! `--full` every chunk re-hashed; `rrstore verify NAME: [--read-data]`:
+//! a remote (`verify_remote`). Exit code CORRUPT when anything is wrong.
 
 use std::process::ExitCode;
 
@@ -12,8 +13,12 @@ pub struct Args {
     /// Re-read and re-hash every chunk.
     #[arg(long)]
     pub full: bool,
-    /// Recordings to check (default: all).
+    /// Recordings to check (default: all), or `NAME:` to check remote NAME.
     pub ids: Vec<String>,
+    /// With `NAME:`: read and check every byte on the remote, not only its
+    /// structure.
+    #[arg(long)]
+    pub read_data: bool,
     /// Print the report, every problem included, as JSON (docs/json.md).
     #[arg(long)]
     pub json: bool,
@@ -21,6 +26,17 @@ pub struct Args {
 
 pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
     let store = storeutil::open(globals)?;
+    if let Some(name) = super::verify_remote::remote_spec(&args.ids) {
+        return super::verify_remote::run(&store, name, args.read_data, args.json);
+    }
+    if args.read_data {
+        return Err(crate::exit::UsageError(
+            "--read-data checks a remote: give its name with a colon (`rrstore verify NAME: --read-data`); \
+             for this store use --full"
+                .into(),
+        )
+        .into());
+    }
     let ids = storeutil::resolve_all(&store, &args.ids)?;
     let report = store.verify(&ids, args.full)?;
     if args.json {

@@ -21,19 +21,29 @@ use super::url::RemoteUrl;
 
 /// Requests in flight at once.
 pub const CONCURRENCY: usize = 16;
+/// Bodies larger than this go to S3 as multipart uploads of
+/// [`MULTIPART_PART`] bytes, [`MULTIPART_IN_FLIGHT`] parts at once.
+pub const MULTIPART_OVER: usize = 8 << 20;
+pub const MULTIPART_PART: usize = 8 << 20;
+pub const MULTIPART_IN_FLIGHT: usize = 4;
 
 pub struct Backend {
-    rt: tokio::runtime::Runtime,
-    store: Arc<dyn ObjectStore>,
+    pub(super) rt: tokio::runtime::Runtime,
+    pub(super) store: Arc<dyn ObjectStore>,
     /// Key prefix inside the bucket: "" or "a/b/".
     base: String,
     /// A file:// remote's directory.
-    root: Option<PathBuf>,
+    pub(super) root: Option<PathBuf>,
     pub name: String,
     pub url: String,
     /// Payload bytes uploaded / downloaded.
     pub sent: AtomicU64,
     pub received: AtomicU64,
+    /// Requests made (a LIST counts one per 1,000 keys, as S3 pages them;
+    /// a multipart upload counts its create, parts and complete).
+    pub requests: AtomicU64,
+    /// Version 3: a pack is closed once it holds this many bytes.
+    pub pack_target: u64,
 }
 
 fn runtime(name: &str, url: &str) -> Result<tokio::runtime::Runtime> {
@@ -99,10 +109,16 @@ impl Backend {
             url: cfg.url.clone(),
             sent: AtomicU64::new(0),
             received: AtomicU64::new(0),
+            requests: AtomicU64::new(0),
+            pack_target: pack_target(cfg),
         })
     }
 
-    fn path(&self, key: &str) -> ObjPath {
+    pub(super) fn count(&self, n: u64) {
+        self.requests.fetch_add(n, Ordering::Relaxed);
+    }
+
+    pub(super) fn path(&self, key: &str) -> ObjPath {
         ObjPath::from(format!("{}{key}", self.base))
     }
 
@@ -136,7 +152,7 @@ impl Backend {
     }
 
     /// A local file error of a file:// remote.
-    fn io_err(&self, what: String, e: std::io::Error) -> RemoteError {
+    pub(super) fn io_err(&self, what: String, e: std::io::Error) -> RemoteError {
         RemoteError::Request {
             remote: self.name.clone(),
             url: self.url.clone(),
@@ -157,6 +173,48 @@ impl Backend {
         }
     }
 
+    /// Keys under `dir` with their last-modified times.
+    pub fn list_meta(&self, dir: &str) -> Result<Vec<(String, std::time::SystemTime)>> {
+        let prefix = self.path(dir.trim_end_matches('/'));
+        let base_len = self.base.len();
+        let items: Vec<(String, std::time::SystemTime)> = self
+            .rt
+            .block_on(async {
+                self.store
+                    .list(Some(&prefix))
+                    .map_ok(|m| (m.location.as_ref().to_string(), m.last_modified.into()))
+                    .try_collect::<Vec<_>>()
+                    .await
+            })
+            .map_err(|e| self.err(format!("listing {dir}"), e))?;
+        self.count(1 + items.len() as u64 / 1000);
+        Ok(items
+            .into_iter()
+            .filter_map(|(k, t)| k.get(base_len..).map(|k| (k.to_string(), t)))
+            .collect())
+    }
+
+    /// Keys under `dir` with their sizes.
+    pub fn list_sized(&self, dir: &str) -> Result<Vec<(String, u64)>> {
+        let prefix = self.path(dir.trim_end_matches('/'));
+        let base_len = self.base.len();
+        let items: Vec<(String, u64)> = self
+            .rt
+            .block_on(async {
+                self.store
+                    .list(Some(&prefix))
+                    .map_ok(|m| (m.location.as_ref().to_string(), m.size))
+                    .try_collect::<Vec<_>>()
+                    .await
+            })
+            .map_err(|e| self.err(format!("listing {dir}"), e))?;
+        self.count(1 + items.len() as u64 / 1000);
+        Ok(items
+            .into_iter()
+            .filter_map(|(k, n)| k.get(base_len..).map(|k| (k.to_string(), n)))
+            .collect())
+    }
+
     /// Keys under `dir` (e.g. `chunks/`), relative to the remote's root.
     pub fn list(&self, dir: &str) -> Result<Vec<String>> {
         let prefix = self.path(dir.trim_end_matches('/'));
@@ -171,6 +229,7 @@ impl Backend {
                     .await
             })
             .map_err(|e| self.err(format!("listing {dir}"), e))?;
+        self.count(1 + items.len() as u64 / 1000);
         Ok(items
             .into_iter()
             .filter_map(|k| k.get(base_len..).map(str::to_string))
@@ -180,6 +239,7 @@ impl Backend {
     /// An object's bytes, `None` when it does not exist.
     pub fn get(&self, key: &str) -> Result<Option<Vec<u8>>> {
         let path = self.path(key);
+        self.count(1);
         let r = self.rt.block_on(async {
             match self.store.get(&path).await {
                 Ok(g) => g.bytes().await.map(Some),
@@ -207,34 +267,73 @@ impl Backend {
     where
         I: Iterator<Item = Result<(String, Vec<u8>)>>,
     {
+        self.put_all_with(items, CONCURRENCY, progress)
+    }
+
+    /// [`Backend::put_all`] with `concurrency` uploads at once; bodies over
+    /// [`MULTIPART_OVER`] go to S3 as multipart uploads.
+    pub fn put_all_with<I>(
+        &self,
+        items: I,
+        concurrency: usize,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<()>
+    where
+        I: Iterator<Item = Result<(String, Vec<u8>)>>,
+    {
         self.rt.block_on(async {
             let uploads = futures::stream::iter(items).map(|item| async move {
                 let (key, body) = item?;
                 let n = body.len() as u64;
-                match &self.root {
-                    Some(root) => {
-                        let (root, k) = (root.clone(), key.clone());
-                        tokio::task::spawn_blocking(move || temp::write_object(&root, &k, &body))
-                            .await
-                            .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())))
-                            .map_err(|e| self.io_err(format!("writing {key}"), e))?;
-                    }
-                    None => self
-                        .store
-                        .put(&self.path(&key), PutPayload::from(body))
-                        .await
-                        .map_err(|e| self.err(format!("writing {key}"), e))
-                        .map(|_| ())?,
-                }
+                self.upload(&key, body).await?;
                 self.sent.fetch_add(n, Ordering::Relaxed);
                 Ok::<u64, RemoteError>(n)
             });
-            let mut uploads = uploads.buffer_unordered(CONCURRENCY);
+            let mut uploads = uploads.buffer_unordered(concurrency.max(1));
             while let Some(r) = uploads.next().await {
                 progress(r?);
             }
             Ok(())
         })
+    }
+
+    async fn upload(&self, key: &str, body: Vec<u8>) -> Result<()> {
+        if let Some(root) = &self.root {
+            self.count(1);
+            let (root, k) = (root.clone(), key.to_string());
+            return tokio::task::spawn_blocking(move || temp::write_object(&root, &k, &body))
+                .await
+                .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())))
+                .map_err(|e| self.io_err(format!("writing {key}"), e));
+        }
+        if body.len() <= MULTIPART_OVER {
+            self.count(1);
+            return self
+                .store
+                .put(&self.path(key), PutPayload::from(body))
+                .await
+                .map_err(|e| self.err(format!("writing {key}"), e))
+                .map(|_| ());
+        }
+        let werr = |e| self.err(format!("writing {key}"), e);
+        let upload = self
+            .store
+            .put_multipart(&self.path(key))
+            .await
+            .map_err(werr)?;
+        let mut w = object_store::WriteMultipart::new_with_chunk_size(upload, MULTIPART_PART);
+        let parts = body.len().div_ceil(MULTIPART_PART) as u64;
+        self.count(2 + parts);
+        let mut at = 0;
+        while at < body.len() {
+            let end = (at + MULTIPART_PART).min(body.len());
+            if let Err(e) = w.wait_for_capacity(MULTIPART_IN_FLIGHT).await {
+                return Err(werr(e));
+            }
+            w.write(&body[at..end]);
+            at = end;
+        }
+        w.finish().await.map(|_| ()).map_err(werr)
     }
 
     /// Download `keys` up to [`CONCURRENCY`] at once and hand each (key,
@@ -250,6 +349,7 @@ impl Backend {
         self.rt.block_on(async {
             let downloads = futures::stream::iter(keys).map(|key| async move {
                 let path = self.path(&key);
+                self.count(1);
                 let r = match self.store.get(&path).await {
                     Ok(g) => g.bytes().await.map(Some),
                     Err(object_store::Error::NotFound { .. }) => Ok(None),
@@ -269,6 +369,22 @@ impl Backend {
             Ok(())
         })
     }
+}
+
+/// The remote's pack size; test hook `RRSTORE_REMOTE_PACK_BYTES` (any
+/// size, for tests that need several packs from small recordings).
+fn pack_target(cfg: &RemoteConfig) -> u64 {
+    if let Some(n) = std::env::var("RRSTORE_REMOTE_PACK_BYTES")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .filter(|&n| n > 0)
+    {
+        return n;
+    }
+    u64::from(
+        cfg.pack_size_mib
+            .unwrap_or(super::config::DEFAULT_PACK_SIZE_MIB),
+    ) << 20
 }
 
 /// The useful part of an object_store error: an S3 error's code and
@@ -378,7 +494,10 @@ fn s3_store(
         .with_allow_http(allow_http)
         .with_connect_timeout(Duration::from_secs(5))
         .with_timeout(Duration::from_secs(120));
+    // Lock objects (spec/REMOTE.md, "Removal") are created with
+    // `If-None-Match: *`.
     b.with_retry(retry)
+        .with_conditional_put(object_store::aws::S3ConditionalPut::ETagMatch)
         .with_client_options(opts)
         .build()
         .map(|s| Arc::new(s) as Arc<dyn ObjectStore>)

@@ -28,7 +28,15 @@ pub struct RemoteConfig {
     /// Allow plain http endpoints; else `AWS_ALLOW_HTTP`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allow_http: Option<bool>,
+    /// Version 3 pack target size in MiB (16 to 64); else 32.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pack_size_mib: Option<u32>,
 }
+
+/// The pack target sizes `remote add --pack-size` accepts, in MiB.
+pub const PACK_SIZE_MIB: std::ops::RangeInclusive<u32> = 16..=64;
+/// The default pack target size in MiB.
+pub const DEFAULT_PACK_SIZE_MIB: u32 = 32;
 
 #[derive(Default, Serialize, Deserialize)]
 struct RemotesFile {
@@ -105,7 +113,11 @@ pub fn remove(dir: &Path, name: &str) -> Result<()> {
     if f.remotes.remove(name).is_none() {
         return Err(RemoteError::UnknownRemote(name.to_string()));
     }
-    save(dir, &f)
+    save(dir, &f)?;
+    // Its index cache is a copy of what is on the remote: useless now (and
+    // emptied anyway if a remote of this name is added with another URL).
+    let _ = std::fs::remove_file(dir.join("remote-cache").join(format!("{name}.sqlite")));
+    Ok(())
 }
 
 /// All remotes, sorted by name.

@@ -48,6 +48,12 @@ pub enum RemoteError {
         key: String,
         reason: String,
     },
+    #[error("remote `{remote}` is busy: {reason}")]
+    Busy { remote: String, reason: String },
+    #[error("remote `{remote}` is layout 2, which cannot be pruned: convert it with `rrstore remote migrate {remote}` first")]
+    NotV3 { remote: String },
+    #[error("remote index cache {path}: {reason} (it is only a copy: delete it and try again)")]
+    Cache { path: PathBuf, reason: String },
     #[error("this rrstore was built without S3 support (cargo feature `s3`): rebuild with it to use {0}")]
     NoS3(String),
     #[error(transparent)]
@@ -62,7 +68,10 @@ impl RemoteError {
     pub fn is_remote_failure(&self) -> bool {
         matches!(
             self,
-            RemoteError::Request { .. } | RemoteError::Setup { .. } | RemoteError::NoS3(_)
+            RemoteError::Request { .. }
+                | RemoteError::Setup { .. }
+                | RemoteError::NoS3(_)
+                | RemoteError::Busy { .. }
         )
     }
 }

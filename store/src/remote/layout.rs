@@ -210,8 +210,11 @@ pub struct Manifest {
     pub imported_at: i64,
 }
 
-/// The layout version this rrstore writes; it reads 1 and 2.
-pub const MANIFEST_VERSION: u32 = 2;
+/// The highest layout version this rrstore reads (and writes to a
+/// version 3 remote); it reads 1 to 3.
+pub const MANIFEST_VERSION: u32 = 3;
+/// The manifest version written to a version 2 remote.
+pub const MANIFEST_V2: u32 = 2;
 
 /// A manifest (or image entry) body is at most this large decompressed.
 const MAX_META: usize = 16 << 20;

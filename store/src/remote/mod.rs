@@ -5,26 +5,41 @@
 //! * [`config`]: named remotes of a store (`remote add/ls/rm`).
 //! * [`url`]: `s3://BUCKET/PREFIX` and `file:///PATH`.
 //! * [`backend`]: the object_store client and its small tokio runtime.
-//! * [`layout`]: object keys and encodings.
+//! * [`layout`]: object keys and encodings; [`layout3`]: version 3's
+//!   packs, index objects and marker; `blobs`: reading a blob of either
+//!   layout (`ranges`: ranged GETs); `cache`: the local copy of a version
+//!   3 remote's index.
 //! * [`tree`]: a part's chunk list as a content-defined tree.
-//! * [`push`], [`pull`], [`list`] (`ls NAME:`), [`images`] (the image
+//! * [`push`] (`push3`: version 3), [`pull`], [`list`] (`ls NAME:`), [`images`] (the image
 //!   library); `local`: the store side; `known`: trees a pull derives;
-//!   `temp`: a file:// remote's temporary files.
+//!   `temp`: a file:// remote's temporary files; [`migrate`]: version 2
+//!   to 3 (`deletes`: removing objects); [`lock`]: lock objects;
+//!   [`prune`]: `rm NAME:ID` and `remote prune`.
 //! * [`signature`]: signatures of recordings (`push --sign`, `pull
 //!   --require-signed-by`).
 
 pub mod backend;
+mod blobs;
+mod cache;
+pub mod check;
 pub mod config;
+mod deletes;
 pub mod error;
 pub mod images;
 mod known;
 pub mod layout;
+pub mod layout3;
 pub mod list;
 mod local;
+pub mod lock;
+pub mod migrate;
+pub mod prune;
 pub mod pull;
 mod pull_chunks;
 pub mod push;
 pub mod signature;
+mod push3;
+mod ranges;
 mod temp;
 pub mod tree;
 pub mod url;
@@ -79,6 +94,16 @@ pub struct TransferReport {
     /// Push to a file:// remote: stale temporary files of interrupted
     /// pushes removed (spec/REMOTE.md, "Temporary files").
     pub temporaries_removed: u64,
+    /// Layout version of the remote (2 or 3).
+    pub layout: u32,
+    /// Requests made to the remote (spec/REMOTE.md, "Version 3").
+    pub requests: u64,
+    /// Version 3 push: pack objects and index objects written.
+    pub packs: u64,
+    pub index_objects: u64,
+    /// Problems that cost no recording (a damaged index object left out).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// A recording a pull could not bring, and why.

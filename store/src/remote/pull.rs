@@ -16,9 +16,11 @@ use rrstore_format::chunk::ChunkHash;
 use rrstore_format::{Recording, RecordingId};
 
 use super::backend::Backend;
+use super::blobs::Blobs;
 use super::error::{RemoteError, Result};
 use super::known::Known;
 use super::layout::{self, ChunkRef, Manifest, PartObject};
+use super::layout3::Kind;
 use super::list::Selected;
 use super::local::PulledPart;
 use super::pull_chunks::verify_part;
@@ -40,6 +42,8 @@ enum Fetched {
 pub(crate) struct Session<'a> {
     pub store: &'a mut Store,
     pub remote: &'a Backend,
+    /// Where blobs are: the index cache (version 3) or their own objects.
+    pub blobs: Blobs<'a>,
     pub report: TransferReport,
     /// Local trees cut with the v1 / v2 scheme, built on first use.
     v1: Option<Known>,
@@ -69,7 +73,7 @@ pub fn pull(
     images: bool,
     progress: &mut dyn FnMut(Event),
 ) -> Result<TransferReport> {
-    let mut s = Session::new(store, remote);
+    let mut s = Session::new(store, remote)?;
     s.report.damaged = wanted.damaged;
     s.pull_recordings(wanted.recordings, progress)?;
     if images {
@@ -79,16 +83,27 @@ pub fn pull(
 }
 
 impl<'a> Session<'a> {
-    pub fn new(store: &'a mut Store, remote: &'a Backend) -> Session<'a> {
-        Session {
+    pub fn new(store: &'a mut Store, remote: &'a Backend) -> Result<Session<'a>> {
+        let blobs = Blobs::open(store.dir(), remote)?;
+        let mut report = TransferReport {
+            layout: if blobs.cache.is_some() { 3 } else { 2 },
+            ..Default::default()
+        };
+        report.warnings = blobs
+            .bad_index
+            .iter()
+            .map(|b| format!("index object {} left out: {}", b.key, b.reason))
+            .collect();
+        Ok(Session {
             store,
             remote,
-            report: TransferReport::default(),
+            blobs,
+            report,
             v1: None,
             v2: None,
             fetched: HashMap::new(),
             batches: 0,
-        }
+        })
     }
 
     /// The report, with `bytes` and `metadata_bytes` from what the remote
@@ -97,6 +112,7 @@ impl<'a> Session<'a> {
         let got = self.remote.received.load(Ordering::Relaxed);
         self.report.metadata_bytes = got.saturating_sub(self.report.chunk_bytes);
         self.report.bytes = self.report.chunk_bytes + self.report.metadata_bytes;
+        self.report.requests = self.remote.requests.load(Ordering::Relaxed);
         self.report
     }
 
@@ -213,29 +229,21 @@ impl<'a> Session<'a> {
                 need.push((h, len));
             }
         }
-        let mut objs: HashMap<[u8; 32], PartObject> = HashMap::new();
-        let keys: Vec<String> = need.iter().map(|p| layout::part_key(&p.0)).collect();
-        remote.get_all(keys.into_iter(), &mut |key, body| {
-            let body = body.ok_or_else(|| {
-                corrupt(
-                    remote,
-                    &key,
-                    "missing (a manifest or image names it)".into(),
-                )
-            })?;
-            let obj = layout::decode_part(&body).map_err(|r| corrupt(remote, &key, r))?;
-            let h = layout::hash_of_key(&key, layout::PARTS).unwrap_or_default();
-            objs.insert(h, obj);
+        let mut objs: HashMap<[u8; 32], (String, PartObject)> = HashMap::new();
+        let names: Vec<[u8; 32]> = need.iter().map(|p| p.0).collect();
+        self.blobs.get(Kind::Part, &names, &mut |h, at, body| {
+            let body = body.map_err(|r| corrupt(remote, &at, r))?;
+            let obj = layout::decode_part(&body).map_err(|r| corrupt(remote, &at, r))?;
+            objs.insert(h, (at, obj));
             Ok(())
         })?;
         // Assemble each new part's chunk list and check its shape.
         let mut new_parts = Vec::new();
         for (hash, len) in &need {
-            let key = layout::part_key(hash);
-            let obj = objs
-                .get(hash)
-                .ok_or_else(|| corrupt(remote, &key, "missing".into()))?;
-            let Some(chunks) = self.chunk_list(obj)? else {
+            let (key, obj) = objs
+                .remove(hash)
+                .ok_or_else(|| corrupt(remote, &layout::part_key(hash), "missing".into()))?;
+            let Some(chunks) = self.chunk_list(&obj)? else {
                 return Ok(None);
             };
             let total: u64 = chunks.iter().map(|c| c.1 as u64).sum();
@@ -249,7 +257,7 @@ impl<'a> Session<'a> {
                     ),
                 ));
             }
-            new_parts.push((*hash, *len, chunks));
+            new_parts.push((*hash, *len, chunks, key));
         }
         for k in [self.v1.as_mut(), self.v2.as_mut()].into_iter().flatten() {
             k.release();
@@ -258,7 +266,7 @@ impl<'a> Session<'a> {
         let mut missing: Vec<ChunkHash> = Vec::new();
         let mut total = 0u64;
         let mut queued = HashSet::new();
-        for (_, _, chunks) in &new_parts {
+        for (_, _, chunks, _) in &new_parts {
             for (h, len) in chunks {
                 if queued.insert(*h) && !self.store.has_chunk(h)? {
                     missing.push(*h);
@@ -273,12 +281,12 @@ impl<'a> Session<'a> {
         self.fetch_chunks(&missing, progress)?;
         // Verify every new part's bytes.
         let mut pulled = Vec::new();
-        for (hash, len, refs) in new_parts {
+        for (hash, len, refs, key) in new_parts {
             let list: Vec<ChunkHash> = refs.iter().map(|c| c.0).collect();
             match verify_part(self.store, &hash, len, &list)? {
                 Ok(true) => {}
                 Ok(false) => return Ok(None),
-                Err(reason) => return Err(corrupt(remote, &layout::part_key(&hash), reason)),
+                Err(reason) => return Err(corrupt(remote, &key, reason)),
             }
             pulled.push(PulledPart {
                 hash,
@@ -309,11 +317,12 @@ impl<'a> Session<'a> {
             .as_mut()
             .ok_or_else(|| StoreError::Internal("no local trees".into()))?;
         let fetched = &mut self.fetched;
+        let blobs = &self.blobs;
         let mut frontier: Vec<([u8; 32], u8)> = obj.top.iter().map(|h| (*h, obj.height)).collect();
         let mut asked = HashSet::new();
         while !frontier.is_empty() {
             let mut next = Vec::new();
-            let mut get: HashMap<String, u8> = HashMap::new();
+            let mut get: HashMap<[u8; 32], u8> = HashMap::new();
             for (h, level) in frontier {
                 if known.contains(&h) {
                     continue;
@@ -324,29 +333,27 @@ impl<'a> Session<'a> {
                     }
                     Some(_) => {}
                     None if asked.insert(h) => {
-                        get.insert(layout::list_key(&h), level);
+                        get.insert(h, level);
                     }
                     None => {}
                 }
             }
-            let keys: Vec<String> = get.keys().cloned().collect();
-            remote.get_all(keys.into_iter(), &mut |key, body| {
-                let body = body.ok_or_else(|| {
-                    corrupt(remote, &key, "missing (a part object names it)".into())
-                })?;
-                let h = layout::hash_of_key(&key, layout::LISTS).unwrap_or_default();
+            let names: Vec<[u8; 32]> = get.keys().copied().collect();
+            blobs.get(Kind::Node, &names, &mut |h, at, body| {
+                let body = body
+                    .map_err(|r| corrupt(remote, &at, format!("{r} (a part object names it)")))?;
                 if *blake3::hash(&body).as_bytes() != h {
                     return Err(corrupt(
                         remote,
-                        &key,
+                        &at,
                         "its bytes do not hash to its name".into(),
                     ));
                 }
-                let level = get.get(&key).copied().unwrap_or(0);
+                let level = get.get(&h).copied().unwrap_or(0);
                 let node = if level == 0 {
-                    Fetched::Leaf(layout::decode_list(&body).map_err(|r| corrupt(remote, &key, r))?)
+                    Fetched::Leaf(layout::decode_list(&body).map_err(|r| corrupt(remote, &at, r))?)
                 } else {
-                    let c = layout::decode_inner(&body).map_err(|r| corrupt(remote, &key, r))?;
+                    let c = layout::decode_inner(&body).map_err(|r| corrupt(remote, &at, r))?;
                     next.extend(c.iter().map(|c| (*c, level - 1)));
                     Fetched::Inner(c)
                 };

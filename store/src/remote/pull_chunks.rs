@@ -6,7 +6,7 @@
 use rrstore_format::chunk::ChunkHash;
 
 use super::error::Result;
-use super::layout;
+use super::layout3::Kind;
 use super::local::{check_entry, PulledChunk};
 use super::pull::{corrupt, Session};
 use super::Event;
@@ -51,7 +51,6 @@ impl Session<'_> {
         let mut writer: Option<PackWriter> = None;
         let mut batch: Vec<PulledChunk> = Vec::new();
         let mut since_commit = 0u64;
-        let keys = missing.iter().map(layout::chunk_key);
         let store = &mut *self.store;
         let report = &mut self.report;
         let batches = &mut self.batches;
@@ -76,10 +75,10 @@ impl Session<'_> {
             }
             Ok(())
         };
-        remote.get_all(keys, &mut |key, body| {
-            let body = body
-                .ok_or_else(|| corrupt(remote, &key, "missing (a chunk list names it)".into()))?;
-            let h = layout::hash_of_key(&key, layout::CHUNKS).unwrap_or_default();
+        let blobs = &self.blobs;
+        blobs.get(Kind::Chunk, missing, &mut |h, key, body| {
+            let body =
+                body.map_err(|r| corrupt(remote, &key, format!("{r} (a chunk list names it)")))?;
             let header = check_entry(&body, &h).map_err(|r| corrupt(remote, &key, r))?;
             if writer.as_ref().is_none_or(|w| w.len() >= PACK_TARGET_SIZE) {
                 if writer.is_some() {

@@ -20,7 +20,8 @@ use super::{Event, TransferReport};
 use crate::Store;
 
 /// Push recordings `ids` of `store` to `remote`, and every image of the
-/// store's image library when `images`.
+/// store's image library when `images`: in layout version 3 to a version 3
+/// or new remote, else in version 2 (spec/REMOTE.md, "Which version").
 pub fn push(
     store: &Store,
     remote: &Backend,
@@ -28,10 +29,40 @@ pub fn push(
     images: bool,
     progress: &mut dyn FnMut(Event),
 ) -> Result<TransferReport> {
-    let mut report = TransferReport::default();
-    progress(Event::Phase("removing stale temporary files".into()));
-    report.temporaries_removed = remote.remove_stale_temporaries()?;
-    progress(Event::Phase("listing the remote".into()));
+    progress(Event::Phase("reading the remote's layout".into()));
+    let mut version = super::blobs::layout_version(remote)?;
+    if version == 2 {
+        let forced = std::env::var("RRSTORE_REMOTE_LAYOUT").is_ok_and(|v| v == "2");
+        if !forced && remote.list(layout::RECORDINGS)?.is_empty() {
+            remote.put(super::layout3::MARKER, super::layout3::MARKER_BODY.to_vec())?;
+            version = 3;
+        }
+    }
+    let mut r = if version == 3 {
+        super::push3::push(store, remote, ids, images, progress)?
+    } else {
+        push_v2(store, remote, ids, images, progress)?
+    };
+    r.layout = version;
+    r.requests = remote.requests.load(std::sync::atomic::Ordering::Relaxed);
+    Ok(r)
+}
+
+/// What a push sends: the recordings and images the remote lacks.
+pub(super) struct Todo {
+    pub ids: Vec<RecordingId>,
+    pub images: Vec<crate::images::ImageInfo>,
+}
+
+/// Recordings of `ids` and (with `images`) images of the store that the
+/// remote lacks, from LIST `recordings/` and `images/`.
+pub(super) fn todo(
+    store: &Store,
+    remote: &Backend,
+    ids: &[RecordingId],
+    images: bool,
+    report: &mut TransferReport,
+) -> Result<Todo> {
     let on_remote: HashSet<RecordingId> = remote
         .list(layout::RECORDINGS)?
         .iter()
@@ -61,6 +92,71 @@ pub fn push(
             }
         }
     }
+    Ok(Todo {
+        ids: todo,
+        images: todo_images,
+    })
+}
+
+/// The manifest object of recording `rec` of `store`, in layout `version`.
+pub(super) fn manifest_object(
+    store: &Store,
+    rec: rrstore_format::Recording,
+    version: u32,
+) -> Result<(String, Vec<u8>)> {
+    let id = rec.id();
+    let (label, tags, source, imported_at) = store.xfer_recording_meta(&id)?;
+    let m = Manifest {
+        version,
+        recording: rec,
+        label,
+        tags,
+        source,
+        imported_at,
+    };
+    let body = layout::encode_manifest(&m).map_err(|reason| crate::StoreError::Encode {
+        what: format!("the manifest of {id}"),
+        reason,
+    })?;
+    Ok((layout::recording_key(&id), body))
+}
+
+/// The image entry object of `img`, in layout `version`.
+pub(super) fn image_object(
+    img: &crate::images::ImageInfo,
+    version: u32,
+) -> Result<(String, Vec<u8>)> {
+    let e = ImageEntry {
+        version,
+        hash: img.hash.clone(),
+        len: img.len,
+        target: img.target.clone(),
+        label: img.label.clone(),
+        source: img.source.clone(),
+        added_at: img.added_at,
+    };
+    let body = layout::encode_image(&e).map_err(|reason| crate::StoreError::Encode {
+        what: format!("image entry {}", img.hash),
+        reason,
+    })?;
+    Ok((layout::image_key(&img.hash_bytes()), body))
+}
+
+fn push_v2(
+    store: &Store,
+    remote: &Backend,
+    ids: &[RecordingId],
+    images: bool,
+    progress: &mut dyn FnMut(Event),
+) -> Result<TransferReport> {
+    let mut report = TransferReport::default();
+    progress(Event::Phase("removing stale temporary files".into()));
+    report.temporaries_removed = remote.remove_stale_temporaries()?;
+    progress(Event::Phase("listing the remote".into()));
+    let Todo {
+        ids: todo,
+        images: todo_images,
+    } = todo(store, remote, ids, images, &mut report)?;
     if todo.is_empty() && todo_images.is_empty() {
         return Ok(report);
     }
@@ -165,39 +261,12 @@ pub fn push(
     remote.put_all(part_objs.into_iter().map(Ok), &mut |n| meta += n)?;
     let mut last = Vec::new();
     for rec in recs {
-        let id = rec.id();
-        let (label, tags, source, imported_at) = store.xfer_recording_meta(&id)?;
-        let m = Manifest {
-            version: layout::MANIFEST_VERSION,
-            recording: rec,
-            label,
-            tags,
-            source,
-            imported_at,
-        };
-        let body = layout::encode_manifest(&m).map_err(|reason| crate::StoreError::Encode {
-            what: format!("the manifest of {id}"),
-            reason,
-        })?;
-        last.push((layout::recording_key(&id), body));
-        report.ids.push(id.to_hex());
+        report.ids.push(rec.id().to_hex());
+        last.push(manifest_object(store, rec, layout::MANIFEST_V2)?);
     }
     report.recordings = last.len() as u64;
     for img in todo_images {
-        let e = ImageEntry {
-            version: layout::MANIFEST_VERSION,
-            hash: img.hash.clone(),
-            len: img.len,
-            target: img.target.clone(),
-            label: img.label.clone(),
-            source: img.source.clone(),
-            added_at: img.added_at,
-        };
-        let body = layout::encode_image(&e).map_err(|reason| crate::StoreError::Encode {
-            what: format!("image entry {}", img.hash),
-            reason,
-        })?;
-        last.push((layout::image_key(&img.hash_bytes()), body));
+        last.push(image_object(&img, layout::MANIFEST_V2)?);
         report.images += 1;
         report.image_hashes.push(img.hash);
     }
@@ -208,7 +277,7 @@ pub fn push(
 }
 
 /// Hashes named by the keys under a fanned directory.
-fn hashes(remote: &Backend, dir: &str) -> Result<HashSet<[u8; 32]>> {
+pub(super) fn hashes(remote: &Backend, dir: &str) -> Result<HashSet<[u8; 32]>> {
     Ok(remote
         .list(dir)?
         .iter()

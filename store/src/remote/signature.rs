@@ -16,6 +16,10 @@ use crate::signing::{PublicKey, SecretKey, SignatureObject};
 
 pub const SIGNATURES: &str = "signatures/";
 
+/// Up to this many recordings, [`fetch`] lists each one's signatures
+/// rather than the whole `signatures/` prefix.
+const PER_RECORDING_LISTS: usize = 32;
+
 pub fn signature_key(id: &RecordingId, key: &PublicKey) -> String {
     format!("{SIGNATURES}{}/{}", id.to_hex(), key.key_id())
 }
@@ -79,8 +83,9 @@ pub fn sign(
     Ok(signed)
 }
 
-/// The signatures `remote` holds of recordings `ids` (one LIST of
-/// `signatures/`, then a GET per object of those recordings), each checked.
+/// The signatures `remote` holds of recordings `ids` (a LIST of each
+/// recording's `signatures/<id>/`, or of all of `signatures/` for many
+/// recordings, then a GET per object of those recordings), each checked.
 pub fn fetch(
     remote: &Backend,
     ids: &[RecordingId],
@@ -89,8 +94,19 @@ pub fn fetch(
     if ids.is_empty() {
         return Ok(out);
     }
-    let keys: Vec<String> = remote
-        .list(SIGNATURES)?
+    // One LIST per recording while that is fewer requests than listing
+    // every signature the remote holds: a pull's cost stays in proportion
+    // to what it pulls, not to the size of the remote.
+    let listed = if ids.len() <= PER_RECORDING_LISTS {
+        let mut keys = Vec::new();
+        for id in ids {
+            keys.extend(remote.list(&format!("{SIGNATURES}{}/", id.to_hex()))?);
+        }
+        keys
+    } else {
+        remote.list(SIGNATURES)?
+    };
+    let keys: Vec<String> = listed
         .into_iter()
         .filter(|k| parse_key(k).is_some_and(|(id, _)| out.contains_key(&id)))
         .collect();

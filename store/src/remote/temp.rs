@@ -71,6 +71,8 @@ pub fn remove_stale(root: &Path) -> io::Result<u64> {
         layout::PARTS,
         layout::RECORDINGS,
         layout::IMAGES,
+        super::layout3::PACKS,
+        super::layout3::INDEX,
     ] {
         for path in walk(&root.join(dir.trim_end_matches('/')))? {
             if is_legacy_staging(&path) && untouched(&path, now) {

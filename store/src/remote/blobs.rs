@@ -1,0 +1,190 @@
+//! Reading blobs (chunks, tree nodes, part objects) by name, whatever the
+//! layout: through the index cache and ranged GETs of packs (version 3),
+//! neighbouring ranges of a pack coalesced, or as version 2 objects of
+//! their own. Every caller checks what it gets; this module only finds it.
+
+use std::ops::Range;
+use std::path::Path;
+
+use super::backend::Backend;
+use super::cache::{BadIndex, Cache};
+use super::error::{RemoteError, Result};
+use super::layout;
+use super::layout3::{self, Entry, Kind};
+use super::ranges::Got;
+
+/// Ranges of one pack closer than this are fetched with one request.
+const COALESCE_GAP: u64 = 16 << 10;
+/// A coalesced request covers at most this much.
+const MAX_RANGE: u64 = 16 << 20;
+
+/// A blob as found: where (for error messages) and its bytes, or why not.
+pub type Found = std::result::Result<Vec<u8>, String>;
+
+pub(crate) struct Blobs<'a> {
+    pub remote: &'a Backend,
+    /// Version 3: the index cache; `None` on a version 2 remote.
+    pub cache: Option<Cache>,
+    /// Index objects left out of the cache because they are damaged.
+    pub bad_index: Vec<BadIndex>,
+}
+
+/// The layout version of `remote`: 3 with the marker, else 2.
+pub fn layout_version(remote: &Backend) -> Result<u32> {
+    let Some(b) = remote.get(layout3::MARKER)? else {
+        return Ok(2);
+    };
+    let line = String::from_utf8_lossy(&b);
+    let v = line
+        .lines()
+        .next()
+        .and_then(|l| l.strip_prefix("rrstore remote layout "))
+        .and_then(|v| v.trim().parse::<u32>().ok());
+    match v {
+        Some(3) => Ok(3),
+        Some(v) => Err(RemoteError::Corrupt {
+            remote: remote.name.clone(),
+            key: layout3::MARKER.into(),
+            reason: format!("layout version {v} (this rrstore reads 1 to 3): upgrade rrstore"),
+        }),
+        None => Err(RemoteError::Corrupt {
+            remote: remote.name.clone(),
+            key: layout3::MARKER.into(),
+            reason: "not a layout marker".into(),
+        }),
+    }
+}
+
+fn v2_dir(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Chunk => layout::CHUNKS,
+        Kind::Node => layout::LISTS,
+        Kind::Part => layout::PARTS,
+    }
+}
+
+pub fn v2_key(kind: Kind, name: &[u8; 32]) -> String {
+    match kind {
+        Kind::Chunk => layout::chunk_key(name),
+        Kind::Node => layout::list_key(name),
+        Kind::Part => layout::part_key(name),
+    }
+}
+
+/// How a pack blob is named in messages.
+pub fn describe(e: &Entry) -> String {
+    format!(
+        "{} at offset {} ({} {})",
+        layout3::pack_key(&e.pack),
+        e.offset,
+        e.kind.word(),
+        rrstore_format::id::hex(&e.name)
+    )
+}
+
+impl<'a> Blobs<'a> {
+    /// Open the blobs of `remote`; on a version 3 remote, refresh the
+    /// index cache kept in store directory `dir`.
+    pub fn open(dir: &Path, remote: &'a Backend) -> Result<Blobs<'a>> {
+        let mut b = Blobs {
+            remote,
+            cache: None,
+            bad_index: Vec::new(),
+        };
+        if layout_version(remote)? == 3 {
+            b.attach(dir)?;
+        }
+        Ok(b)
+    }
+
+    /// Use (and refresh) the index cache.
+    pub fn attach(&mut self, dir: &Path) -> Result<()> {
+        let mut c = Cache::open(dir, self.remote)?;
+        self.bad_index = c.refresh(self.remote)?;
+        self.cache = Some(c);
+        Ok(())
+    }
+
+    pub fn lookup(&self, kind: Kind, name: &[u8; 32]) -> Result<Option<Entry>> {
+        match &self.cache {
+            Some(c) => c.lookup(kind, name),
+            None => Ok(None),
+        }
+    }
+
+    /// Fetch blobs `names` of `kind`; `f` gets each name, where it was
+    /// looked for, and its bytes or why it could not be had.
+    pub fn get(
+        &self,
+        kind: Kind,
+        names: &[[u8; 32]],
+        f: &mut dyn FnMut([u8; 32], String, Found) -> Result<()>,
+    ) -> Result<()> {
+        let mut packed: Vec<Entry> = Vec::new();
+        let mut own: Vec<String> = Vec::new();
+        for n in names {
+            match self.lookup(kind, n)? {
+                Some(e) => packed.push(e),
+                None => own.push(v2_key(kind, n)),
+            }
+        }
+        if !own.is_empty() {
+            let dir = v2_dir(kind);
+            self.remote.get_all(own.into_iter(), &mut |key, body| {
+                let name = layout::hash_of_key(&key, dir).unwrap_or_default();
+                let found = body.ok_or_else(|| "missing".to_string());
+                f(name, key, found)
+            })?;
+        }
+        self.get_packed(packed, f)
+    }
+
+    /// Ranged GETs of pack blobs, neighbours coalesced.
+    pub fn get_packed(
+        &self,
+        mut packed: Vec<Entry>,
+        f: &mut dyn FnMut([u8; 32], String, Found) -> Result<()>,
+    ) -> Result<()> {
+        packed.sort_by_key(|e| (e.pack, e.offset));
+        packed.dedup_by(|a, b| a.pack == b.pack && a.offset == b.offset && a.name == b.name);
+        let mut reqs: Vec<(String, Range<u64>)> = Vec::new();
+        let mut members: Vec<Vec<Entry>> = Vec::new();
+        for e in packed {
+            let end = e.offset + e.len as u64;
+            if let (Some(last), Some(m)) = (reqs.last_mut(), members.last_mut()) {
+                let same = m.first().is_some_and(|x| x.pack == e.pack);
+                if same
+                    && e.offset <= last.1.end + COALESCE_GAP
+                    && end.max(last.1.end) - last.1.start <= MAX_RANGE
+                    && e.offset >= last.1.start
+                {
+                    last.1.end = last.1.end.max(end);
+                    m.push(e);
+                    continue;
+                }
+            }
+            reqs.push((layout3::pack_key(&e.pack), e.offset..end));
+            members.push(vec![e]);
+        }
+        self.remote.get_ranges_all(&reqs, &mut |i, got| {
+            let start = reqs[i].1.start;
+            for e in &members[i] {
+                let s = (e.offset - start) as usize;
+                let slice = |b: &Vec<u8>| b.get(s..s + e.len as usize).map(<[u8]>::to_vec);
+                let found = match &got {
+                    Got::Bytes(b) => slice(b).ok_or_else(|| "short read".to_string()),
+                    Got::Missing => Err("the pack is missing (an index object names it)".into()),
+                    Got::Short(size, b) => slice(b).ok_or_else(|| {
+                        format!(
+                            "the pack is {size} bytes, the index puts this blob at {}..{}",
+                            e.offset,
+                            e.offset + e.len as u64
+                        )
+                    }),
+                };
+                f(e.name, describe(e), found)?;
+            }
+            Ok(())
+        })
+    }
+}

@@ -1,0 +1,71 @@
+//! Ranged GETs of a remote's objects (version 3 packs), many in flight,
+//! telling a missing or truncated object (damage on the remote) from a
+//! failed request (the remote is unreachable).
+
+use std::ops::Range;
+use std::sync::atomic::Ordering;
+
+use futures::StreamExt;
+use object_store::ObjectStoreExt;
+
+use super::backend::{Backend, CONCURRENCY};
+use super::error::{RemoteError, Result};
+
+/// What a ranged GET found.
+pub enum Got {
+    Bytes(Vec<u8>),
+    /// The object does not exist.
+    Missing,
+    /// The object ends at this size, before the range does; the bytes of
+    /// the range it has.
+    Short(u64, Vec<u8>),
+}
+
+impl Backend {
+    /// GET every (key, range), [`CONCURRENCY`] at once; `f` gets each
+    /// request's position in `reqs` and what it found, on this thread.
+    pub fn get_ranges_all(
+        &self,
+        reqs: &[(String, Range<u64>)],
+        f: &mut dyn FnMut(usize, Got) -> Result<()>,
+    ) -> Result<()> {
+        self.rt.block_on(async {
+            let gets = futures::stream::iter(reqs.iter().enumerate()).map(|(i, (key, r))| {
+                let r = r.clone();
+                async move { Ok::<_, RemoteError>((i, self.get_range_one(key, r).await?)) }
+            });
+            let mut gets = gets.buffer_unordered(CONCURRENCY);
+            while let Some(x) = gets.next().await {
+                let (i, got) = x?;
+                f(i, got)?;
+            }
+            Ok(())
+        })
+    }
+
+    async fn get_range_one(&self, key: &str, r: Range<u64>) -> Result<Got> {
+        let path = self.path(key);
+        self.count(1);
+        let want = r.end - r.start;
+        match self.store.get_range(&path, r.clone()).await {
+            Ok(b) => {
+                self.received.fetch_add(b.len() as u64, Ordering::Relaxed);
+                if (b.len() as u64) < want {
+                    return Ok(Got::Short(r.start + b.len() as u64, b.to_vec()));
+                }
+                Ok(Got::Bytes(b[..want as usize].to_vec()))
+            }
+            Err(object_store::Error::NotFound { .. }) => Ok(Got::Missing),
+            Err(e) => {
+                // A range past the end is refused as a bad request: ask
+                // the object's size to tell damage from a failure.
+                self.count(1);
+                match self.store.head(&path).await {
+                    Ok(m) if m.size < r.end => Ok(Got::Short(m.size, Vec::new())),
+                    Err(object_store::Error::NotFound { .. }) => Ok(Got::Missing),
+                    _ => Err(self.err(format!("reading {key} bytes {}..{}", r.start, r.end), e)),
+                }
+            }
+        }
+    }
+}
