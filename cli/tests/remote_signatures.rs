@@ -336,3 +336,21 @@ fn s3_signed_push_and_pull() {
     assert_eq!(ids(&b, None), std::slice::from_ref(&id));
     assert_eq!(signers(&b, &id), [(key_id(&public), "alice".into())]);
 }
+
+#[test]
+fn rm_on_a_remote_removes_the_recordings_signatures_and_no_other() {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path();
+    let a = root.join("a");
+    let rdir = root.join("remote");
+    import(&a, &["saxpy", "globals"]);
+    ok(&a, &["remote", "add", "r", &format!("file://{}", rdir.display())]);
+    let (alice_key, alice) = key(root, "alice");
+    ok(&a, &["push", "r", "--all", "--sign", alice_key.to_str().unwrap()]);
+    let all = ids(&a, None);
+    let sig = |id: &str| rdir.join(format!("signatures/{id}/{}", key_id(&alice)));
+    assert!(sig(&all[0]).is_file() && sig(&all[1]).is_file());
+    ok(&a, &["rm", &format!("r:{}", all[0])]);
+    assert!(!sig(&all[0]).exists(), "the removed recording's signature stays");
+    assert!(sig(&all[1]).is_file(), "another recording's signature went");
+}
