@@ -168,6 +168,8 @@ impl<D: DeviceApi> Drop for GpuBackend<D> {
         let _ = self.api.make_current();
         let _ = self.api.sync();
         drop(self.uploads.take());
+        // LLVM frees the pool before it unloads the images.
+        let _ = self.free_memory_pool();
         self.function = None;
         if let Some(m) = self.module.take() {
             // SAFETY: ours; the stream was synchronized.
