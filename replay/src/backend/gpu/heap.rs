@@ -94,7 +94,7 @@ impl<D: DeviceApi> GpuBackend<D> {
         check_size(POOL_SYMBOL, pool_len, POOL_BYTES)?;
         check_size(TRACKER_SYMBOL, tracker_len, TRACKER_BYTES)?;
         self.free_memory_pool()?;
-        let size = self.heap_size.unwrap_or(DEFAULT_POOL_SIZE);
+        let size = self.vars.heap_size.unwrap_or(DEFAULT_POOL_SIZE);
         // As LLVM: a pool that cannot be allocated is left empty (device
         // malloc returns null) rather than failing kernels that never call it.
         let ptr = usize::try_from(size)

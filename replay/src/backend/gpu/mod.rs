@@ -34,6 +34,7 @@ use std::sync::Arc;
 pub use self::api::{ApiQueue, ApiResult, ArgPtrs, DeviceApi, Handle, LoadFailure};
 use self::arena::DeviceArena;
 use self::heap::DeviceHeap;
+use super::device_env::DeviceEnv;
 use super::placeholder::Placeholder;
 use super::staging::{UploadStats, Uploads};
 use super::BackendError;
@@ -44,13 +45,35 @@ use super::BackendError;
 /// to the copy).
 const STAGING_BUFFERS: usize = 3;
 
+/// The variables LLVM's plugins read that change what a kernel sees, read
+/// as they read them.
+#[derive(Clone, Copy, Debug, Default)]
+struct PluginVariables {
+    /// `LIBOMPTARGET_HEAP_SIZE` (unset: the plugin's default).
+    heap_size: Option<u64>,
+    /// `LIBOMPTARGET_SHARED_MEMORY_SIZE` (0 unless set): written to the
+    /// environment's `DynamicMemSize`, and every launch gets at least this
+    /// much dynamic shared memory, as LLVM launches with the larger of it
+    /// and the kernel's own.
+    shared_memory_size: u32,
+}
+
+impl PluginVariables {
+    fn from_env() -> Self {
+        PluginVariables {
+            heap_size: self::heap::heap_size_from_env(),
+            shared_memory_size: DeviceEnv::default().with_llvm_variables().dynamic_mem_size,
+        }
+    }
+}
+
 /// A replay on one GPU through the device API `D`.
 pub struct GpuBackend<D: DeviceApi> {
     api: Arc<D>,
     /// The ordinal opened: the environment's `DeviceNum`.
     device: u32,
-    /// `LIBOMPTARGET_HEAP_SIZE`, read at open as LLVM reads it.
-    heap_size: Option<u64>,
+    /// LLVM's variables, read at open.
+    vars: PluginVariables,
     /// The AMDGPU device memory pool handed to the loaded image.
     pool: Option<u64>,
     /// The launch's start and stop events.
@@ -77,14 +100,14 @@ impl<D: DeviceApi> GpuBackend<D> {
     /// reservation where the device API asks for that
     /// ([`DeviceApi::HOLDS_PLACEHOLDER`]).
     pub fn open(device: u32, arena: Option<(u64, u64)>) -> Result<Self, BackendError> {
-        Self::open_with_heap(device, arena, self::heap::heap_size_from_env())
+        Self::open_with(device, arena, PluginVariables::from_env())
     }
 
-    /// [`Self::open`] with `LIBOMPTARGET_HEAP_SIZE` already read.
-    fn open_with_heap(
+    /// [`Self::open`] with LLVM's variables already read.
+    fn open_with(
         device: u32,
         arena: Option<(u64, u64)>,
-        heap_size: Option<u64>,
+        vars: PluginVariables,
     ) -> Result<Self, BackendError> {
         let mut placeholder = match arena {
             // Fails with the occupant's name when the range is taken here.
@@ -99,7 +122,7 @@ impl<D: DeviceApi> GpuBackend<D> {
         let api = Arc::new(D::open(device)?);
         // LLVM's CUDA plugin sizes the driver's heap at device
         // initialization, only when the variable is set.
-        if let (DeviceHeap::DriverLimit, Some(bytes)) = (D::HEAP, heap_size) {
+        if let (DeviceHeap::DriverLimit, Some(bytes)) = (D::HEAP, vars.heap_size) {
             api.set_heap_limit(bytes)?;
         }
         let start = api.create_event(true)?;
@@ -114,7 +137,7 @@ impl<D: DeviceApi> GpuBackend<D> {
         Ok(GpuBackend {
             api,
             device,
-            heap_size,
+            vars,
             pool: None,
             timing: Some((start, stop)),
             placeholder,

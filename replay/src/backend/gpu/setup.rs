@@ -23,6 +23,7 @@ impl<D: DeviceApi> GpuBackend<D> {
             let mut env = self.api.device_env()?.with_llvm_variables();
             // The ordinal this replay opened, whatever the API reports.
             env.device_num = self.device;
+            env.dynamic_mem_size = self.vars.shared_memory_size;
             let bytes = encode_for_symbol(&env, size as u64)?;
             self.uploads.write_device(ptr, &bytes)?;
         }

@@ -15,7 +15,7 @@ use rrstore_tests::{elf_header, elf_with_symbols};
 use super::heap::{
     encode_pool, initial_tracker, DeviceHeap, DEFAULT_POOL_SIZE, POOL_SYMBOL, TRACKER_SYMBOL,
 };
-use super::{ApiResult, ArgPtrs, DeviceApi, GpuBackend, LoadFailure};
+use super::{ApiResult, ArgPtrs, DeviceApi, GpuBackend, LoadFailure, PluginVariables};
 use crate::backend::args::LaunchDims;
 use crate::backend::device_env::{
     encode_for_symbol, DeviceEnv, AMDGPU_INIT_KERNEL, DEVICE_ENV_SYMBOL, NVPTX_INIT_END,
@@ -131,9 +131,22 @@ fn open_on<D: DeviceApi>(
     cfg: &Config,
     arena: Option<(u64, u64)>,
 ) -> (GpuBackend<D>, Log) {
+    let vars = PluginVariables {
+        heap_size: heap,
+        shared_memory_size: 0,
+    };
+    open_with_vars(device, vars, cfg, arena)
+}
+
+fn open_with_vars<D: DeviceApi>(
+    device: u32,
+    vars: PluginVariables,
+    cfg: &Config,
+    arena: Option<(u64, u64)>,
+) -> (GpuBackend<D>, Log) {
     let log = Log::default();
     NEXT.with(|n| *n.borrow_mut() = Some((cfg.clone(), log.clone())));
-    let b = GpuBackend::<D>::open_with_heap(device, arena, heap).expect("the fake opens");
+    let b = GpuBackend::<D>::open_with(device, arena, vars).expect("the fake opens");
     (b, log)
 }
 
@@ -831,4 +844,27 @@ fn no_pool_without_the_tracker_or_on_cuda_and_a_wrong_layout_is_named() {
     assert!(matches!(e, BackendError::Image(_)), "{e}");
     let e = e.to_string();
     assert!(e.contains(POOL_SYMBOL) && e.contains("24 bytes"), "{e}");
+}
+
+#[test]
+fn llvms_shared_memory_size_is_in_the_environment_and_a_floor_for_every_launch() {
+    let mut cfg = Config::nvidia();
+    cfg.globals = vec![(DEVICE_ENV_SYMBOL.into(), 0x1000, vec![0; 48])];
+    cfg.static_shared = 1024;
+    let vars = PluginVariables {
+        heap_size: None,
+        shared_memory_size: 48 * 1024,
+    };
+    let base = 0x7f10_0000_0000;
+    let (mut b, log) = open_with_vars::<CudaLike>(0, vars, &cfg, Some((base, 4096)));
+    b.reserve(base, 4096).unwrap();
+    b.load_image(&cfg.image(), "k").unwrap();
+    let dyn_mem = u32::from_le_bytes(b.device().read(0x1000 + 12, 4).try_into().unwrap());
+    assert_eq!(dyn_mem, 48 * 1024, "DynamicMemSize");
+    // A recording without its size (LLVM 18-22) gets the variable's, and
+    // the opt-in counts it; a larger recorded size stays.
+    b.launch(&[], &params(0)).unwrap();
+    assert!(at(&log, "opt_in k 49152") < at(&log, "launch k 4x128 49152"));
+    b.launch(&[], &params(64 * 1024)).unwrap();
+    assert_eq!(count(&log, "launch k 4x128 65536"), 1);
 }
