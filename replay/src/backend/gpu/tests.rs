@@ -868,3 +868,31 @@ fn llvms_shared_memory_size_is_in_the_environment_and_a_floor_for_every_launch()
     b.launch(&[], &params(64 * 1024)).unwrap();
     assert_eq!(count(&log, "launch k 4x128 65536"), 1);
 }
+
+#[test]
+fn hip_reservations_retry_like_cuda_with_the_range_released_first() {
+    // HIP once had no retry: the same order as CUDA now, each attempt
+    // made after the placeholder was released.
+    let mut cfg = Config::amd();
+    cfg.honours_from = 64 * MIB;
+    let base = 0x7f20_0000_0000;
+    let (b, log) = open::<HipLike>(&cfg, Some((base, 8 * MIB)));
+    let mut b = b.with_recorded_reservation(Some(16 * MIB));
+    b.reserve(base, 8 * MIB).unwrap();
+    let tried: Vec<String> = log
+        .borrow()
+        .iter()
+        .filter(|l| l.starts_with("reserve_va") || l.starts_with("free_va"))
+        .cloned()
+        .collect();
+    assert_eq!(
+        tried,
+        [
+            "reserve_va 0x1000000 free=true",
+            "free_va 0x7f0000000000 0x1000000",
+            "reserve_va 0x800000 free=true",
+            "free_va 0x7f0000000000 0x800000",
+            "reserve_va 0x4000000 free=true"
+        ]
+    );
+}
