@@ -8,8 +8,9 @@
 //! `__omp_rtl_device_memory_pool_tracker` and then `{ptr, size}` into
 //! `__omp_rtl_device_memory_pool`; an image without the tracker gets
 //! neither. The pool is freed at teardown, before the image is unloaded.
-//! LLVM 22's plugin no longer does this (its device runtime has no pool
-//! symbol), so images of those versions are left alone.
+//! The pool came with LLVM 18 (llvm-project PR 69806) and went before
+//! LLVM 22 (PR 163629, plugin and device runtime: `libLLVMOffload.so.22.1`
+//! has no pool symbol name), so LLVM 22 images have nothing to set up.
 //!
 //! NVIDIA: LLVM's CUDA plugin sets up no pool (device `malloc` is the
 //! driver's); when `LIBOMPTARGET_HEAP_SIZE` is set it sets the context's
@@ -96,7 +97,8 @@ impl<D: DeviceApi> GpuBackend<D> {
         self.free_memory_pool()?;
         let size = self.vars.heap_size.unwrap_or(DEFAULT_POOL_SIZE);
         // As LLVM: a pool that cannot be allocated is left empty (device
-        // malloc returns null) rather than failing kernels that never call it.
+        // malloc traps, as it does under LLVM) rather than failing kernels
+        // that never call it.
         let ptr = usize::try_from(size)
             .ok()
             .filter(|&len| len > 0)

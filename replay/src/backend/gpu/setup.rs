@@ -1,8 +1,8 @@
 //! What LLVM's plugins set up after loading an image, in their order: the
 //! device environment (`__omp_rtl_device_environment`, laid out by the
 //! symbol's size), the AMDGPU device memory pool (`heap.rs`), the refusal
-//! of images that need the host RPC server, then the image's constructors; all on the replay stream, so before the
-//! recorded globals and the launch.
+//! of images that need the host RPC server, then the image's constructors;
+//! all on the replay stream, so before the recorded globals and the launch.
 
 use super::api::DeviceApi;
 use super::GpuBackend;
