@@ -4,13 +4,17 @@
 # address, pointer + scalar arguments, __device__ globals, dynamic shared
 # memory above 48 KiB and exactly 48 KiB next to static shared memory, a
 # 2 MiB global, argument 0 all ones, 8 MiB used of a 4 GiB reservation the
-# driver placed, one 1 GiB snapshot), imports them into a fresh store and
+# driver placed, data reached through pointers stored in a struct and in a
+# __device__ pointer global, one 1 GiB snapshot), imports them into a fresh store and
 # replays each with `rrstore replay --backend cuda --verify --repetitions 5`;
 # a kernel that never ends must exit 13 under --timeout 2 and a wild store
 # must end in an error, not a hang. Where clang can build OpenMP offload
 # code for the GPU, real OpenMP kernels (tests/gpu/omp_kernels.c) are
-# recorded with LIBOMPTARGET_RECORD=1 and replayed with --verify too. Prints one summary line per recording and the H2D
-# rehydration bandwidth next to a plain pinned cuMemcpyHtoD of the same size.
+# recorded with LIBOMPTARGET_RECORD=1 and replayed with --verify too. With
+# more than one GPU (nvidia-smi -L) and an rrstore that has --device, saxpy
+# is replayed on each of them. Prints one summary line per recording and the
+# H2D rehydration bandwidth next to a plain pinned cuMemcpyHtoD of the same
+# size.
 #
 # Usage: scripts/gpu-check.sh [path/to/rrstore]   (default target/release/rrstore)
 # Needs: an NVIDIA GPU and driver, nvcc, python3. Nothing from the network.
@@ -20,7 +24,7 @@ set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=$(readlink -f "${1:-$ROOT/target/release/rrstore}")
 [ -x "$BIN" ] || { echo "gpu-check: no rrstore binary at $BIN (build: cargo build --release -p rrstore-cli)"; exit 2; }
-NVCC=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null | head -1 || true)
+NVCC=$(command -v nvcc || { [ -x /usr/local/cuda/bin/nvcc ] && echo /usr/local/cuda/bin/nvcc; } || true)
 [ -n "$NVCC" ] || { echo "gpu-check: nvcc not found (install the CUDA toolkit)"; exit 2; }
 command -v nvidia-smi >/dev/null || { echo "gpu-check: nvidia-smi not found: no NVIDIA driver"; exit 2; }
 
@@ -71,7 +75,7 @@ PY
 FAIL=0
 BIG_BYTES=0
 BIG_REHYDRATE=""
-for CASE in saxpy smem big smem48 bigglobal sentinel sparse spin wild; do
+for CASE in saxpy smem big smem48 bigglobal sentinel sparse ptrstruct spin wild; do
   DIR="$WORK/rec/$CASE"
   mkdir -p "$DIR"
   "$WORK/recorder" "$WORK/kernels.cubin" "$DIR" "$CASE" || { echo "gpu-check: recorder failed on $CASE"; FAIL=1; continue; }
@@ -135,6 +139,22 @@ echo "auto backend on the saxpy recording: rc=$RC ($(grep -E 'backend|VERIFIED|M
 echo "cubin on the host backend: rc=$RC (expected 9): $(head -1 "$WORK/host.txt")"
 [ "$RC" = 9 ] || FAIL=1
 
+# Every GPU of the machine, when it has more than one and rrstore has --device.
+NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
+if [ "${NGPU:-0}" -gt 1 ]; then
+  if "$BIN" replay --help 2>&1 | grep -q -- '--device'; then
+    echo "== --device over the $NGPU GPUs (saxpy)"
+    for ((D = 0; D < NGPU; D++)); do
+      timeout 120 "$BIN" replay "$SAXPY_ID" --backend cuda --device "$D" --verify >"$WORK/device-$D.txt" 2>&1
+      RC=$?
+      echo "device $D: rc=$RC $(grep -E 'VERIFIED|MISMATCH|error' "$WORK/device-$D.txt" | head -1)"
+      [ "$RC" = 0 ] || FAIL=1
+    done
+  else
+    echo "== --device: skipped ($NGPU GPUs, but this rrstore has no --device flag)"
+  fi
+fi
+
 if [ "$BIG_BYTES" != 0 ]; then
   echo "== H2D bandwidth for the 1 GiB snapshot"
   PLAIN=$("$WORK/recorder" bandwidth "$BIG_BYTES")
@@ -155,7 +175,7 @@ PY
 fi
 # Real LLVM OpenMP kernels, where this machine can build and record them:
 # clang with OpenMP offload for this GPU and LLVM's offload runtime.
-OMP_CC=$(command -v clang || ls /usr/lib/llvm-*/bin/clang 2>/dev/null | sort -V | tail -1 || true)
+OMP_CC=$(command -v clang || for C in /usr/lib/llvm-*/bin/clang; do [ -x "$C" ] && echo "$C"; done | sort -V | tail -1)
 if [ -n "$OMP_CC" ] && "$OMP_CC" -fopenmp --offload-arch="$ARCH" -O2 -o "$WORK/omp_kernels" \
      "$ROOT/tests/gpu/omp_kernels.c" >"$WORK/omp-build.log" 2>&1; then
   echo "== real OpenMP kernels ($("$OMP_CC" --version | head -1))"

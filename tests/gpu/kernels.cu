@@ -104,4 +104,22 @@ __global__ void rr_wild_store(const LaunchEnv* env, unsigned int* const* slot) {
     (*slot)[threadIdx.x] = 42;
 }
 
+// Data reached only through pointers stored in device memory, as OpenMP
+// leaves them when it maps a struct with pointer members (attach) or a
+// declare-target pointer variable: a struct in the arena holding arena
+// pointers, and a __device__ pointer global set to an arena buffer.
+struct PtrStruct {
+    const unsigned int* in;
+    unsigned int* out;
+    unsigned long long n;
+};
+
+__device__ const unsigned int* g_lut = nullptr;
+
+__global__ void rr_ptrstruct(const LaunchEnv* env, const PtrStruct* s) {
+    if (env->magic != RR_MAGIC || env->n != s->n || g_lut == nullptr) return;
+    unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < s->n) s->out[i] = s->in[i] * 3u + g_lut[i & 255];
+}
+
 }  // extern "C"

@@ -1,15 +1,27 @@
 // Real LLVM OpenMP offload kernels for the GPU check (scripts/gpu-check.sh
 // records them with LIBOMPTARGET_RECORD=1 where clang can build OpenMP
 // offload code for the GPU, then replays each with --verify):
-//   an SPMD kernel, a generic-mode kernel, a reduction, and a kernel that
+//   an SPMD kernel, a generic-mode kernel, a reduction, a kernel that
 //   calls omp_get_num_devices() and omp_get_device_num() (it reads the
-//   device environment the plugin writes at load time).
+//   device environment the plugin writes at load time), and a kernel that
+//   reaches its data only through device pointers stored in device memory:
+//   a mapped struct with a pointer member (attach) and a declare-target
+//   pointer variable.
 // Build: clang -fopenmp --offload-arch=sm_XX -O2 -o omp_kernels omp_kernels.c
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #define N (1 << 20)
+
+struct vec {
+    float *data;
+    int n;
+};
+
+#pragma omp declare target
+float *dt_lut;
+#pragma omp end declare target
 
 int main(void) {
     float *x = malloc(N * sizeof(float)), *y = malloc(N * sizeof(float));
@@ -44,6 +56,17 @@ int main(void) {
         devices = omp_get_num_devices();
         device = omp_get_device_num();
     }
+
+    // Pointers in device memory: the struct's device copy holds y's device
+    // address (attached), the declare-target global holds lut's.
+    float lut[64];
+    for (int i = 0; i < 64; i++) lut[i] = (float)(i * 3 + 1);
+    dt_lut = lut;
+    struct vec v = {y, N};
+#pragma omp target enter data map(to : dt_lut[0 : 64])
+#pragma omp target teams distribute parallel for map(to : v) map(tofrom : v.data[0 : N])
+    for (int i = 0; i < v.n; i++) v.data[i] += dt_lut[i & 63];
+#pragma omp target exit data map(delete : dt_lut[0 : 64])
 
     printf("sum=%.3f y[12345]=%.3f devices=%d device=%d\n", sum, y[12345], devices, device);
     free(x);

@@ -15,7 +15,9 @@
 //     CASE: saxpy smem big (the original three), smem48 (exactly 48 KiB of
 //     dynamic + static shared memory), bigglobal (a 2 MiB __device__ global
 //     the output depends on), sentinel (argument 0 all ones), sparse (8 MiB
-//     used of a 4 GiB reservation at an address the driver chose), spin (a
+//     used of a 4 GiB reservation at an address the driver chose), ptrstruct
+//     (data reached through arena pointers stored in a struct in the arena and
+//     in a __device__ pointer global), spin (a
 //     kernel that never ends when replayed), wild (a store through a wild
 //     pointer when replayed)
 //   recorder bandwidth <bytes>        plain pinned cuMemcpyHtoD bandwidth
@@ -359,6 +361,34 @@ int main(int argc, char** argv) {
         teams = 256;
         threads = 256;
         trip = n / 2;
+    } else if (which == "ptrstruct") {
+        // The kernel's data is reached only through pointers stored in the
+        // arena (a struct) and in a __device__ global (a declare-target
+        // pointer), as OpenMP's attach semantics leave them.
+        const uint64_t n = 1 << 18;
+        a = make_arena(dev, 64ull << 20);
+        CUdeviceptr env = a.alloc(sizeof(LaunchEnv));
+        CUdeviceptr s = a.alloc(3 * 8);
+        CUdeviceptr in = a.alloc(n * 4);
+        CUdeviceptr out = a.alloc(n * 4);
+        CUdeviceptr lut = a.alloc(256 * 4);
+        LaunchEnv e = {RR_MAGIC, n};
+        CK(cuMemcpyHtoD(env, &e, sizeof(e)));
+        const uint64_t sv[3] = {(uint64_t)in, (uint64_t)out, n};
+        CK(cuMemcpyHtoD(s, sv, sizeof(sv)));
+        std::vector<uint32_t> h(n), l(256);
+        for (uint64_t i = 0; i < n; i++) h[i] = (uint32_t)(i * 2246822519u);
+        for (uint32_t i = 0; i < 256; i++) l[i] = i * i + 1;
+        CK(cuMemcpyHtoD(in, h.data(), n * 4));
+        CK(cuMemcpyHtoD(lut, l.data(), 256 * 4));
+        const uint64_t lut_ptr = lut;
+        set_global(mod, "g_lut", &lut_ptr, sizeof(lut_ptr));
+        globals_saved.push_back("g_lut");
+        kernel = "rr_ptrstruct";
+        args = {env, s};
+        threads = 256;
+        teams = n / threads;
+        trip = n;
     } else if (which == "spin") {
         a = make_arena(dev, 64ull << 20);
         CUdeviceptr env = a.alloc(sizeof(LaunchEnv));

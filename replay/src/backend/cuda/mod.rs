@@ -20,6 +20,7 @@ use cudarc::driver::sys::{
 use self::driver::{ck, describe, CudaDeviceInfo};
 use super::args::LaunchDims;
 use super::device_env::{hardware_parallelism, DeviceEnv};
+use super::gpu::heap::DeviceHeap;
 use super::gpu::{ApiResult, ArgPtrs, DeviceApi, GpuBackend, Handle, LoadFailure};
 use super::target::DeviceTarget;
 use super::wait::Poll;
@@ -71,6 +72,8 @@ impl DeviceApi for CudaApi {
     // hints only inside it, so a PROT_NONE placeholder would push the
     // recorded address out of reach (observed on an H200, driver 580).
     const HOLDS_PLACEHOLDER: bool = false;
+    // Device malloc is the driver's; LLVM's CUDA plugin only sizes it.
+    const HEAP: DeviceHeap = DeviceHeap::DriverLimit;
 
     fn open(device: u32) -> ApiResult<Self> {
         driver::init()?;
@@ -144,6 +147,15 @@ impl DeviceApi for CudaApi {
             ),
             ..DeviceEnv::default()
         })
+    }
+
+    fn set_heap_limit(&self, bytes: u64) -> ApiResult<()> {
+        let bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
+        // SAFETY: sets one limit of the current (primary) context.
+        ck(
+            unsafe { sys::cuCtxSetLimit(sys::CUlimit::CU_LIMIT_MALLOC_HEAP_SIZE, bytes) },
+            "cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE) for LIBOMPTARGET_HEAP_SIZE",
+        )
     }
 
     fn granularity(&self) -> ApiResult<u64> {

@@ -18,6 +18,7 @@ use super::super::staging::DmaQueue;
 use super::super::target::DeviceTarget;
 use super::super::wait::Poll;
 use super::super::BackendError;
+use super::heap::DeviceHeap;
 
 /// A driver handle (module, function, event, allocation) that only a
 /// [`DeviceApi`] implementation of this crate makes, so the safe methods
@@ -62,6 +63,8 @@ pub trait DeviceApi: Sized {
     /// The largest pinned staging buffer (three are used; a small arena
     /// gets smaller ones).
     const STAGING_BYTES: usize = 64 << 20;
+    /// How LLVM's plugin gives this device's kernels their `malloc` heap.
+    const HEAP: DeviceHeap;
 
     /// Open device `device` (0 = the first) and create the replay stream.
     fn open(device: u32) -> ApiResult<Self>;
@@ -73,6 +76,13 @@ pub trait DeviceApi: Sized {
     /// What LLVM's plugin writes to `__omp_rtl_device_environment` for this
     /// device (device number, number of devices, clock, parallelism).
     fn device_env(&self) -> ApiResult<DeviceEnv>;
+    /// Size the driver's own device `malloc` heap (CUDA's
+    /// `CU_LIMIT_MALLOC_HEAP_SIZE`); only called when [`Self::HEAP`] is
+    /// [`DeviceHeap::DriverLimit`].
+    fn set_heap_limit(&self, bytes: u64) -> ApiResult<()> {
+        let _ = bytes;
+        Ok(())
+    }
 
     /// The physical allocation granularity (rounds the arena).
     fn granularity(&self) -> ApiResult<u64>;

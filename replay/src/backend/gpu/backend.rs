@@ -105,7 +105,10 @@ impl<D: DeviceApi> Backend for GpuBackend<D> {
         self.api.make_current()?;
         let f = Self::loaded(self.function, "launch")?;
         let (start, stop) = Self::loaded(self.timing, "launch")?;
-        let dims = LaunchDims::from_params(params)?;
+        let mut dims = LaunchDims::from_params(params)?;
+        // LLVM launches with at least LIBOMPTARGET_SHARED_MEMORY_SIZE, which
+        // the environment told the device runtime it has.
+        dims.shared_memory = dims.shared_memory.max(self.vars.shared_memory_size);
         self.uploads.settle()?;
         if let Some(device_max) = self.api.shared_opt_in_limit()? {
             if let Some(v) = dynamic_shared_opt_in(
@@ -168,6 +171,8 @@ impl<D: DeviceApi> Drop for GpuBackend<D> {
         let _ = self.api.make_current();
         let _ = self.api.sync();
         drop(self.uploads.take());
+        // LLVM frees the pool before it unloads the images.
+        let _ = self.free_memory_pool();
         self.function = None;
         if let Some(m) = self.module.take() {
             // SAFETY: ours; the stream was synchronized.

@@ -6,8 +6,8 @@
 //! fallbacks of [`crate::backend::reservation`]) and map memory there,
 //! upload the input through pinned, multi-buffered staging
 //! ([`crate::backend::staging`]), load the image, set up the device state
-//! LLVM's plugin creates (`setup.rs`: environment, RPC refusal,
-//! constructors), write the globals asynchronously on the replay stream,
+//! LLVM's plugin creates (`setup.rs`: environment, device memory pool,
+//! RPC refusal, constructors), write the globals asynchronously on the replay stream,
 //! launch (opting in to more than 48 KiB of shared memory where the device
 //! needs it), poll for the end without blocking past `--timeout`,
 //! download, and tear down in reverse order (nothing that would wait on a
@@ -17,11 +17,13 @@
 //!   backend implements it too).
 //! * [`arena`]: the reservation and its mapping.
 //! * `setup.rs`: device environment and constructors.
+//! * [`heap`]: the device `malloc` heap (AMDGPU pool, CUDA heap limit).
 //! * `backend.rs`: the [`Backend`](crate::backend::Backend) implementation.
 
 pub mod api;
 pub mod arena;
 mod backend;
+pub mod heap;
 mod setup;
 #[cfg(test)]
 mod tests;
@@ -31,6 +33,8 @@ use std::sync::Arc;
 
 pub use self::api::{ApiQueue, ApiResult, ArgPtrs, DeviceApi, Handle, LoadFailure};
 use self::arena::DeviceArena;
+use self::heap::DeviceHeap;
+use super::device_env::DeviceEnv;
 use super::placeholder::Placeholder;
 use super::staging::{UploadStats, Uploads};
 use super::BackendError;
@@ -41,9 +45,37 @@ use super::BackendError;
 /// to the copy).
 const STAGING_BUFFERS: usize = 3;
 
+/// The variables LLVM's plugins read that change what a kernel sees, read
+/// as they read them.
+#[derive(Clone, Copy, Debug, Default)]
+struct PluginVariables {
+    /// `LIBOMPTARGET_HEAP_SIZE` (unset: the plugin's default).
+    heap_size: Option<u64>,
+    /// `LIBOMPTARGET_SHARED_MEMORY_SIZE` (0 unless set): written to the
+    /// environment's `DynamicMemSize`, and every launch gets at least this
+    /// much dynamic shared memory, as LLVM launches with the larger of it
+    /// and the kernel's own.
+    shared_memory_size: u32,
+}
+
+impl PluginVariables {
+    fn from_env() -> Self {
+        PluginVariables {
+            heap_size: self::heap::heap_size_from_env(),
+            shared_memory_size: DeviceEnv::default().with_llvm_variables().dynamic_mem_size,
+        }
+    }
+}
+
 /// A replay on one GPU through the device API `D`.
 pub struct GpuBackend<D: DeviceApi> {
     api: Arc<D>,
+    /// The ordinal opened: the environment's `DeviceNum`.
+    device: u32,
+    /// LLVM's variables, read at open.
+    vars: PluginVariables,
+    /// The AMDGPU device memory pool handed to the loaded image.
+    pool: Option<u64>,
     /// The launch's start and stop events.
     timing: Option<(D::Event, D::Event)>,
     placeholder: Option<Placeholder>,
@@ -68,6 +100,15 @@ impl<D: DeviceApi> GpuBackend<D> {
     /// reservation where the device API asks for that
     /// ([`DeviceApi::HOLDS_PLACEHOLDER`]).
     pub fn open(device: u32, arena: Option<(u64, u64)>) -> Result<Self, BackendError> {
+        Self::open_with(device, arena, PluginVariables::from_env())
+    }
+
+    /// [`Self::open`] with LLVM's variables already read.
+    fn open_with(
+        device: u32,
+        arena: Option<(u64, u64)>,
+        vars: PluginVariables,
+    ) -> Result<Self, BackendError> {
         let mut placeholder = match arena {
             // Fails with the occupant's name when the range is taken here.
             Some((base, size)) => Some(Placeholder::new(base, size)?),
@@ -79,6 +120,11 @@ impl<D: DeviceApi> GpuBackend<D> {
             }
         }
         let api = Arc::new(D::open(device)?);
+        // LLVM's CUDA plugin sizes the driver's heap at device
+        // initialization, only when the variable is set.
+        if let (DeviceHeap::DriverLimit, Some(bytes)) = (D::HEAP, vars.heap_size) {
+            api.set_heap_limit(bytes)?;
+        }
         let start = api.create_event(true)?;
         let stop = match api.create_event(true) {
             Ok(e) => e,
@@ -90,6 +136,9 @@ impl<D: DeviceApi> GpuBackend<D> {
         };
         Ok(GpuBackend {
             api,
+            device,
+            vars,
+            pool: None,
             timing: Some((start, stop)),
             placeholder,
             recorded_reservation: None,

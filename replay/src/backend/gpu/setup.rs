@@ -1,8 +1,8 @@
 //! What LLVM's plugins set up after loading an image, in their order: the
 //! device environment (`__omp_rtl_device_environment`, laid out by the
-//! symbol's size), the refusal of images that need the host RPC server,
-//! then the image's constructors; all on the replay stream, so before the
-//! recorded globals and the launch.
+//! symbol's size), the AMDGPU device memory pool (`heap.rs`), the refusal
+//! of images that need the host RPC server, then the image's constructors;
+//! all on the replay stream, so before the recorded globals and the launch.
 
 use super::api::DeviceApi;
 use super::GpuBackend;
@@ -20,10 +20,14 @@ impl<D: DeviceApi> GpuBackend<D> {
         image: &[u8],
     ) -> Result<(), BackendError> {
         if let Some((ptr, size)) = self.lookup_global(m, DEVICE_ENV_SYMBOL)? {
-            let env = self.api.device_env()?.with_llvm_variables();
+            let mut env = self.api.device_env()?.with_llvm_variables();
+            // The ordinal this replay opened, whatever the API reports.
+            env.device_num = self.device;
+            env.dynamic_mem_size = self.vars.shared_memory_size;
             let bytes = encode_for_symbol(&env, size as u64)?;
             self.uploads.write_device(ptr, &bytes)?;
         }
+        self.setup_memory_pool(m)?;
         for symbol in RPC_CLIENT_SYMBOLS {
             if self.lookup_global(m, symbol)?.is_some() {
                 return Err(refuse_rpc(symbol));

@@ -12,7 +12,10 @@ use std::time::Duration;
 use rrstore_tests::elf::{EM_AMDGPU, EM_CUDA};
 use rrstore_tests::{elf_header, elf_with_symbols};
 
-use super::{ApiResult, ArgPtrs, DeviceApi, GpuBackend, LoadFailure};
+use super::heap::{
+    encode_pool, initial_tracker, DeviceHeap, DEFAULT_POOL_SIZE, POOL_SYMBOL, TRACKER_SYMBOL,
+};
+use super::{ApiResult, ArgPtrs, DeviceApi, GpuBackend, LoadFailure, PluginVariables};
 use crate::backend::args::LaunchDims;
 use crate::backend::device_env::{
     encode_for_symbol, DeviceEnv, AMDGPU_INIT_KERNEL, DEVICE_ENV_SYMBOL, NVPTX_INIT_END,
@@ -118,9 +121,32 @@ impl<const HOLD: bool> Fake<HOLD> {
 
 /// Open a backend over the fake `D` configured by `cfg`; the log it writes.
 fn open<D: DeviceApi>(cfg: &Config, arena: Option<(u64, u64)>) -> (GpuBackend<D>, Log) {
+    open_on(0, None, cfg, arena)
+}
+
+/// [`open`] on device `device`, with `LIBOMPTARGET_HEAP_SIZE` = `heap`.
+fn open_on<D: DeviceApi>(
+    device: u32,
+    heap: Option<u64>,
+    cfg: &Config,
+    arena: Option<(u64, u64)>,
+) -> (GpuBackend<D>, Log) {
+    let vars = PluginVariables {
+        heap_size: heap,
+        shared_memory_size: 0,
+    };
+    open_with_vars(device, vars, cfg, arena)
+}
+
+fn open_with_vars<D: DeviceApi>(
+    device: u32,
+    vars: PluginVariables,
+    cfg: &Config,
+    arena: Option<(u64, u64)>,
+) -> (GpuBackend<D>, Log) {
     let log = Log::default();
     NEXT.with(|n| *n.borrow_mut() = Some((cfg.clone(), log.clone())));
-    let b = GpuBackend::<D>::open(0, arena).expect("the fake opens");
+    let b = GpuBackend::<D>::open_with(device, arena, vars).expect("the fake opens");
     (b, log)
 }
 
@@ -133,6 +159,12 @@ impl<const HOLD: bool> DeviceApi for Fake<HOLD> {
     const NAME: &'static str = "fake";
     const RUNTIME: &'static str = "the fake driver";
     const HOLDS_PLACEHOLDER: bool = HOLD;
+    // HIP-like devices get LLVM's AMDGPU pool, CUDA-like ones a driver limit.
+    const HEAP: DeviceHeap = if HOLD {
+        DeviceHeap::Pool
+    } else {
+        DeviceHeap::DriverLimit
+    };
 
     fn open(device: u32) -> ApiResult<Self> {
         let (cfg, log) = NEXT
@@ -168,12 +200,18 @@ impl<const HOLD: bool> DeviceApi for Fake<HOLD> {
 
     fn device_env(&self) -> ApiResult<DeviceEnv> {
         Ok(DeviceEnv {
-            num_devices: 2,
+            num_devices: 3,
+            // Deliberately not the ordinal opened: the backend sets it.
             device_num: 0,
             clock_frequency: 100_000_000,
             hardware_parallelism: 1728,
             ..DeviceEnv::default()
         })
+    }
+
+    fn set_heap_limit(&self, bytes: u64) -> ApiResult<()> {
+        self.note(format!("heap_limit {bytes}"));
+        Ok(())
     }
 
     fn granularity(&self) -> ApiResult<u64> {
@@ -696,4 +734,165 @@ fn teardown_runs_in_reverse_order_of_creation() {
         ]
     );
     assert_eq!(count(&log, "free_pinned"), 3);
+}
+
+#[test]
+fn the_environment_names_the_ordinal_opened_and_the_devices_reported() {
+    let mut cfg = Config::amd();
+    cfg.globals = vec![(DEVICE_ENV_SYMBOL.into(), 0x1000, vec![0; 48])];
+    let base = 0x7ed0_0000_0000;
+    let (mut b, log) = open_on::<HipLike>(2, None, &cfg, Some((base, 4096)));
+    assert_eq!(at(&log, "open 2"), 0);
+    b.reserve(base, 4096).unwrap();
+    b.load_image(&cfg.image(), "k").unwrap();
+    let env = b.device().read(0x1000, 16);
+    let u32s: Vec<u32> = env
+        .chunks(4)
+        .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    // NumDevices as the device API reports them, DeviceNum the ordinal.
+    assert_eq!(u32s[1..3], [3, 2]);
+}
+
+/// An AMD-like device whose image has the environment, LLVM's pool and
+/// tracker, and constructors.
+fn pool_image_config() -> Config {
+    let mut cfg = Config::amd();
+    cfg.functions.push(AMDGPU_INIT_KERNEL.into());
+    cfg.globals = vec![
+        (DEVICE_ENV_SYMBOL.into(), 0x1000, vec![0; 48]),
+        (POOL_SYMBOL.into(), 0x1100, vec![0xee; 16]),
+        (TRACKER_SYMBOL.into(), 0x1200, vec![0xee; 32]),
+    ];
+    cfg
+}
+
+#[test]
+fn an_amdgpu_pool_is_allocated_and_written_in_llvms_order_and_freed_before_unload() {
+    let cfg = pool_image_config();
+    let base = 0x7ee0_0000_0000;
+    let (mut b, log) = open_on::<HipLike>(0, Some(64 * 1024), &cfg, Some((base, 4096)));
+    b.reserve(base, 4096).unwrap();
+    b.load_image(&cfg.image(), "k").unwrap();
+    b.launch(&[], &params(0)).unwrap();
+    let pool = 0x5000_0000u64;
+    let steps = [
+        "htod 0x1000 48",
+        "alloc_device 0x50000000 65536",
+        "htod 0x1200 32",
+        "htod 0x1100 16",
+        "launch amdgcn.device.init",
+        "launch k",
+    ];
+    let order: Vec<usize> = steps.iter().map(|s| at(&log, s)).collect();
+    assert!(order.windows(2).all(|w| w[0] < w[1]), "{:#?}", log.borrow());
+    assert_eq!(b.device().read(0x1100, 16), encode_pool(pool, 64 * 1024));
+    assert_eq!(b.device().read(0x1200, 32), initial_tracker());
+    assert_eq!(count(&log, "heap_limit"), 0, "AMD has no driver limit");
+    drop(b);
+    let free = at(&log, "free_device 0x50000000");
+    assert_eq!(log.borrow()[free - 1], "sync");
+    assert!(free < at(&log, "unload_module"), "{:#?}", log.borrow());
+
+    // Unset, the size is LLVM's default of 512 MiB.
+    let base = 0x7ee1_0000_0000;
+    let (mut b, log) = open_on::<HipLike>(0, None, &cfg, Some((base, 4096)));
+    b.reserve(base, 4096).unwrap();
+    b.load_image(&cfg.image(), "k").unwrap();
+    assert_eq!(count(&log, "alloc_device 0x50000000 536870912"), 1);
+    assert_eq!(
+        b.device().read(0x1100, 16),
+        encode_pool(pool, DEFAULT_POOL_SIZE)
+    );
+    // A second image replaces the pool: the first one is freed.
+    b.load_image(&cfg.image(), "k").unwrap();
+    assert!(at(&log, "free_device 0x50000000") < at(&log, "alloc_device 0x50001000"));
+}
+
+#[test]
+fn no_pool_without_the_tracker_or_on_cuda_and_a_wrong_layout_is_named() {
+    // Without the tracker LLVM writes no pool: nothing allocated.
+    let mut cfg = pool_image_config();
+    cfg.globals.retain(|(n, _, _)| n != TRACKER_SYMBOL);
+    let base = 0x7ef0_0000_0000;
+    let (mut b, log) = open_on::<HipLike>(0, Some(4096), &cfg, Some((base, 4096)));
+    b.reserve(base, 4096).unwrap();
+    b.load_image(&cfg.image(), "k").unwrap();
+    assert_eq!(count(&log, "alloc_device"), 0);
+    assert_eq!(b.device().read(0x1100, 16), [0xee; 16]);
+
+    // CUDA: no pool, the driver's heap limit set at open when asked for.
+    let mut cfg = pool_image_config();
+    cfg.nvidia = true;
+    cfg.functions = vec!["k".into()];
+    let base = 0x7ef1_0000_0000;
+    let (mut b, log) = open_on::<CudaLike>(0, Some(1 << 30), &cfg, Some((base, 4096)));
+    assert_eq!(at(&log, "heap_limit 1073741824"), 1, "right after open");
+    b.reserve(base, 4096).unwrap();
+    b.load_image(&cfg.image(), "k").unwrap();
+    assert_eq!(count(&log, "alloc_device"), 0);
+    let (_b, log) = open_on::<CudaLike>(0, None, &cfg, None);
+    assert_eq!(count(&log, "heap_limit"), 0, "unset: the driver's default");
+
+    // A pool symbol of another size is refused with its name.
+    let mut cfg = pool_image_config();
+    cfg.globals[1].2 = vec![0; 24];
+    let base = 0x7ef2_0000_0000;
+    let (mut b, _log) = open_on::<HipLike>(0, Some(4096), &cfg, Some((base, 4096)));
+    b.reserve(base, 4096).unwrap();
+    let e = b.load_image(&cfg.image(), "k").unwrap_err();
+    assert!(matches!(e, BackendError::Image(_)), "{e}");
+    let e = e.to_string();
+    assert!(e.contains(POOL_SYMBOL) && e.contains("24 bytes"), "{e}");
+}
+
+#[test]
+fn llvms_shared_memory_size_is_in_the_environment_and_a_floor_for_every_launch() {
+    let mut cfg = Config::nvidia();
+    cfg.globals = vec![(DEVICE_ENV_SYMBOL.into(), 0x1000, vec![0; 48])];
+    cfg.static_shared = 1024;
+    let vars = PluginVariables {
+        heap_size: None,
+        shared_memory_size: 48 * 1024,
+    };
+    let base = 0x7f10_0000_0000;
+    let (mut b, log) = open_with_vars::<CudaLike>(0, vars, &cfg, Some((base, 4096)));
+    b.reserve(base, 4096).unwrap();
+    b.load_image(&cfg.image(), "k").unwrap();
+    let dyn_mem = u32::from_le_bytes(b.device().read(0x1000 + 12, 4).try_into().unwrap());
+    assert_eq!(dyn_mem, 48 * 1024, "DynamicMemSize");
+    // A recording without its size (LLVM 18-22) gets the variable's, and
+    // the opt-in counts it; a larger recorded size stays.
+    b.launch(&[], &params(0)).unwrap();
+    assert!(at(&log, "opt_in k 49152") < at(&log, "launch k 4x128 49152"));
+    b.launch(&[], &params(64 * 1024)).unwrap();
+    assert_eq!(count(&log, "launch k 4x128 65536"), 1);
+}
+
+#[test]
+fn hip_reservations_retry_like_cuda_with_the_range_released_first() {
+    // HIP once had no retry: the same order as CUDA now, each attempt
+    // made after the placeholder was released.
+    let mut cfg = Config::amd();
+    cfg.honours_from = 64 * MIB;
+    let base = 0x7f20_0000_0000;
+    let (b, log) = open::<HipLike>(&cfg, Some((base, 8 * MIB)));
+    let mut b = b.with_recorded_reservation(Some(16 * MIB));
+    b.reserve(base, 8 * MIB).unwrap();
+    let tried: Vec<String> = log
+        .borrow()
+        .iter()
+        .filter(|l| l.starts_with("reserve_va") || l.starts_with("free_va"))
+        .cloned()
+        .collect();
+    assert_eq!(
+        tried,
+        [
+            "reserve_va 0x1000000 free=true",
+            "free_va 0x7f0000000000 0x1000000",
+            "reserve_va 0x800000 free=true",
+            "free_va 0x7f0000000000 0x800000",
+            "reserve_va 0x4000000 free=true"
+        ]
+    );
 }

@@ -23,6 +23,7 @@ pub use self::device::{list, HipDeviceInfo};
 use self::ffi::*;
 use super::args::LaunchDims;
 use super::device_env::{amd_clock_frequency, hardware_parallelism, DeviceEnv};
+use super::gpu::heap::DeviceHeap;
 use super::gpu::{ApiResult, ArgPtrs, DeviceApi, GpuBackend, Handle, LoadFailure};
 use super::target::DeviceTarget;
 use super::wait::Poll;
@@ -76,6 +77,8 @@ impl DeviceApi for HipApi {
     const NAME: &'static str = "hip";
     const RUNTIME: &'static str = "the HIP runtime";
     const HOLDS_PLACEHOLDER: bool = true;
+    // LLVM's AMDGPU plugin hands the device runtime a pool it allocates.
+    const HEAP: DeviceHeap = DeviceHeap::Pool;
     const STAGING_BYTES: usize = 32 << 20;
 
     fn open(device: u32) -> ApiResult<Self> {
