@@ -60,7 +60,23 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         Selected::default()
     };
     let ids: Vec<RecordingId> = wanted.recordings.iter().map(|(id, _)| *id).collect();
-    let found = sign::fetch(&remote, &ids).map_err(lift).with_context(ctx)?;
+    // Signatures of every chosen recording when keys are required (those
+    // the store has included); otherwise only of those the pull brings, so
+    // a pull of what the store already has costs no request per recording.
+    let to_check: Vec<RecordingId> = if required.is_empty() {
+        let mut new = Vec::new();
+        for id in &ids {
+            if !store.contains(id)? {
+                new.push(*id);
+            }
+        }
+        new
+    } else {
+        ids.clone()
+    };
+    let found = sign::fetch(&remote, &to_check)
+        .map_err(lift)
+        .with_context(ctx)?;
     if !required.is_empty() {
         if let Err(e) = sign::require(&remote, &ids, &found, &required) {
             let e = match e {
