@@ -13,7 +13,10 @@
 //! see [`fill`]) when the source has files; otherwise the parent writes it
 //! (`process_vm_writev`, or `Write` requests where that is forbidden). The
 //! parent reads the arena back the same two ways. A kernel
-//! that crashes takes only this process down.
+//! that crashes takes only this process down. The runner confines itself
+//! ([`crate::sandbox::confine`]) just before the image is loaded: after
+//! the runtime's preload and the fills, allowed to read again exactly the
+//! pack files it filled from (a later repetition fills again).
 
 use std::ffi::{CStr, CString};
 use std::io::Write;
@@ -36,6 +39,7 @@ pub fn runner_main(args: &[String]) -> i32 {
         eprintln!("rrstore __host-runner is internal to `rrstore replay` (usage: --control FD)");
         return 2;
     };
+    crate::sandbox::set_mode(crate::sandbox::env::mode_here()); // sandbox (hD)
     // SAFETY: the parent passed us this socket's descriptor and nothing else
     // in this process owns it.
     serve(
@@ -97,6 +101,8 @@ struct State {
     preloaded: Vec<String>,
     /// The thread loading them, joined before the image is loaded.
     preloading: Option<std::thread::JoinHandle<()>>,
+    /// The files fills read, which the confined runner may read again.
+    filled_files: Vec<std::path::PathBuf>,
 }
 
 impl State {
@@ -107,6 +113,7 @@ impl State {
             kernel: std::ptr::null(),
             preloaded: Vec::new(),
             preloading: None,
+            filled_files: Vec::new(),
         }
     }
 }
@@ -243,6 +250,11 @@ impl State {
             Some(Op::Fill) => {
                 let base = f.u64()?;
                 let plan = fill::decode(&mut f)?;
+                for file in &plan.files {
+                    if !self.filled_files.contains(file) {
+                        self.filled_files.push(file.clone());
+                    }
+                }
                 match self.fill(&plan, base) {
                     Ok(took) => {
                         let mut m = Msg::ok();
@@ -311,6 +323,15 @@ impl State {
         if let Some(t) = self.preloading.take() {
             let _ = t.join();
         }
+        // sandbox (hD): confined before the image's constructors run.
+        let allow = crate::sandbox::Allow {
+            read_files: &self.filled_files,
+            ..Default::default()
+        };
+        let applied = match crate::sandbox::confine(&allow) {
+            Ok(m) => m,
+            Err(why) => return Msg::err(ErrKind::Other, &why),
+        };
         let path = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&file));
         let Ok(cpath) = CString::new(path) else {
             return Msg::err(ErrKind::Dlopen, "bad image path");
@@ -329,7 +350,9 @@ impl State {
             return Msg::err(ErrKind::MissingKernel, &dlerror_string());
         }
         self.kernel = k.cast();
-        Msg::ok()
+        let mut m = Msg::ok();
+        m.u64(applied.0);
+        m
     }
 
     fn write_global(&mut self, name: &str, data: &[u8]) -> Msg {
