@@ -139,7 +139,12 @@ fn a_hostile_image_is_confined_and_cannot_fake_the_verdict() {
     let j = rrstore_tests::copy_recording(&fixtures().join(GLOBALS), &dir.path().join("rec"));
     let kernel = j.file_stem().unwrap().to_str().unwrap().to_string();
     rrstore_tests::replace_kernel(&j, &hostile_c(&kernel, &paths));
-    let o = rrstore(&store, &home, &tmp, &["import", j.to_str().unwrap(), "--json"]);
+    let o = rrstore(
+        &store,
+        &home,
+        &tmp,
+        &["import", j.to_str().unwrap(), "--json"],
+    );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(paths.index.exists(), "the store has an index");
     let imported: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
@@ -173,24 +178,89 @@ fn a_hostile_image_is_confined_and_cannot_fake_the_verdict() {
             "kill-parent",
         ] {
             let line = format!("  kernel| {when} {what}: denied");
-            assert!(stdout.lines().any(|l| l.starts_with(&line)), "{line}\n{all}");
+            assert!(
+                stdout.lines().any(|l| l.starts_with(&line)),
+                "{line}\n{all}"
+            );
         }
         let line = format!("  kernel| {when} write-scratch: ok");
         assert!(stdout.contains(&line), "{line}\n{all}");
     }
     assert!(!all.contains("SUCCEEDED"), "{all}");
-    assert!(!all.contains("filesecret123") && !all.contains("envsecret456"), "{all}");
-    assert!(!paths.outside.exists(), "the image wrote outside its scratch directory");
-    assert!(listener.accept().is_err(), "the image connected to the listener");
+    assert!(
+        !all.contains("filesecret123") && !all.contains("envsecret456"),
+        "{all}"
+    );
+    assert!(
+        !paths.outside.exists(),
+        "the image wrote outside its scratch directory"
+    );
+    assert!(
+        listener.accept().is_err(),
+        "the image connected to the listener"
+    );
     // Nothing outlived the replay: no daemon, no scratch directory left.
     assert_eq!(daemons(), Vec::<String>::new());
-    assert_eq!(std::fs::read_dir(&tmp).unwrap().count(), 0, "scratch left in {}", tmp.display());
+    assert_eq!(
+        std::fs::read_dir(&tmp).unwrap().count(),
+        0,
+        "scratch left in {}",
+        tmp.display()
+    );
 
     // The JSON report keeps the runner's output in a field of its own.
     let o = rrstore(&store, &home, &tmp, &["replay", &id[..12], "--json"]);
     assert_eq!(o.status.code(), Some(1));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["verdict"], "mismatch");
-    assert!(v["kernel_output"].as_str().unwrap().contains("kernel fork: denied"));
+    assert!(v["kernel_output"]
+        .as_str()
+        .unwrap()
+        .contains("kernel fork: denied"));
     assert_eq!(v["sandbox"]["mode"], "auto");
+}
+
+#[test]
+fn strict_replays_fully_confined_or_refuses_and_off_warns() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let j = fixtures().join(GLOBALS);
+    let j = j.with_extension("json");
+    let run = |args: &[&str]| rrstore(&store, dir.path(), dir.path(), args);
+    let o = run(&["devices", "--json"]);
+    let devices: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let full = devices[0]["sandbox"]
+        .as_str()
+        .unwrap()
+        .ends_with("replays run fully confined");
+
+    let o = run(&[
+        "replay",
+        j.to_str().unwrap(),
+        "--sandbox",
+        "strict",
+        "--timeout",
+        "none",
+        "--json",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    if full {
+        assert_eq!(o.status.code(), Some(0), "{err}");
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["verdict"], "verified");
+        assert_eq!(v["sandbox"]["mode"], "strict");
+        assert_eq!(v["sandbox"]["applied"].as_array().unwrap().len(), 6, "{v}");
+        assert_eq!(v["sandbox"]["missing"], serde_json::json!([]));
+    } else {
+        assert_eq!(o.status.code(), Some(8), "{err}");
+        assert!(err.contains("full confinement is not available"), "{err}");
+    }
+
+    let o = run(&["replay", j.to_str().unwrap(), "--sandbox", "off", "--json"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains("warning: --sandbox off"), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["sandbox"]["mode"], "off");
+    assert_eq!(v["sandbox"]["applied"], serde_json::json!([]));
 }

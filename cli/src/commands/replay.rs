@@ -169,7 +169,11 @@ fn ms(ns: u64) -> String {
     format!("{:.3} ms", ns as f64 / 1e6)
 }
 
-fn print_text(r: &ReplayReport, history_row: Option<i64>, kernel_output: &super::confine::KernelOutput) {
+fn print_text(
+    r: &ReplayReport,
+    history_row: Option<i64>,
+    kernel_output: &super::confine::KernelOutput,
+) {
     println!(
         "replay {} ({}) from {}",
         r.kernel,

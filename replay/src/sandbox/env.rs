@@ -3,11 +3,10 @@
 //! A runner keeps only the variables the OpenMP runtime and the GPU
 //! drivers read (by prefix, [`KEEP_PREFIXES`]), never one whose name says
 //! it holds a secret, and gets `TMPDIR` pointing at a scratch directory of
-//! its own, the one place it may write ([`Scratch`]: made by the parent,
-//! removed with the runner).
+//! its own, the one place it may write ([`make_scratch_here`]: made by the
+//! runner as it confines itself, removed by the parent with the runner).
 
 use std::ffi::{OsStr, OsString};
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
 use super::Mode;
@@ -54,21 +53,20 @@ pub fn keeps(name: &OsStr) -> bool {
 
 /// The environment of a runner started now: this process' kept variables
 /// ([`keeps`]), then `extra` (the replay's own settings), then the mode
-/// and scratch directory. Under [`Mode::Off`], this process' whole
-/// environment and `extra`.
+/// and where to make its scratch directory. Under [`Mode::Off`], this
+/// process' whole environment and `extra`.
 pub fn runner_env(
     mode: Mode,
     extra: &[(OsString, OsString)],
-    scratch: Option<&Path>,
+    scratch_base: Option<&Path>,
 ) -> Vec<(OsString, OsString)> {
     let mut env: Vec<(OsString, OsString)> = std::env::vars_os()
         .filter(|(k, _)| mode == Mode::Off || keeps(k))
         .collect();
     env.extend(extra.iter().cloned());
     env.push((MODE_ENV.into(), mode.as_str().into()));
-    if let Some(dir) = scratch {
+    if let Some(dir) = scratch_base {
         env.push((SCRATCH_ENV.into(), dir.into()));
-        env.push(("TMPDIR".into(), dir.into()));
     }
     env
 }
@@ -93,42 +91,35 @@ pub fn mode_here() -> Mode {
         .unwrap_or_default()
 }
 
-/// The scratch directory this runner may write to (from its environment).
-pub fn scratch_here() -> Option<PathBuf> {
-    std::env::var_os(SCRATCH_ENV).map(PathBuf::from)
+/// Where runners make their scratch directories: this process' temporary
+/// directory.
+pub fn scratch_base() -> PathBuf {
+    std::env::temp_dir()
 }
 
-/// A runner's private scratch directory, removed when dropped.
-#[derive(Debug)]
-pub struct Scratch(PathBuf);
-
-impl Scratch {
-    /// Make a fresh directory (mode 0700) in the system temporary directory.
-    pub fn new() -> std::io::Result<Scratch> {
-        let mut template = std::env::temp_dir()
-            .join("rrstore-runner-XXXXXX")
-            .into_os_string()
-            .into_vec();
-        template.push(0);
-        // SAFETY: `template` is a writable NUL-terminated buffer that
-        // mkdtemp fills in place.
-        let p = unsafe { libc::mkdtemp(template.as_mut_ptr().cast()) };
-        if p.is_null() {
-            return Err(std::io::Error::last_os_error());
-        }
-        template.pop();
-        Ok(Scratch(PathBuf::from(OsStr::from_bytes(&template))))
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.0
-    }
+/// The scratch directory of runner `pid` under `base`. Made by the runner
+/// when it confines itself (an unused spare runner makes none), removed by
+/// the parent when the runner is killed or has ended.
+pub fn scratch_for(base: &Path, pid: libc::pid_t) -> PathBuf {
+    base.join(format!("rrstore-runner-{pid}"))
 }
 
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+/// Make this runner's scratch directory (mode 0700; an existing one, made
+/// by somebody else, is refused) and point `TMPDIR` at it. Only in a runner
+/// running one thread. `None` when there is no base or it cannot be made.
+pub fn make_scratch_here() -> Option<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
+    let base = PathBuf::from(std::env::var_os(SCRATCH_ENV)?);
+    // SAFETY: getpid has no preconditions.
+    let dir = scratch_for(&base, unsafe { libc::getpid() });
+    std::fs::DirBuilder::new().mode(0o700).create(&dir).ok()?;
+    std::env::set_var("TMPDIR", &dir);
+    Some(dir)
+}
+
+/// Remove a runner's scratch directory (not following a link there).
+pub fn remove_scratch(dir: &Path) {
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[cfg(test)]
@@ -137,7 +128,12 @@ mod tests {
 
     #[test]
     fn keeps_runtime_settings_and_drops_secrets() {
-        for k in ["OMP_NUM_THREADS", "LIBOMPTARGET_INFO", "CUDA_VISIBLE_DEVICES", "LC_ALL"] {
+        for k in [
+            "OMP_NUM_THREADS",
+            "LIBOMPTARGET_INFO",
+            "CUDA_VISIBLE_DEVICES",
+            "LC_ALL",
+        ] {
             assert!(keeps(OsStr::new(k)), "{k}");
         }
         for k in [
@@ -150,16 +146,5 @@ mod tests {
         ] {
             assert!(!keeps(OsStr::new(k)), "{k}");
         }
-    }
-
-    #[test]
-    fn scratch_is_private_and_removed() {
-        use std::os::unix::fs::PermissionsExt;
-        let s = Scratch::new().unwrap();
-        let p = s.path().to_path_buf();
-        std::fs::write(p.join("f"), b"x").unwrap();
-        assert_eq!(std::fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o700);
-        drop(s);
-        assert!(!p.exists());
     }
 }

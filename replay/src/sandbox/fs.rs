@@ -17,8 +17,8 @@ use std::ffi::CStr;
 use std::path::{Path, PathBuf};
 
 use landlock::{
-    path_beneath_rules, Access, AccessFs, AccessNet, CompatLevel, Compatible, Ruleset,
-    RulesetAttr, RulesetCreatedAttr, RulesetError, RulesetStatus, Scope, ABI,
+    path_beneath_rules, Access, AccessFs, AccessNet, CompatLevel, Compatible, Ruleset, RulesetAttr,
+    RulesetCreatedAttr, RulesetError, RulesetStatus, Scope, ABI,
 };
 
 use super::Allow;
@@ -79,7 +79,7 @@ const READ_WRITE: &[&str] = &["/dev/null"];
 const GPU_READ_WRITE: &[&str] = &["/dev", "/dev/shm"];
 
 /// Restrict this process; `Ok(false)` where the kernel has no Landlock.
-pub fn restrict(allow: &Allow) -> Result<bool, RulesetError> {
+pub fn restrict(allow: &Allow, scratch: Option<&Path>) -> Result<bool, RulesetError> {
     let read = AccessFs::from_read(ABI_USED);
     let all = AccessFs::from_all(ABI_USED);
     let mut read_paths: Vec<PathBuf> = LIBRARY_DIRS.iter().map(PathBuf::from).collect();
@@ -92,7 +92,7 @@ pub fn restrict(allow: &Allow) -> Result<bool, RulesetError> {
     read_paths.extend(READ_FILES.iter().map(PathBuf::from));
     read_paths.extend(allow.read_files.iter().cloned());
     let mut write_paths: Vec<PathBuf> = READ_WRITE.iter().map(PathBuf::from).collect();
-    write_paths.extend(super::env::scratch_here());
+    write_paths.extend(scratch.map(Path::to_path_buf));
     if allow.gpu {
         read_paths.extend(GPU_READ.iter().map(PathBuf::from));
         write_paths.extend(GPU_READ_WRITE.iter().map(PathBuf::from));

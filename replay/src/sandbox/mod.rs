@@ -24,6 +24,7 @@ pub mod fs;
 pub mod output;
 pub mod syscalls;
 
+use std::ffi::OsString;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 
 /// How much confinement a replay asks for.
@@ -229,9 +230,28 @@ pub fn applied() -> Option<Mechanisms> {
     }
 }
 
-/// Forget the last runner's report (before the next replay).
-pub fn clear_applied() {
-    APPLIED.store(u64::MAX, Ordering::Relaxed);
+/// What a runner about to start gets: its output capture, its scratch
+/// directory (none under [`Mode::Off`]) and its environment, under the
+/// process-wide mode.
+pub struct RunnerStart {
+    pub output: output::Capture,
+    /// Where the runner makes its scratch directory ([`env::scratch_for`]).
+    pub scratch_base: Option<std::path::PathBuf>,
+    pub env: Vec<(OsString, OsString)>,
+}
+
+impl RunnerStart {
+    /// For a runner whose replay sets `extra` in its environment.
+    pub fn new(extra: &[(OsString, OsString)]) -> std::io::Result<RunnerStart> {
+        let mode = mode();
+        let scratch_base = (mode != Mode::Off).then(env::scratch_base);
+        let env = env::runner_env(mode, extra, scratch_base.as_deref());
+        Ok(RunnerStart {
+            output: output::Capture::new()?,
+            scratch_base,
+            env,
+        })
+    }
 }
 
 /// What a runner about to run foreign code is allowed, beyond the defaults.
@@ -278,7 +298,11 @@ pub fn confine(allow: &Allow) -> Result<Mechanisms, String> {
         };
         libc::setrlimit(libc::RLIMIT_FSIZE, &fsize);
     }
-    match fs::restrict(allow) {
+    let scratch = env::make_scratch_here();
+    if scratch.is_none() {
+        failed.push("no scratch directory could be made".into());
+    }
+    match fs::restrict(allow, scratch.as_deref()) {
         Ok(true) => m |= Mechanisms::LANDLOCK,
         Ok(false) => failed.push("landlock: not supported by this kernel".into()),
         Err(e) => failed.push(format!("landlock: {e}")),

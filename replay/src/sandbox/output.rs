@@ -35,7 +35,8 @@ pub struct Capture(File);
 impl Capture {
     pub fn new() -> std::io::Result<Capture> {
         // SAFETY: a NUL-terminated name and valid flags.
-        let fd = unsafe { libc::memfd_create(c"rrstore-runner-output".as_ptr(), libc::MFD_CLOEXEC) };
+        let fd =
+            unsafe { libc::memfd_create(c"rrstore-runner-output".as_ptr(), libc::MFD_CLOEXEC) };
         if fd < 0 {
             return Err(std::io::Error::last_os_error());
         }
@@ -90,7 +91,10 @@ pub fn prefixed(out: &[u8], prefix: &str) -> String {
     let mut s = String::new();
     for line in text.lines() {
         s.push_str(prefix);
-        s.extend(line.chars().map(|c| if c.is_control() && c != '\t' { '?' } else { c }));
+        s.extend(
+            line.chars()
+                .map(|c| if c.is_control() && c != '\t' { '?' } else { c }),
+        );
         s.push('\n');
     }
     s

@@ -36,7 +36,7 @@ use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::process::{Command, ExitStatus, Stdio};
 
-use crate::sandbox::{self, env::Scratch, output::Capture};
+use crate::sandbox::{self, output::Capture, RunnerStart};
 
 /// How to start a runner process.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -52,29 +52,19 @@ pub struct RunnerProcess {
     pub sock: UnixStream,
     /// Its stdout and stderr, collected when it is killed or waited for.
     output: Capture,
-    /// Its scratch directory, removed with it.
-    _scratch: Option<Scratch>,
-}
-
-/// The capture and scratch directory of a runner about to start, and its
-/// environment under the process-wide sandbox mode.
-fn confinement(
-    env: &[(OsString, OsString)],
-) -> std::io::Result<(Capture, Option<Scratch>, Vec<(OsString, OsString)>)> {
-    let mode = sandbox::mode();
-    let scratch = match mode {
-        sandbox::Mode::Off => None,
-        _ => Some(Scratch::new()?),
-    };
-    let env = sandbox::env::runner_env(mode, env, scratch.as_ref().map(|s| s.path()));
-    Ok((Capture::new()?, scratch, env))
+    /// Its scratch directory (made by the runner), removed with it.
+    scratch: Option<PathBuf>,
 }
 
 impl RunnerProcess {
     /// Start a runner with `env` added to its environment.
     pub fn start(runner: &Runner, env: &[(OsString, OsString)]) -> std::io::Result<RunnerProcess> {
         reap_ended();
-        let (output, scratch, env) = confinement(env)?;
+        let RunnerStart {
+            output,
+            scratch_base,
+            env,
+        } = RunnerStart::new(env)?;
         let (parent, child_end) = UnixStream::pair()?;
         let control = child_end.as_raw_fd();
         let mut cmd = Command::new(&runner.program);
@@ -104,11 +94,12 @@ impl RunnerProcess {
         }
         let child = cmd.spawn()?;
         drop(child_end);
+        let pid = child.id() as libc::pid_t;
         Ok(RunnerProcess {
-            pid: child.id() as libc::pid_t,
+            pid,
             sock: parent,
             output,
-            _scratch: scratch,
+            scratch: scratch_base.map(|b| sandbox::env::scratch_for(&b, pid)),
         })
     }
 
@@ -122,7 +113,11 @@ impl RunnerProcess {
         serve: impl FnOnce(UnixStream) -> i32,
     ) -> std::io::Result<RunnerProcess> {
         reap_ended();
-        let (output, scratch, env) = confinement(env)?;
+        let RunnerStart {
+            output,
+            scratch_base,
+            env,
+        } = RunnerStart::new(env)?;
         let out = output.fd();
         let (parent_end, child_end) = UnixStream::pair()?;
         // SAFETY: getpid has no preconditions.
@@ -181,7 +176,7 @@ impl RunnerProcess {
             pid,
             sock: parent_end,
             output,
-            _scratch: scratch,
+            scratch: scratch_base.map(|b| sandbox::env::scratch_for(&b, pid)),
         })
     }
 
@@ -203,6 +198,9 @@ impl RunnerProcess {
             libc::kill(-self.pid, libc::SIGKILL);
         }
         self.output.collect();
+        self.scratch
+            .iter()
+            .for_each(|d| sandbox::env::remove_scratch(d));
     }
 
     /// Wait for the runner to end and return how it ended.
@@ -215,6 +213,9 @@ impl RunnerProcess {
             let r = unsafe { libc::waitpid(self.pid, &mut status, 0) };
             if r == self.pid {
                 self.output.collect();
+                self.scratch
+                    .iter()
+                    .for_each(|d| sandbox::env::remove_scratch(d));
                 return Ok(ExitStatus::from_raw(status));
             }
             let e = std::io::Error::last_os_error();
@@ -233,7 +234,6 @@ impl RunnerProcess {
     pub fn end(self) {
         self.kill();
         match ENDED.lock() {
-            // Its scratch directory goes now: it runs no more code.
             Ok(mut ended) => ended.push(self.pid),
             Err(_) => {
                 let _ = self.wait();

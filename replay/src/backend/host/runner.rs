@@ -40,8 +40,8 @@ pub fn runner_main(args: &[String]) -> i32 {
         return 2;
     };
     crate::sandbox::set_mode(crate::sandbox::env::mode_here()); // sandbox (hD)
-    // SAFETY: the parent passed us this socket's descriptor and nothing else
-    // in this process owns it.
+                                                                // SAFETY: the parent passed us this socket's descriptor and nothing else
+                                                                // in this process owns it.
     serve(
         unsafe { UnixStream::from_raw_fd(control) },
         State::new(None),
