@@ -217,6 +217,8 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
+        // sandbox (hD): what the runners printed, apart from the table.
+        super::confine::KernelOutput::take().print();
         let head = [
             "kernel",
             "recording",

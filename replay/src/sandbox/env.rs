@@ -3,7 +3,7 @@
 //! A runner keeps only the variables the OpenMP runtime and the GPU
 //! drivers read (by prefix, [`KEEP_PREFIXES`]), never one whose name says
 //! it holds a secret, and gets `TMPDIR` pointing at a scratch directory of
-//! its own, the one place it may write ([`make_scratch_here`]: made by the
+//! its own, the one place it may write ([`make_scratch`]: made by the
 //! runner as it confines itself, removed by the parent with the runner).
 
 use std::ffi::{OsStr, OsString};
@@ -105,15 +105,14 @@ pub fn scratch_for(base: &Path, pid: libc::pid_t) -> PathBuf {
 }
 
 /// Make this runner's scratch directory (mode 0700; an existing one, made
-/// by somebody else, is refused) and point `TMPDIR` at it. Only in a runner
-/// running one thread. `None` when there is no base or it cannot be made.
-pub fn make_scratch_here() -> Option<PathBuf> {
+/// by somebody else, is refused). `None` when there is no base or it
+/// cannot be made.
+pub fn make_scratch() -> Option<PathBuf> {
     use std::os::unix::fs::DirBuilderExt;
     let base = PathBuf::from(std::env::var_os(SCRATCH_ENV)?);
     // SAFETY: getpid has no preconditions.
     let dir = scratch_for(&base, unsafe { libc::getpid() });
     std::fs::DirBuilder::new().mode(0o700).create(&dir).ok()?;
-    std::env::set_var("TMPDIR", &dir);
     Some(dir)
 }
 

@@ -7,7 +7,7 @@
 //! pack files the runner fills the arena from; `/dev/null`, `/dev/zero`
 //! and the random devices. Write: only the scratch directory. For the GPU
 //! child also the device nodes (`/dev`, read-write), `/sys`, `/proc` and
-//! `/opt` (ROCm). Nothing else: not the store, not `$HOME`, not `/etc`
+//! `/usr` and `/opt` (CUDA, ROCm). Nothing else: not the store, not `$HOME`, not `/etc`
 //! beyond the loader's files. An image's memfd is not on a mounted file
 //! system, which Landlock leaves alone. Also handled where the kernel has
 //! them: TCP bind/connect (denied) and signals to and abstract sockets of
@@ -17,11 +17,10 @@ use std::ffi::CStr;
 use std::path::{Path, PathBuf};
 
 use landlock::{
-    path_beneath_rules, Access, AccessFs, AccessNet, CompatLevel, Compatible, Ruleset, RulesetAttr,
-    RulesetCreatedAttr, RulesetError, RulesetStatus, Scope, ABI,
+    path_beneath_rules, Access, AccessFs, AccessNet, CompatLevel, Compatible, RestrictSelfAttr,
+    Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetError, RulesetStatus, Scope,
+    ABI,
 };
-
-use super::Allow;
 
 /// The oldest Landlock ABI the policy counts as confinement (1: files).
 pub const MIN_ABI: i64 = 1;
@@ -72,39 +71,71 @@ const READ_FILES: &[&str] = &[
 ];
 
 /// What the GPU child reads besides (driver libraries, device information).
-const GPU_READ: &[&str] = &["/opt", "/proc", "/sys", "/etc/OpenCL", "/etc/nvidia"];
+const GPU_READ: &[&str] = &[
+    "/usr",
+    "/opt",
+    "/proc",
+    "/sys",
+    "/etc/OpenCL",
+    "/etc/nvidia",
+];
 
 /// Device files written as well as read.
 const READ_WRITE: &[&str] = &["/dev/null"];
 const GPU_READ_WRITE: &[&str] = &["/dev", "/dev/shm"];
 
-/// Restrict this process; `Ok(false)` where the kernel has no Landlock.
-pub fn restrict(allow: &Allow, scratch: Option<&Path>) -> Result<bool, RulesetError> {
+/// The ruleset with the rules known before the image is loaded (none
+/// where the kernel has no Landlock).
+pub fn prepare(gpu: bool, scratch: Option<&Path>) -> Result<Option<RulesetCreated>, RulesetError> {
+    if abi() < MIN_ABI {
+        return Ok(None);
+    }
     let read = AccessFs::from_read(ABI_USED);
     let all = AccessFs::from_all(ABI_USED);
     let mut read_paths: Vec<PathBuf> = LIBRARY_DIRS.iter().map(PathBuf::from).collect();
-    read_paths.extend(loaded_library_dirs());
     read_paths.extend(
         std::env::var_os("LD_LIBRARY_PATH")
             .map(|v| std::env::split_paths(&v).collect::<Vec<_>>())
             .unwrap_or_default(),
     );
     read_paths.extend(READ_FILES.iter().map(PathBuf::from));
-    read_paths.extend(allow.read_files.iter().cloned());
     let mut write_paths: Vec<PathBuf> = READ_WRITE.iter().map(PathBuf::from).collect();
     write_paths.extend(scratch.map(Path::to_path_buf));
-    if allow.gpu {
+    if gpu {
         read_paths.extend(GPU_READ.iter().map(PathBuf::from));
         write_paths.extend(GPU_READ_WRITE.iter().map(PathBuf::from));
     }
-    let status = Ruleset::default()
+    let ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(all)?
         .handle_access(AccessNet::from_all(ABI_USED))?
         .scope(Scope::from_all(ABI_USED))?
         .create()?
         .add_rules(path_beneath_rules(&read_paths, read))?
-        .add_rules(path_beneath_rules(&write_paths, all))?
+        .add_rules(path_beneath_rules(&write_paths, all))?;
+    Ok(Some(ruleset))
+}
+
+/// Add the directories of the libraries loaded by now and `read_files`,
+/// and restrict this process; `Ok(false)` where the kernel has no Landlock.
+pub fn enforce(
+    ruleset: Option<RulesetCreated>,
+    gpu: bool,
+    read_files: &[PathBuf],
+) -> Result<bool, RulesetError> {
+    let Some(ruleset) = ruleset else {
+        return Ok(false);
+    };
+    let read = AccessFs::from_read(ABI_USED);
+    let mut paths = if gpu {
+        Vec::new()
+    } else {
+        loaded_library_dirs()
+    };
+    paths.extend(read_files.iter().cloned());
+    let status = ruleset
+        .add_rules(path_beneath_rules(&paths, read))?
+        .all_threads(true)?
         .restrict_self()?;
     Ok(status.ruleset != RulesetStatus::NotEnforced)
 }
@@ -136,16 +167,22 @@ fn loaded_library_dirs() -> Vec<PathBuf> {
     // SAFETY: `each` matches the callback type and only uses `names`.
     unsafe { libc::dl_iterate_phdr(Some(each), (&mut names as *mut Vec<PathBuf>).cast()) };
     let mut dirs: Vec<PathBuf> = Vec::new();
+    // Landlock checks the file an open ends at: its directory, once links
+    // are followed, is what must be allowed. Libraries named under the
+    // fixed directories are left out (already allowed, and resolving each
+    // costs several system calls): these directories matter only for the
+    // libraries the image pulls in next, found beside those loaded.
     for n in names {
-        for p in [Some(n.clone()), std::fs::canonicalize(&n).ok()]
-            .into_iter()
-            .flatten()
-        {
-            if let Some(d) = p.parent().map(Path::to_path_buf) {
-                if !dirs.contains(&d) && !d.starts_with("/proc") {
-                    dirs.push(d);
-                }
-            }
+        if LIBRARY_DIRS.iter().any(|l| n.starts_with(l)) {
+            continue;
+        }
+        let resolved = std::fs::canonicalize(&n).ok();
+        let Some(d) = resolved.as_deref().and_then(Path::parent) else {
+            continue;
+        };
+        let fixed = LIBRARY_DIRS.iter().any(|l| d.starts_with(l));
+        if !fixed && !d.starts_with("/proc") && !dirs.iter().any(|x| x == d) {
+            dirs.push(d.to_path_buf());
         }
     }
     dirs

@@ -263,61 +263,108 @@ pub struct Allow<'a> {
     pub gpu: bool,
 }
 
-/// Confine this process (a runner, before it loads an image) as the
-/// process-wide [`mode`] asks, and return what was applied. Under
-/// [`Mode::Strict`] a mechanism that fails is an error; under
-/// [`Mode::Auto`] it is left out of the result.
+/// The confinement of a runner, made ready before it is needed: the
+/// scratch directory, the Landlock ruleset's fixed rules and the compiled
+/// seccomp filters take most of its cost (making a directory alone can
+/// take half a millisecond on a busy disk), which a host runner pays while
+/// its preload thread loads the offload runtime (on `Reserve`), not when it
+/// loads the image. Applied by [`Prepared::apply`].
+pub struct Prepared {
+    scratch: Option<std::path::PathBuf>,
+    ruleset: Result<Option<landlock::RulesetCreated>, String>,
+    filters: Result<syscalls::Filters, String>,
+    gpu: bool,
+}
+
+impl Prepared {
+    /// Prepare (nothing under [`Mode::Off`]). Safe on any thread: it reads
+    /// the environment but does not change it.
+    pub fn new(gpu: bool) -> Option<Prepared> {
+        if mode() == Mode::Off {
+            return None;
+        }
+        let scratch = env::make_scratch();
+        Some(Prepared {
+            ruleset: fs::prepare(gpu, scratch.as_deref()).map_err(|e| e.to_string()),
+            filters: syscalls::prepare().map_err(|e| e.to_string()),
+            scratch,
+            gpu,
+        })
+    }
+
+    /// Confine this process as the process-wide [`mode`] asks, allowing
+    /// also `read_files`, and return what was applied. Call it with one
+    /// thread running (it sets `TMPDIR`; Landlock before ABI 8 restricts
+    /// only the calling thread and those it starts; seccomp covers every
+    /// thread). Under [`Mode::Strict`] a mechanism that fails is an error;
+    /// under [`Mode::Auto`] it is left out of the result.
+    pub fn apply(self, read_files: &[std::path::PathBuf]) -> Result<Mechanisms, String> {
+        let mode = mode();
+        if mode == Mode::Off {
+            return Ok(Mechanisms(0));
+        }
+        // Set when the runner started (`env::runner_env`, its own group).
+        let mut m = Mechanisms::ENV | Mechanisms::PROCESS_GROUP;
+        let mut failed = Vec::new();
+        // SAFETY: plain prctl/setrlimit calls on this process.
+        unsafe {
+            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 {
+                m |= Mechanisms::NO_NEW_PRIVS;
+            } else {
+                failed.push(format!("no_new_privs: {}", std::io::Error::last_os_error()));
+            }
+            let zero = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            if libc::setrlimit(libc::RLIMIT_CORE, &zero) == 0 {
+                m |= Mechanisms::NO_CORE;
+            } else {
+                failed.push(format!("core limit: {}", std::io::Error::last_os_error()));
+            }
+            // Bounds the output capture (and scratch files) this process fills.
+            let fsize = libc::rlimit {
+                rlim_cur: output::FILE_MAX,
+                rlim_max: output::FILE_MAX,
+            };
+            libc::setrlimit(libc::RLIMIT_FSIZE, &fsize);
+        }
+        match &self.scratch {
+            Some(dir) => std::env::set_var("TMPDIR", dir),
+            None => failed.push("no scratch directory could be made".into()),
+        }
+        let gpu = self.gpu;
+        match self
+            .ruleset
+            .and_then(|r| fs::enforce(r, gpu, read_files).map_err(|e| e.to_string()))
+        {
+            Ok(true) => m |= Mechanisms::LANDLOCK,
+            Ok(false) => failed.push("landlock: not supported by this kernel".into()),
+            Err(e) => failed.push(format!("landlock: {e}")),
+        }
+        match self
+            .filters
+            .and_then(|f| syscalls::enforce(&f).map_err(|e| e.to_string()))
+        {
+            Ok(()) => m |= Mechanisms::SECCOMP,
+            Err(e) => failed.push(format!("seccomp: {e}")),
+        }
+        if mode == Mode::Strict && !failed.is_empty() {
+            return Err(format!(
+                "the runner could not confine itself: {}",
+                failed.join("; ")
+            ));
+        }
+        Ok(Mechanisms(m))
+    }
+}
+
+/// Prepare and apply at once (see [`Prepared`]).
 pub fn confine(allow: &Allow) -> Result<Mechanisms, String> {
-    let mode = mode();
-    if mode == Mode::Off {
-        return Ok(Mechanisms(0));
+    match Prepared::new(allow.gpu) {
+        Some(p) => p.apply(allow.read_files),
+        None => Ok(Mechanisms(0)),
     }
-    // Set when the runner started (see `env::scrub_here`, process.rs).
-    let mut m = Mechanisms::ENV | Mechanisms::PROCESS_GROUP;
-    let mut failed = Vec::new();
-    // SAFETY: plain prctl/setrlimit calls on this process.
-    unsafe {
-        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 {
-            m |= Mechanisms::NO_NEW_PRIVS;
-        } else {
-            failed.push(format!("no_new_privs: {}", std::io::Error::last_os_error()));
-        }
-        let zero = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        if libc::setrlimit(libc::RLIMIT_CORE, &zero) == 0 {
-            m |= Mechanisms::NO_CORE;
-        } else {
-            failed.push(format!("core limit: {}", std::io::Error::last_os_error()));
-        }
-        // Bounds the output capture (and scratch files) this process fills.
-        let fsize = libc::rlimit {
-            rlim_cur: output::FILE_MAX,
-            rlim_max: output::FILE_MAX,
-        };
-        libc::setrlimit(libc::RLIMIT_FSIZE, &fsize);
-    }
-    let scratch = env::make_scratch_here();
-    if scratch.is_none() {
-        failed.push("no scratch directory could be made".into());
-    }
-    match fs::restrict(allow, scratch.as_deref()) {
-        Ok(true) => m |= Mechanisms::LANDLOCK,
-        Ok(false) => failed.push("landlock: not supported by this kernel".into()),
-        Err(e) => failed.push(format!("landlock: {e}")),
-    }
-    match syscalls::restrict() {
-        Ok(()) => m |= Mechanisms::SECCOMP,
-        Err(e) => failed.push(format!("seccomp: {e}")),
-    }
-    if mode == Mode::Strict && !failed.is_empty() {
-        return Err(format!(
-            "the runner could not confine itself: {}",
-            failed.join("; ")
-        ));
-    }
-    Ok(Mechanisms(m))
 }
 
 /// Confine the child that drives a GPU (CUDA/HIP) before it loads the

@@ -111,14 +111,26 @@ fn enosys_filter() -> Result<BpfProgram, Error> {
     Ok(filter.try_into()?)
 }
 
-/// Install both filters on every thread of this process (the offload
-/// runtime may have started threads of its own already).
-pub fn restrict() -> Result<(), Error> {
+/// The two compiled filters, for this process.
+pub struct Filters {
+    eperm: BpfProgram,
+    enosys: BpfProgram,
+}
+
+/// Compile the filters for this process (its pid is in them).
+pub fn prepare() -> Result<Filters, Error> {
     // SAFETY: getpid has no preconditions.
     let pid = unsafe { libc::getpid() };
-    let eperm = eperm_filter(pid)?;
-    let enosys = enosys_filter()?;
-    seccompiler::apply_filter_all_threads(&enosys)?;
-    seccompiler::apply_filter_all_threads(&eperm)?;
+    Ok(Filters {
+        eperm: eperm_filter(pid)?,
+        enosys: enosys_filter()?,
+    })
+}
+
+/// Install both filters on every thread of this process (the offload
+/// runtime may have started threads of its own already).
+pub fn enforce(f: &Filters) -> Result<(), Error> {
+    seccompiler::apply_filter_all_threads(&f.enosys)?;
+    seccompiler::apply_filter_all_threads(&f.eperm)?;
     Ok(())
 }

@@ -63,7 +63,9 @@ pub fn serve_unreserved(sock: UnixStream, preload: &Preload) -> i32 {
 /// Serve as a runner forked after its parent mapped the arena `[lo, lo +
 /// len)` (inherited by the fork): the same requests, minus `Reserve`.
 pub fn serve_reserved(sock: UnixStream, lo: u64, len: u64) -> i32 {
-    serve(sock, State::new(Some((lo, len))))
+    let mut state = State::new(Some((lo, len)));
+    state.prepared = crate::sandbox::Prepared::new(false); // sandbox (hD)
+    serve(sock, state)
 }
 
 /// Serve the parent's requests on `sock` until it closes; returns the
@@ -103,6 +105,8 @@ struct State {
     preloading: Option<std::thread::JoinHandle<()>>,
     /// The files fills read, which the confined runner may read again.
     filled_files: Vec<std::path::PathBuf>,
+    /// The confinement, made ready once the runner is in use (`Reserve`).
+    prepared: Option<crate::sandbox::Prepared>,
 }
 
 impl State {
@@ -114,6 +118,7 @@ impl State {
             preloaded: Vec::new(),
             preloading: None,
             filled_files: Vec::new(),
+            prepared: None,
         }
     }
 }
@@ -153,6 +158,8 @@ impl State {
                 match arena::map_fixed(lo, len) {
                     Ok(()) => {
                         self.arena = Some((lo, len));
+                        // sandbox (hD): while the preload thread loads.
+                        self.prepared = crate::sandbox::Prepared::new(false);
                         let mut m = Msg::ok();
                         m.u64(self.preloaded.len() as u64);
                         for lib in &self.preloaded {
@@ -324,13 +331,14 @@ impl State {
             let _ = t.join();
         }
         // sandbox (hD): confined before the image's constructors run.
-        let allow = crate::sandbox::Allow {
-            read_files: &self.filled_files,
-            ..Default::default()
-        };
-        let applied = match crate::sandbox::confine(&allow) {
-            Ok(m) => m,
-            Err(why) => return Msg::err(ErrKind::Other, &why),
+        let prepared = self
+            .prepared
+            .take()
+            .or_else(|| crate::sandbox::Prepared::new(false));
+        let applied = match prepared.map(|p| p.apply(&self.filled_files)) {
+            None => crate::sandbox::Mechanisms(0),
+            Some(Ok(m)) => m,
+            Some(Err(why)) => return Msg::err(ErrKind::Other, &why),
         };
         let path = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&file));
         let Ok(cpath) = CString::new(path) else {
