@@ -27,7 +27,7 @@
 //! environment and scratch directory of [`crate::sandbox::env`]; its stdout
 //! and stderr go to a [`Capture`] the parent reads when it ends (stdout
 //! belongs to rrstore). It confines itself before it runs foreign code
-//! ([`crate::sandbox::confine`]).
+//! ([`crate::sandbox::Prepared`]).
 
 use std::ffi::OsString;
 use std::os::fd::AsRawFd;

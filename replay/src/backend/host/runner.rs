@@ -14,9 +14,10 @@
 //! (`process_vm_writev`, or `Write` requests where that is forbidden). The
 //! parent reads the arena back the same two ways. A kernel
 //! that crashes takes only this process down. The runner confines itself
-//! ([`crate::sandbox::confine`]) just before the image is loaded: after
-//! the runtime's preload and the fills, allowed to read again exactly the
-//! pack files it filled from (a later repetition fills again).
+//! ([`crate::sandbox::Prepared`], made ready on `Reserve`) just before the
+//! image is loaded: after the runtime's preload and the fills, allowed to
+//! read again exactly the pack files it filled from (a later repetition
+//! fills again).
 
 use std::ffi::{CStr, CString};
 use std::io::Write;
@@ -39,9 +40,10 @@ pub fn runner_main(args: &[String]) -> i32 {
         eprintln!("rrstore __host-runner is internal to `rrstore replay` (usage: --control FD)");
         return 2;
     };
-    crate::sandbox::set_mode(crate::sandbox::env::mode_here()); // sandbox (hD)
-                                                                // SAFETY: the parent passed us this socket's descriptor and nothing else
-                                                                // in this process owns it.
+    // sandbox (hD): the mode the parent runs under.
+    crate::sandbox::set_mode(crate::sandbox::env::mode_here());
+    // SAFETY: the parent passed us this socket's descriptor and nothing else
+    // in this process owns it.
     serve(
         unsafe { UnixStream::from_raw_fd(control) },
         State::new(None),
