@@ -3,12 +3,10 @@
 //!
 //! ```toml
 //! store = "/data/rrstore"   # default store (after --store and $RRSTORE_DIR)
-//! timeout = 30              # default --timeout of replay, check and bisect, seconds
+//! timeout = 30              # default --timeout of replay, check, bisect and diff, seconds
 //! remote = "lab"            # default remote of push, pull and `ls :`
 //! require_signed_by = ["ed25519:…"]  # default --require-signed-by of pull
 //! ```
-//!
-//! There is no sandbox mode yet, so no key for one.
 //!
 //! A missing file is no configuration. An unknown key or a value of the
 //! wrong type is an error naming the file and the line (exit code 4), so a
@@ -101,12 +99,13 @@ pub fn apply(c: &Config, cli: &mut Cli) {
         }
     }
     let timeout = match &mut cli.command {
-        Command::Replay(a) => &mut a.timeout,
-        Command::Check(a) => &mut a.run.timeout,
-        Command::Bisect(a) => &mut a.run.timeout,
+        Command::Replay(a) => &mut a.confine.timeout,
+        Command::Check(a) => &mut a.run.confine.timeout,
+        Command::Bisect(a) => &mut a.run.confine.timeout,
+        Command::Diff(a) => &mut a.confine.timeout,
         _ => return,
     };
     if timeout.is_none() {
-        *timeout = c.timeout;
+        *timeout = c.timeout.map(crate::commands::confine::Timeout::Secs);
     }
 }

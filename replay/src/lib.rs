@@ -23,6 +23,7 @@ pub mod error;
 pub mod hash;
 pub mod history;
 pub mod regress;
+pub mod sandbox;
 pub mod source;
 pub mod verify;
 

@@ -154,6 +154,8 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else if reports.len() > 1 {
+        // sandbox (hD): what the runners printed, apart from the summary.
+        super::confine::KernelOutput::take().print();
         println!("first image that changed each kernel:");
         for r in &reports {
             println!(

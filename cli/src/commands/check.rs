@@ -6,7 +6,6 @@
 //! rrstore_replay::regress::check.
 
 use std::process::ExitCode;
-use std::time::Duration;
 
 use rrstore_replay::regress::check::{
     check, CheckOptions, CheckRow, Spread, DEFAULT_REPETITIONS, SLOWDOWN_THRESHOLD,
@@ -34,9 +33,8 @@ pub struct RunArgs {
     pub rtol: f64,
     #[arg(long, default_value_t = 1e-8)]
     pub atol: f64,
-    /// Kill a kernel after SECS seconds (counts as a regression).
-    #[arg(long, value_name = "SECS")]
-    pub timeout: Option<f64>,
+    #[command(flatten)]
+    pub confine: super::confine::ConfineArgs,
     /// Do not keep replay outputs in the store (then `diff h:ROW` re-runs).
     #[arg(long)]
     pub no_keep_outputs: bool,
@@ -44,16 +42,7 @@ pub struct RunArgs {
 
 impl RunArgs {
     pub fn options(&self, use_cache: bool) -> anyhow::Result<RunOptions> {
-        let timeout = match self.timeout {
-            Some(s) if s > 0.0 && s.is_finite() => Some(Duration::from_secs_f64(s)),
-            Some(s) => {
-                return Err(crate::exit::UsageError(format!(
-                    "--timeout must be a positive number of seconds, got {s}"
-                ))
-                .into())
-            }
-            None => None,
-        };
+        let timeout = self.confine.apply()?;
         let tolerance = self.tolerance.then(|| Tolerance {
             dtype: if self.dtype.as_deref() == Some("f64") {
                 DType::F64
@@ -228,6 +217,8 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
+        // sandbox (hD): what the runners printed, apart from the table.
+        super::confine::KernelOutput::take().print();
         let head = [
             "kernel",
             "recording",

@@ -1,7 +1,8 @@
 //! `rrstore devices`: the replay backends usable on this machine and their
 //! devices (host CPU; CUDA: name, compute capability, driver version,
 //! memory; HIP: name, gfx target, runtime version). A machine without a GPU
-//! or driver is a normal answer: it says so and exits 0.
+//! or driver is a normal answer: it says so and exits 0. Also how replays
+//! are confined on this kernel (`rrstore_replay::sandbox`).
 
 use std::process::ExitCode;
 
@@ -59,12 +60,36 @@ fn render_text(all: &[BackendStatus]) -> String {
     out
 }
 
+/// How runners are confined here, for the text and each JSON entry.
+fn sandbox_text() -> String {
+    use rrstore_replay::sandbox::{Mode, Probe};
+    let probe = Probe::current();
+    let m = probe.mechanisms(Mode::Auto);
+    let verdict = if m.missing().is_empty() {
+        "replays run fully confined".to_string()
+    } else {
+        format!(
+            "replays run without {} (--sandbox strict refuses)",
+            m.missing().join(", ")
+        )
+    };
+    format!("{}: {verdict}", probe.describe())
+}
+
 pub fn run(args: Args, _globals: &Globals) -> anyhow::Result<ExitCode> {
     let all = devices::all();
+    let sandbox = sandbox_text();
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&all)?);
+        let mut v = serde_json::to_value(&all)?;
+        for b in v.as_array_mut().into_iter().flatten() {
+            if let Some(o) = b.as_object_mut() {
+                o.insert("sandbox".into(), sandbox.clone().into());
+            }
+        }
+        println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         print!("{}", render_text(&all));
+        println!("sandbox: {sandbox}");
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -35,6 +35,8 @@ pub struct Args {
     /// Print the comparison as JSON (docs/json.md).
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub confine: super::confine::ConfineArgs,
 }
 
 pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
@@ -44,7 +46,7 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         dtype: None,
         rtol: 0.0,
         atol: 0.0,
-        timeout: None,
+        confine: args.confine.clone(),
         no_keep_outputs: false,
     };
     let opts = DiffOptions {
@@ -65,6 +67,8 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&r)?);
     } else {
+        // sandbox (hD): what the runners printed, apart from the comparison.
+        super::confine::KernelOutput::take().print();
         for (name, s) in [("A", &r.a), ("B", &r.b)] {
             println!(
                 "{name}: {} {} ({}), {} bytes, blake3 {}{}",

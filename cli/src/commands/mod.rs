@@ -35,5 +35,6 @@ pub mod bisect;
 pub mod changes;
 pub mod check;
 pub mod ciout;
+pub mod confine;
 pub mod diff;
 pub mod image;

@@ -5,7 +5,6 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use anyhow::Context;
 use rrstore_replay::backend::host::Preload;
@@ -66,9 +65,8 @@ pub struct Args {
     /// Do not check --num-teams/--num-threads against the recorded limits.
     #[arg(long)]
     pub ignore_limits: bool,
-    /// Kill the kernel after SECS seconds.
-    #[arg(long, value_name = "SECS")]
-    pub timeout: Option<f64>,
+    #[command(flatten)]
+    pub confine: super::confine::ConfineArgs,
     /// Run this image instead of the recorded one: a stored image's hash
     /// prefix or label, or an image file (added to the store). It must
     /// export the recording's kernel and match the backend's target.
@@ -100,16 +98,7 @@ pub enum DTypeArg {
 }
 
 fn options(args: &Args) -> anyhow::Result<ReplayOptions> {
-    let timeout = match args.timeout {
-        Some(s) if s > 0.0 && s.is_finite() => Some(Duration::from_secs_f64(s)),
-        Some(s) => {
-            return Err(crate::exit::UsageError(format!(
-                "--timeout must be a positive number of seconds, got {s}"
-            ))
-            .into())
-        }
-        None => None,
-    };
+    let timeout = args.confine.apply()?;
     Ok(ReplayOptions {
         backend: match args.backend {
             BackendArg::Auto => BackendKind::Auto,
@@ -180,7 +169,11 @@ fn ms(ns: u64) -> String {
     format!("{:.3} ms", ns as f64 / 1e6)
 }
 
-fn print_text(r: &ReplayReport, history_row: Option<i64>) {
+fn print_text(
+    r: &ReplayReport,
+    history_row: Option<i64>,
+    kernel_output: &super::confine::KernelOutput,
+) {
     println!(
         "replay {} ({}) from {}",
         r.kernel,
@@ -262,6 +255,8 @@ fn print_text(r: &ReplayReport, history_row: Option<i64>) {
     if let Some(p) = &r.saved_output {
         println!("  output saved to {}", p.display());
     }
+    // sandbox (hD): the runner's own lines, after it ended, before the verdict.
+    kernel_output.print();
     let verdict = match r.verdict {
         Verdict::Verified => "VERIFIED (byte-identical to the recorded output)".to_string(),
         Verdict::WithinTolerance => "VERIFIED within tolerance".to_string(),
@@ -303,6 +298,10 @@ pub fn invoked(args: impl IntoIterator<Item = OsString>) -> bool {
 /// Fork the host runner for a replay without launch overrides (which
 /// [`run`] keeps, or replaces when the parsed options ask for others).
 pub fn prestart_early() {
+    // sandbox (hD): a spare forked now keeps the default mode.
+    if super::confine::non_default_sandbox(std::env::args_os()) {
+        return;
+    }
     rrstore_replay::prestart(&ReplayOptions {
         host_preload: preload_setting(),
         ..ReplayOptions::default()
@@ -336,6 +335,7 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
     // When the index's log is due to be folded back (every ~8 replays), it
     // is done while the runner loads the image, not after the replay.
     let mut report = rrstore_replay::replay_with(&mut src, &opts, &mut || store.fold_history_log());
+    let kernel_output = super::confine::KernelOutput::take();
     let row = match rrstore_replay::history::record_for(&store, src.id, &report, &opts) {
         Ok(row) => Some(row),
         // A read-only store is read, not written: the verdict still stands.
@@ -374,10 +374,11 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
             o.insert("kernel_median_ns".into(), t.kernel_median_ns().into());
             o.insert("kernel_mean_ns".into(), t.kernel_mean_ns().into());
             o.insert("kernel_sd_ns".into(), t.kernel_sd_ns().into());
+            kernel_output.insert_json(o);
         }
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
-        print_text(&report, row);
+        print_text(&report, row, &kernel_output);
     }
     if let Some(e) = report.failure.take() {
         return Err(into_anyhow(e));

@@ -38,6 +38,7 @@ pub type Factory = Box<dyn FnOnce() -> Result<Box<dyn Backend>, BackendError>>;
 /// The child: make the backend, then serve requests until the parent
 /// closes the socket. Returns the child's exit status.
 fn serve(mut sock: UnixStream, window: *mut u8, make: Factory) -> i32 {
+    crate::sandbox::confine_gpu_child(); // sandbox (hD): before the driver loads
     let mut win = Window {
         ptr: window,
         len: WINDOW,

@@ -307,6 +307,11 @@ impl HostBackend {
                     Ok(())
                 }
                 (Pending::Libraries, Err(_)) => Ok(()),
+                // sandbox (hD): the load's reply says how the runner is confined.
+                (Pending::Load { .. }, Ok(reply)) => {
+                    crate::sandbox::note_applied(Fields::new(&reply).u64().unwrap_or(0));
+                    Ok(())
+                }
                 (Pending::Fill, Ok(reply)) => {
                     self.filled = Some(match Fields::new(&reply).u64() {
                         Ok(ns) => Ok(Duration::from_nanos(ns)),

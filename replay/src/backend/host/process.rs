@@ -22,8 +22,12 @@
 //!   reservation retries rely on when the range collides with a mapping.
 //!
 //! Either way the child keeps only the control socket and the standard
-//! streams, sends its stdout to stderr (stdout belongs to rrstore), and dies
-//! with the parent thread (`PR_SET_PDEATHSIG`).
+//! streams, dies with the parent thread (`PR_SET_PDEATHSIG`), leads a
+//! process group of its own (killed with it), and starts with the
+//! environment and scratch directory of [`crate::sandbox::env`]; its stdout
+//! and stderr go to a [`Capture`] the parent reads when it ends (stdout
+//! belongs to rrstore). It confines itself before it runs foreign code
+//! ([`crate::sandbox::Prepared`]).
 
 use std::ffi::OsString;
 use std::os::fd::AsRawFd;
@@ -31,6 +35,8 @@ use std::os::unix::net::UnixStream;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::process::{Command, ExitStatus, Stdio};
+
+use crate::sandbox::{self, output::Capture, RunnerStart};
 
 /// How to start a runner process.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -44,25 +50,36 @@ pub struct Runner {
 pub struct RunnerProcess {
     pub pid: libc::pid_t,
     pub sock: UnixStream,
+    /// Its stdout and stderr, collected when it is killed or waited for.
+    output: Capture,
+    /// Its scratch directory (made by the runner), removed with it.
+    scratch: Option<PathBuf>,
 }
 
 impl RunnerProcess {
     /// Start a runner with `env` added to its environment.
     pub fn start(runner: &Runner, env: &[(OsString, OsString)]) -> std::io::Result<RunnerProcess> {
         reap_ended();
+        let RunnerStart {
+            output,
+            scratch_base,
+            env,
+        } = RunnerStart::new(env)?;
         let (parent, child_end) = UnixStream::pair()?;
         let control = child_end.as_raw_fd();
         let mut cmd = Command::new(&runner.program);
         cmd.args(&runner.args)
             .arg("--control")
             .arg(control.to_string())
+            .env_clear()
             .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
-            .stdout(Stdio::inherit())
-            .stderr(Stdio::inherit());
+            .stdout(output.file()?)
+            .stderr(output.file()?)
+            .process_group(0);
         // SAFETY: the closure runs between fork and exec and only makes
-        // async-signal-safe calls (fcntl, dup2, prctl) on descriptors it
-        // was handed.
+        // async-signal-safe calls (fcntl, prctl) on descriptors it was
+        // handed.
         unsafe {
             cmd.pre_exec(move || {
                 // Keep exactly this descriptor across exec (it is close-on-exec
@@ -70,8 +87,6 @@ impl RunnerProcess {
                 if libc::fcntl(control, libc::F_SETFD, 0) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
-                // Kernel output goes to stderr: stdout belongs to rrstore.
-                libc::dup2(2, 1);
                 // Die with the parent.
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
                 Ok(())
@@ -79,9 +94,12 @@ impl RunnerProcess {
         }
         let child = cmd.spawn()?;
         drop(child_end);
+        let pid = child.id() as libc::pid_t;
         Ok(RunnerProcess {
-            pid: child.id() as libc::pid_t,
+            pid,
             sock: parent,
+            output,
+            scratch: scratch_base.map(|b| sandbox::env::scratch_for(&b, pid)),
         })
     }
 
@@ -95,6 +113,12 @@ impl RunnerProcess {
         serve: impl FnOnce(UnixStream) -> i32,
     ) -> std::io::Result<RunnerProcess> {
         reap_ended();
+        let RunnerStart {
+            output,
+            scratch_base,
+            env,
+        } = RunnerStart::new(env)?;
+        let out = output.fd();
         let (parent_end, child_end) = UnixStream::pair()?;
         // SAFETY: getpid has no preconditions.
         let parent = unsafe { libc::getpid() };
@@ -118,8 +142,11 @@ impl RunnerProcess {
                 if libc::getppid() != parent {
                     libc::_exit(0);
                 }
-                // Kernel output goes to stderr: stdout belongs to rrstore.
-                libc::dup2(2, 1);
+                // Kernel output goes to the capture: stdout belongs to
+                // rrstore. A group of its own: killed with it.
+                libc::dup2(out, 1);
+                libc::dup2(out, 2);
+                libc::setpgid(0, 0);
                 // Keep only the standard streams and the control socket
                 // (the store's files stay with the parent).
                 let max = libc::c_uint::MAX;
@@ -129,9 +156,7 @@ impl RunnerProcess {
                 }
                 libc::syscall(libc::SYS_close_range, fd + 1, max, 0);
             }
-            for (k, v) in env {
-                std::env::set_var(k, v);
-            }
+            sandbox::env::replace_here(&env);
             let code = serve(child_end);
             // SAFETY: ends the child without running the parent's exit
             // handlers or flushing buffers copied from the parent.
@@ -150,6 +175,8 @@ impl RunnerProcess {
         Ok(RunnerProcess {
             pid,
             sock: parent_end,
+            output,
+            scratch: scratch_base.map(|b| sandbox::env::scratch_for(&b, pid)),
         })
     }
 
@@ -164,8 +191,16 @@ impl RunnerProcess {
     /// memory is returned promptly on a machine whose every core is busy.
     pub fn kill(&self) {
         idle_teardown(self.pid, IDLE_TEARDOWN_MAX_RESIDENT);
-        // SAFETY: signalling our own, not yet reaped child.
-        unsafe { libc::kill(self.pid, libc::SIGKILL) };
+        // SAFETY: signalling our own, not yet reaped child, and the group
+        // it leads (what it started, where it could start anything).
+        unsafe {
+            libc::kill(self.pid, libc::SIGKILL);
+            libc::kill(-self.pid, libc::SIGKILL);
+        }
+        self.output.collect();
+        self.scratch
+            .iter()
+            .for_each(|d| sandbox::env::remove_scratch(d));
     }
 
     /// Wait for the runner to end and return how it ended.
@@ -177,6 +212,10 @@ impl RunnerProcess {
             // `end` (both consume `self`).
             let r = unsafe { libc::waitpid(self.pid, &mut status, 0) };
             if r == self.pid {
+                self.output.collect();
+                self.scratch
+                    .iter()
+                    .for_each(|d| sandbox::env::remove_scratch(d));
                 return Ok(ExitStatus::from_raw(status));
             }
             let e = std::io::Error::last_os_error();

@@ -13,7 +13,11 @@
 //! see [`fill`]) when the source has files; otherwise the parent writes it
 //! (`process_vm_writev`, or `Write` requests where that is forbidden). The
 //! parent reads the arena back the same two ways. A kernel
-//! that crashes takes only this process down.
+//! that crashes takes only this process down. The runner confines itself
+//! ([`crate::sandbox::Prepared`], made ready on `Reserve`) just before the
+//! image is loaded: after the runtime's preload and the fills, allowed to
+//! read again exactly the pack files it filled from (a later repetition
+//! fills again).
 
 use std::ffi::{CStr, CString};
 use std::io::Write;
@@ -36,6 +40,8 @@ pub fn runner_main(args: &[String]) -> i32 {
         eprintln!("rrstore __host-runner is internal to `rrstore replay` (usage: --control FD)");
         return 2;
     };
+    // sandbox (hD): the mode the parent runs under.
+    crate::sandbox::set_mode(crate::sandbox::env::mode_here());
     // SAFETY: the parent passed us this socket's descriptor and nothing else
     // in this process owns it.
     serve(
@@ -59,7 +65,9 @@ pub fn serve_unreserved(sock: UnixStream, preload: &Preload) -> i32 {
 /// Serve as a runner forked after its parent mapped the arena `[lo, lo +
 /// len)` (inherited by the fork): the same requests, minus `Reserve`.
 pub fn serve_reserved(sock: UnixStream, lo: u64, len: u64) -> i32 {
-    serve(sock, State::new(Some((lo, len))))
+    let mut state = State::new(Some((lo, len)));
+    state.prepared = crate::sandbox::Prepared::new(false); // sandbox (hD)
+    serve(sock, state)
 }
 
 /// Serve the parent's requests on `sock` until it closes; returns the
@@ -97,6 +105,10 @@ struct State {
     preloaded: Vec<String>,
     /// The thread loading them, joined before the image is loaded.
     preloading: Option<std::thread::JoinHandle<()>>,
+    /// The files fills read, which the confined runner may read again.
+    filled_files: Vec<std::path::PathBuf>,
+    /// The confinement, made ready once the runner is in use (`Reserve`).
+    prepared: Option<crate::sandbox::Prepared>,
 }
 
 impl State {
@@ -107,6 +119,8 @@ impl State {
             kernel: std::ptr::null(),
             preloaded: Vec::new(),
             preloading: None,
+            filled_files: Vec::new(),
+            prepared: None,
         }
     }
 }
@@ -146,6 +160,8 @@ impl State {
                 match arena::map_fixed(lo, len) {
                     Ok(()) => {
                         self.arena = Some((lo, len));
+                        // sandbox (hD): while the preload thread loads.
+                        self.prepared = crate::sandbox::Prepared::new(false);
                         let mut m = Msg::ok();
                         m.u64(self.preloaded.len() as u64);
                         for lib in &self.preloaded {
@@ -243,6 +259,11 @@ impl State {
             Some(Op::Fill) => {
                 let base = f.u64()?;
                 let plan = fill::decode(&mut f)?;
+                for file in &plan.files {
+                    if !self.filled_files.contains(file) {
+                        self.filled_files.push(file.clone());
+                    }
+                }
                 match self.fill(&plan, base) {
                     Ok(took) => {
                         let mut m = Msg::ok();
@@ -311,6 +332,16 @@ impl State {
         if let Some(t) = self.preloading.take() {
             let _ = t.join();
         }
+        // sandbox (hD): confined before the image's constructors run.
+        let prepared = self
+            .prepared
+            .take()
+            .or_else(|| crate::sandbox::Prepared::new(false));
+        let applied = match prepared.map(|p| p.apply(&self.filled_files)) {
+            None => crate::sandbox::Mechanisms(0),
+            Some(Ok(m)) => m,
+            Some(Err(why)) => return Msg::err(ErrKind::Other, &why),
+        };
         let path = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&file));
         let Ok(cpath) = CString::new(path) else {
             return Msg::err(ErrKind::Dlopen, "bad image path");
@@ -329,7 +360,9 @@ impl State {
             return Msg::err(ErrKind::MissingKernel, &dlerror_string());
         }
         self.kernel = k.cast();
-        Msg::ok()
+        let mut m = Msg::ok();
+        m.u64(applied.0);
+        m
     }
 
     fn write_global(&mut self, name: &str, data: &[u8]) -> Msg {

@@ -1,0 +1,385 @@
+//! The confined runner: what a replayed image may do on this machine.
+//!
+//! A recording's image is code somebody else built. The process that runs
+//! it (the host runner, and the child that drives CUDA/HIP) confines itself
+//! before that code runs (see `docs/security.md` for the threat model):
+//! * [`fs`]: Landlock: read-only access to the runtime libraries, the
+//!   pack files it fills the arena from and a few device files; writes only
+//!   to a private scratch directory; no TCP, no signals outside itself;
+//! * [`syscalls`]: seccomp: no new sockets, processes or programs, no
+//!   `ptrace`, no signals to other processes; denied calls fail with EPERM
+//!   (`clone3` with ENOSYS, so glibc falls back to `clone`, whose flags the
+//!   filter can check) so the runtime degrades instead of dying;
+//! * `no_new_privs`, core dumps off, its own process group killed with it,
+//!   and a scrubbed environment ([`env`]).
+//!
+//! What a kernel lacks is skipped under [`Mode::Auto`] and reported
+//! ([`Mechanisms`] in the replay report and `rrstore devices`);
+//! [`Mode::Strict`] refuses to replay without all of it ([`require`]).
+//! The runner's standard streams go to a buffer the parent shows after the
+//! runner ended ([`output`]), so a recording cannot print rrstore's lines.
+
+pub mod env;
+pub mod fs;
+pub mod output;
+pub mod syscalls;
+
+use std::ffi::OsString;
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+
+/// How much confinement a replay asks for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Mode {
+    /// Everything this kernel supports (the default).
+    #[default]
+    Auto,
+    /// All of it, or no replay.
+    Strict,
+    /// None (debugging): the image runs with the user's rights.
+    Off,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Auto => "auto",
+            Mode::Strict => "strict",
+            Mode::Off => "off",
+        }
+    }
+
+    fn from_u8(v: u8) -> Mode {
+        match v {
+            1 => Mode::Strict,
+            2 => Mode::Off,
+            _ => Mode::Auto,
+        }
+    }
+
+    fn as_u8(self) -> u8 {
+        match self {
+            Mode::Auto => 0,
+            Mode::Strict => 1,
+            Mode::Off => 2,
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Mode> {
+        match s {
+            "auto" => Some(Mode::Auto),
+            "strict" => Some(Mode::Strict),
+            "off" => Some(Mode::Off),
+            _ => None,
+        }
+    }
+}
+
+/// The process-wide mode: set once by the command before it replays,
+/// inherited by forked runners, passed to executed ones in their
+/// environment ([`env::MODE_ENV`]). Process-wide because it is the user's
+/// policy for every runner this process starts, whatever the backend.
+static MODE: AtomicU8 = AtomicU8::new(0);
+
+pub fn set_mode(mode: Mode) {
+    MODE.store(mode.as_u8(), Ordering::Relaxed);
+}
+
+pub fn mode() -> Mode {
+    Mode::from_u8(MODE.load(Ordering::Relaxed))
+}
+
+/// The confinement mechanisms, as a bit set.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Mechanisms(pub u64);
+
+impl Mechanisms {
+    pub const LANDLOCK: u64 = 1;
+    pub const SECCOMP: u64 = 2;
+    pub const NO_NEW_PRIVS: u64 = 4;
+    pub const ENV: u64 = 8;
+    pub const NO_CORE: u64 = 16;
+    pub const PROCESS_GROUP: u64 = 32;
+    /// Everything [`Mode::Strict`] requires.
+    pub const ALL: u64 = 63;
+
+    const NAMES: [(u64, &'static str); 6] = [
+        (Self::LANDLOCK, "landlock"),
+        (Self::SECCOMP, "seccomp"),
+        (Self::NO_NEW_PRIVS, "no_new_privs"),
+        (Self::ENV, "env"),
+        (Self::NO_CORE, "no_core"),
+        (Self::PROCESS_GROUP, "process_group"),
+    ];
+
+    pub fn has(self, m: u64) -> bool {
+        self.0 & m == m
+    }
+
+    /// The names of the mechanisms in the set, in a fixed order.
+    pub fn names(self) -> Vec<&'static str> {
+        Self::NAMES
+            .iter()
+            .filter(|(m, _)| self.0 & m != 0)
+            .map(|&(_, n)| n)
+            .collect()
+    }
+
+    /// The names of those of `ALL` missing from the set.
+    pub fn missing(self) -> Vec<&'static str> {
+        Mechanisms(Self::ALL & !self.0).names()
+    }
+}
+
+/// What this kernel offers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Probe {
+    /// The Landlock ABI version, 0 when there is none (not built in, or
+    /// not enabled at boot).
+    pub landlock_abi: i64,
+    /// Whether seccomp filters can be installed.
+    pub seccomp: bool,
+}
+
+impl Probe {
+    /// Ask the kernel (two system calls that change nothing).
+    pub fn current() -> Probe {
+        Probe {
+            landlock_abi: fs::abi(),
+            seccomp: syscalls::available(),
+        }
+    }
+
+    /// What a runner of this process applies under `mode`.
+    pub fn mechanisms(self, mode: Mode) -> Mechanisms {
+        if mode == Mode::Off {
+            return Mechanisms(0);
+        }
+        let mut m = Mechanisms::NO_NEW_PRIVS
+            | Mechanisms::ENV
+            | Mechanisms::NO_CORE
+            | Mechanisms::PROCESS_GROUP;
+        if self.landlock_abi >= fs::MIN_ABI {
+            m |= Mechanisms::LANDLOCK;
+        }
+        if self.seccomp {
+            m |= Mechanisms::SECCOMP;
+        }
+        Mechanisms(m)
+    }
+
+    /// One line for `rrstore devices`.
+    pub fn describe(self) -> String {
+        let landlock = match self.landlock_abi {
+            0 => "Landlock unavailable (kernel without it, or not enabled at boot)".to_string(),
+            v if v < fs::MIN_ABI => {
+                format!("Landlock ABI {v} (too old: {} needed)", fs::MIN_ABI)
+            }
+            v => format!("Landlock ABI {v}"),
+        };
+        let seccomp = if self.seccomp {
+            "seccomp filters"
+        } else {
+            "no seccomp filters"
+        };
+        format!("{landlock}, {seccomp}")
+    }
+}
+
+/// Why a replay cannot run as confined as it was asked to.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    #[error("full confinement is not available on this machine: {missing} missing ({probe})")]
+    Incomplete { missing: String, probe: String },
+}
+
+/// Check that runners started now can be confined as `mode` asks: under
+/// [`Mode::Strict`], by every mechanism.
+pub fn require(mode: Mode) -> Result<(), SandboxError> {
+    if mode != Mode::Strict {
+        return Ok(());
+    }
+    let probe = Probe::current();
+    let m = probe.mechanisms(mode);
+    if m.has(Mechanisms::ALL) {
+        return Ok(());
+    }
+    Err(SandboxError::Incomplete {
+        missing: m.missing().join(", "),
+        probe: probe.describe(),
+    })
+}
+
+/// The mechanisms the last confined runner said it applied, intersected
+/// with those this process expected of it (a runner's reply is written
+/// after the image's constructors ran, so it may only narrow the set).
+/// `None` before any runner reported.
+static APPLIED: AtomicU64 = AtomicU64::new(u64::MAX);
+
+/// Record a runner's report of what it applied.
+pub fn note_applied(reported: u64) {
+    let expected = Probe::current().mechanisms(mode()).0;
+    APPLIED.store(reported & expected, Ordering::Relaxed);
+}
+
+/// What the last runner applied (see [`note_applied`]); `None` when no
+/// runner reported since the process started.
+pub fn applied() -> Option<Mechanisms> {
+    match APPLIED.load(Ordering::Relaxed) {
+        u64::MAX => None,
+        m => Some(Mechanisms(m)),
+    }
+}
+
+/// What a runner about to start gets: its output capture, its scratch
+/// directory (none under [`Mode::Off`]) and its environment, under the
+/// process-wide mode.
+pub struct RunnerStart {
+    pub output: output::Capture,
+    /// Where the runner makes its scratch directory ([`env::scratch_for`]).
+    pub scratch_base: Option<std::path::PathBuf>,
+    pub env: Vec<(OsString, OsString)>,
+}
+
+impl RunnerStart {
+    /// For a runner whose replay sets `extra` in its environment.
+    pub fn new(extra: &[(OsString, OsString)]) -> std::io::Result<RunnerStart> {
+        let mode = mode();
+        let scratch_base = (mode != Mode::Off).then(env::scratch_base);
+        let env = env::runner_env(mode, extra, scratch_base.as_deref());
+        Ok(RunnerStart {
+            output: output::Capture::new()?,
+            scratch_base,
+            env,
+        })
+    }
+}
+
+/// What a runner about to run foreign code is allowed, beyond the defaults.
+#[derive(Default)]
+pub struct Allow<'a> {
+    /// Files it may read (the pack files it fills the arena from).
+    pub read_files: &'a [std::path::PathBuf],
+    /// GPU device nodes, driver files and `/sys`.
+    pub gpu: bool,
+}
+
+/// The confinement of a runner, made ready before it is needed: the
+/// scratch directory, the Landlock ruleset's fixed rules and the compiled
+/// seccomp filters take most of its cost (making a directory alone can
+/// take half a millisecond on a busy disk), which a host runner pays while
+/// its preload thread loads the offload runtime (on `Reserve`), not when it
+/// loads the image. Applied by [`Prepared::apply`].
+pub struct Prepared {
+    scratch: Option<std::path::PathBuf>,
+    ruleset: Result<Option<landlock::RulesetCreated>, String>,
+    filters: Result<syscalls::Filters, String>,
+    gpu: bool,
+}
+
+impl Prepared {
+    /// Prepare (nothing under [`Mode::Off`]). Safe on any thread: it reads
+    /// the environment but does not change it.
+    pub fn new(gpu: bool) -> Option<Prepared> {
+        if mode() == Mode::Off {
+            return None;
+        }
+        let scratch = env::make_scratch();
+        Some(Prepared {
+            ruleset: fs::prepare(gpu, scratch.as_deref()).map_err(|e| e.to_string()),
+            filters: syscalls::prepare().map_err(|e| e.to_string()),
+            scratch,
+            gpu,
+        })
+    }
+
+    /// Confine this process as the process-wide [`mode`] asks, allowing
+    /// also `read_files`, and return what was applied. Call it with one
+    /// thread running (it sets `TMPDIR`; Landlock before ABI 8 restricts
+    /// only the calling thread and those it starts; seccomp covers every
+    /// thread). Under [`Mode::Strict`] a mechanism that fails is an error;
+    /// under [`Mode::Auto`] it is left out of the result.
+    pub fn apply(self, read_files: &[std::path::PathBuf]) -> Result<Mechanisms, String> {
+        let mode = mode();
+        if mode == Mode::Off {
+            return Ok(Mechanisms(0));
+        }
+        // Set when the runner started (`env::runner_env`, its own group).
+        let mut m = Mechanisms::ENV | Mechanisms::PROCESS_GROUP;
+        let mut failed = Vec::new();
+        // SAFETY: plain prctl/setrlimit calls on this process.
+        unsafe {
+            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 {
+                m |= Mechanisms::NO_NEW_PRIVS;
+            } else {
+                failed.push(format!("no_new_privs: {}", std::io::Error::last_os_error()));
+            }
+            let zero = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            if libc::setrlimit(libc::RLIMIT_CORE, &zero) == 0 {
+                m |= Mechanisms::NO_CORE;
+            } else {
+                failed.push(format!("core limit: {}", std::io::Error::last_os_error()));
+            }
+            // Bounds the output capture (and scratch files) this process fills.
+            let fsize = libc::rlimit {
+                rlim_cur: output::FILE_MAX,
+                rlim_max: output::FILE_MAX,
+            };
+            libc::setrlimit(libc::RLIMIT_FSIZE, &fsize);
+        }
+        match &self.scratch {
+            Some(dir) => std::env::set_var("TMPDIR", dir),
+            None => failed.push("no scratch directory could be made".into()),
+        }
+        let gpu = self.gpu;
+        match self
+            .ruleset
+            .and_then(|r| fs::enforce(r, gpu, read_files).map_err(|e| e.to_string()))
+        {
+            Ok(true) => m |= Mechanisms::LANDLOCK,
+            Ok(false) => failed.push("landlock: not supported by this kernel".into()),
+            Err(e) => failed.push(format!("landlock: {e}")),
+        }
+        match self
+            .filters
+            .and_then(|f| syscalls::enforce(&f).map_err(|e| e.to_string()))
+        {
+            Ok(()) => m |= Mechanisms::SECCOMP,
+            Err(e) => failed.push(format!("seccomp: {e}")),
+        }
+        if mode == Mode::Strict && !failed.is_empty() {
+            return Err(format!(
+                "the runner could not confine itself: {}",
+                failed.join("; ")
+            ));
+        }
+        Ok(Mechanisms(m))
+    }
+}
+
+/// Prepare and apply at once (see [`Prepared`]).
+pub fn confine(allow: &Allow) -> Result<Mechanisms, String> {
+    match Prepared::new(allow.gpu) {
+        Some(p) => p.apply(allow.read_files),
+        None => Ok(Mechanisms(0)),
+    }
+}
+
+/// Confine the child that drives a GPU (CUDA/HIP) before it loads the
+/// driver: the host runner's policy plus read access to the driver's
+/// files and the device nodes. A failure under [`Mode::Strict`] ends the
+/// child (its parent reports it as a dead runner, with this message on
+/// the child's stderr).
+pub fn confine_gpu_child() {
+    if let Err(why) = confine(&Allow {
+        gpu: true,
+        ..Allow::default()
+    }) {
+        eprintln!("rrstore GPU runner: {why}");
+        // SAFETY: ends this forked child without running the parent's
+        // exit handlers.
+        unsafe { libc::_exit(3) };
+    }
+}

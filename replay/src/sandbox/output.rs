@@ -1,0 +1,112 @@
+//! What runners print, kept apart from what rrstore prints.
+//!
+//! A runner's stdout and stderr are one memfd ([`Capture`]) that the parent
+//! reads when the runner has ended and appends to a process-wide buffer;
+//! the command shows it ([`take`]) as the kernel's output, prefixed, before
+//! its own verdict. The runner never writes to rrstore's terminal, so
+//! nothing it prints can pass for rrstore's lines.
+
+use std::fs::File;
+use std::io::Seek;
+use std::os::fd::{AsRawFd, FromRawFd, RawFd};
+use std::os::unix::fs::FileExt;
+use std::sync::Mutex;
+
+/// At most this much of all runners' output is kept (the rest is counted).
+pub const KEPT_MAX: usize = 1 << 20;
+/// A runner's output file may grow to this size; a write past it fails
+/// (`RLIMIT_FSIZE`, set by the confinement) and `SIGXFSZ` ends the runner.
+pub const FILE_MAX: u64 = 64 << 20;
+
+struct Kept {
+    bytes: Vec<u8>,
+    dropped: u64,
+}
+
+static KEPT: Mutex<Kept> = Mutex::new(Kept {
+    bytes: Vec::new(),
+    dropped: 0,
+});
+
+/// A runner's standard output and error.
+#[derive(Debug)]
+pub struct Capture(File);
+
+impl Capture {
+    pub fn new() -> std::io::Result<Capture> {
+        // SAFETY: a NUL-terminated name and valid flags.
+        let fd =
+            unsafe { libc::memfd_create(c"rrstore-runner-output".as_ptr(), libc::MFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: a fresh descriptor that nothing else owns.
+        Ok(Capture(unsafe { File::from_raw_fd(fd) }))
+    }
+
+    pub fn fd(&self) -> RawFd {
+        self.0.as_raw_fd()
+    }
+
+    pub fn file(&self) -> std::io::Result<File> {
+        self.0.try_clone()
+    }
+
+    /// Append what the runner wrote to the process-wide buffer.
+    pub fn collect(&self) {
+        let len = self.0.metadata().map(|m| m.len()).unwrap_or(0);
+        if len == 0 {
+            return;
+        }
+        let Ok(mut kept) = KEPT.lock() else {
+            return;
+        };
+        let room = KEPT_MAX.saturating_sub(kept.bytes.len()) as u64;
+        let n = len.min(room) as usize;
+        let mut buf = vec![0; n];
+        let read = self.0.read_at(&mut buf, 0).unwrap_or(0);
+        buf.truncate(read);
+        kept.bytes.extend_from_slice(&buf);
+        kept.dropped += len - read as u64;
+        // Once read, cleared: a runner's output is shown once.
+        let _ = self.0.set_len(0);
+        let _ = (&self.0).seek(std::io::SeekFrom::Start(0));
+    }
+}
+
+/// Everything runners printed since the last call, and how many bytes of
+/// it were left out (over [`KEPT_MAX`]).
+pub fn take() -> (Vec<u8>, u64) {
+    match KEPT.lock() {
+        Ok(mut k) => (std::mem::take(&mut k.bytes), std::mem::take(&mut k.dropped)),
+        Err(_) => (Vec::new(), 0),
+    }
+}
+
+/// `out` as lines each starting with `prefix`, for a terminal: control
+/// characters other than tab become `?` (a recording cannot move the
+/// cursor over rrstore's lines either).
+pub fn prefixed(out: &[u8], prefix: &str) -> String {
+    let text = String::from_utf8_lossy(out);
+    let mut s = String::new();
+    for line in text.lines() {
+        s.push_str(prefix);
+        s.extend(
+            line.chars()
+                .map(|c| if c.is_control() && c != '\t' { '?' } else { c }),
+        );
+        s.push('\n');
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefixes_lines_and_defuses_control_characters() {
+        let s = prefixed(b"VERIFIED\n\x1b[1A\rOK\n", "  kernel| ");
+        assert_eq!(s, "  kernel| VERIFIED\n  kernel| ?[1A?OK\n");
+    }
+}
