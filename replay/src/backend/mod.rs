@@ -1,21 +1,29 @@
 //! The backend interface every device implements, and backend selection.
 //!
-//! A replay drives a backend through these steps, in order:
-//! `reserve` the arena at the recorded address, `load_image` (after the
-//! reservation, so nothing the image maps can take the range; a backend may
-//! finish loading asynchronously and report load errors from the next call),
-//! `upload` the input snapshot (streamed, in pieces, at increasing offsets,
-//! decoded straight into [`Backend::staging_window`]s when the backend has
-//! them), `write_global` for each recorded
-//! global, `launch` (possibly several times, re-uploading the input and the
-//! globals in between), `download` the arena, and finally drop the backend,
-//! which releases everything in reverse order.
+//! A replay opens a backend through [`open::BackendConfig`] (each backend's
+//! own configuration) and drives it through these steps, in order:
+//! [`place`](Backend::place) the arena (today: `reserve` it at the recorded
+//! address), `load_image` (after the placement, so nothing the image maps
+//! can take the range; a backend may finish loading asynchronously and
+//! report load errors from the next call), `write_global` for each recorded
+//! global, [`fill`](Backend::fill) the arena with the input snapshot (the
+//! rehydration contract: [`rehydrate`]), `launch` (possibly several times,
+//! filling the arena and writing the globals again in between), read the
+//! arena back ([`arena_hash`](Backend::arena_hash), `download`), and finally
+//! drop the backend, which releases everything in reverse order.
 
 pub mod host;
+pub mod kind;
+pub mod open;
+pub mod rehydrate;
+
+pub use kind::BackendKind;
+pub use open::{BackendConfig, LaunchOverrides, OpenRequest};
+pub use rehydrate::{
+    ArenaRequest, FillError, FillOutcome, InputError, InputSource, Placement, RehydratePath,
+};
 
 use std::time::Duration;
-
-use rrstore_format::extents::PartExtents;
 
 /// Launch configuration handed to a backend (recorded values, or the user's
 /// overrides).
@@ -84,13 +92,12 @@ pub trait Backend {
     /// One-line description of the device (name, target, driver/runtime
     /// versions), stored in the replay history.
     fn device_description(&self) -> String;
-    /// The image the replay will load, before [`reserve`](Self::reserve):
-    /// a backend may prepare for it (the host backend uses a spare runner
-    /// that preloaded the offload runtime only for an image that needs that
-    /// runtime). Errors in the image are [`load_image`](Self::load_image)'s
-    /// to report. Default: nothing.
-    fn expect_image(&mut self, image: &[u8]) {
-        let _ = image;
+    /// Place the arena (the placement step, see [`rehydrate`]): where it
+    /// goes, beside the image `request` names. Default: [`reserve`](Self::reserve)
+    /// it at the recorded base.
+    fn place(&mut self, request: &ArenaRequest<'_>) -> Result<Placement, BackendError> {
+        self.reserve(request.base, request.size)?;
+        Ok(Placement { base: request.base })
     }
     /// Reserve `size` bytes of device virtual memory at exactly `base`.
     fn reserve(&mut self, base: u64, size: u64) -> Result<(), BackendError>;
@@ -106,46 +113,24 @@ pub trait Backend {
     /// Copy `dst.len()` bytes from the arena at `offset` into `dst`.
     fn download(&mut self, offset: u64, dst: &mut [u8]) -> Result<(), BackendError>;
 
+    // The rehydration contract (see [`rehydrate`]): `fill` chooses how the
+    // input travels; the staging-window pair and `upload` are what the
+    // default uses; `arena_hash` is the read-back's shortcut.
+
+    /// Write the input snapshot into the arena, the whole of it, every
+    /// call (once per launch). Default: [`rehydrate::copy_in`], through
+    /// staging windows when the backend has them, else `upload`. A backend
+    /// with a faster way overrides it and falls back to `copy_in`.
+    fn fill(&mut self, input: &mut dyn InputSource) -> Result<FillOutcome, FillError> {
+        rehydrate::copy_in(self, input)
+    }
+
     /// The blake3 of the whole arena, computed where the arena lives (the
     /// host runner hashes its memory in place, on all cores), after the
     /// launches. `None` when the backend cannot: the engine then hashes the
     /// bytes it downloads. Default: `None`.
     fn arena_hash(&mut self) -> Result<Option<[u8; 32]>, BackendError> {
         Ok(None)
-    }
-
-    /// Whether the backend fills an arena of `len` bytes from the files
-    /// that hold the input itself ([`start_fill`](Self::start_fill)) rather
-    /// than being handed its bytes. Default: false.
-    fn fills_from_files(&self, len: u64) -> bool {
-        let _ = len;
-        false
-    }
-
-    /// Start filling the arena with the input snapshot from the files that
-    /// hold it (`extents`, decoded and verified by the backend itself);
-    /// only called where [`fills_from_files`](Self::fills_from_files) said
-    /// so. The outcome comes from [`finish_fill`](Self::finish_fill).
-    fn start_fill(&mut self, extents: &PartExtents) -> Result<(), BackendError> {
-        Err(BackendError::Driver {
-            op: "start_fill".into(),
-            reason: format!(
-                "the {} backend does not fill from files ({} bytes)",
-                self.name(),
-                extents.len()
-            ),
-        })
-    }
-
-    /// Wait for the fill [`start_fill`](Self::start_fill) began: how long
-    /// it took, or why it failed (a file gone, moved or corrupt; the engine
-    /// then hands the bytes over, which locates the problem). The outer
-    /// error is the backend itself failing.
-    fn finish_fill(&mut self) -> Result<Result<Duration, String>, BackendError> {
-        Ok(Err(format!(
-            "the {} backend does not fill from files",
-            self.name()
-        )))
     }
 
     /// Host memory (a pinned DMA staging buffer, the host backend's buffer
@@ -176,7 +161,8 @@ pub trait Backend {
     }
 
     /// Runtime libraries the loaded image actually uses (paths, versions),
-    /// recorded in the replay history. Default: none known.
+    /// recorded in the replay history; asked after the first launch.
+    /// Default: none known.
     fn runtime_libraries(&self) -> Vec<String> {
         Vec::new()
     }
