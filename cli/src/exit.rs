@@ -153,9 +153,13 @@ pub fn code_for(err: &anyhow::Error) -> u8 {
         if let Some(e) = cause.downcast_ref::<rrstore_replay::backend::BackendError>() {
             use rrstore_replay::backend::BackendError as B;
             return match e {
-                B::Unavailable(_) | B::Driver { .. } | B::MissingLibrary { .. } => {
-                    BACKEND_UNAVAILABLE
-                }
+                B::Unavailable(_)
+                | B::Driver { .. }
+                | B::MissingLibrary { .. }
+                | B::RunnerGone { .. }
+                | B::RunnerReply { .. }
+                | B::ArenaCopy { .. } => BACKEND_UNAVAILABLE,
+                B::Internal { .. } => INTERNAL,
                 B::Reserve { .. } => ADDRESS_UNAVAILABLE,
                 B::Image(_) => INVALID_INPUT,
                 B::MissingKernel(_) => SYMBOL,

@@ -68,8 +68,30 @@ pub enum BackendError {
     TargetMismatch { image: String, device: String },
     #[error("the image needs {library}, which is not installed: {hint}")]
     MissingLibrary { library: String, hint: String },
+    /// A device or runtime call failed for a reason of its own (the
+    /// driver's or the runner's message).
     #[error("{op} failed: {reason}")]
     Driver { op: String, reason: String },
+    /// The backend was driven out of order or outside its arena: a bug in
+    /// rrstore, not in the recording.
+    #[error("internal error in the {backend} backend: {what} (a bug: please report it)")]
+    Internal { backend: String, what: String },
+    /// The host runner died earlier in this replay (how is in `why`, which
+    /// was reported then); nothing more can be run in it.
+    #[error("{why}; nothing more can be run in it")]
+    RunnerGone { why: String },
+    /// The host runner's reply could not be read: it is not the runner of
+    /// this rrstore build.
+    #[error("the host runner's reply to {op} is malformed ({reason}); the runner program is not the one of this rrstore build: reinstall rrstore")]
+    RunnerReply { op: String, reason: String },
+    /// Copying bytes into or out of the arena failed (`op` names the way).
+    #[error("{op} of {len} bytes at arena offset {offset} failed: {reason}")]
+    ArenaCopy {
+        op: String,
+        offset: u64,
+        len: u64,
+        reason: String,
+    },
     #[error("the kernel crashed (signal {signal})")]
     Crashed { signal: i32 },
     /// The host runner process ended without a signal before the kernel
@@ -151,12 +173,9 @@ pub trait Backend {
     /// `offset`. The piece that reaches the end of the arena completes the
     /// input (the backend waits for its copies, as `upload` does).
     fn commit_staging(&mut self, offset: u64, len: usize) -> Result<(), BackendError> {
-        Err(BackendError::Driver {
-            op: "commit_staging".into(),
-            reason: format!(
-                "the {} backend has no staging windows ({len} bytes at offset {offset})",
-                self.name()
-            ),
+        Err(BackendError::Internal {
+            backend: self.name().into(),
+            what: format!("it has no staging windows ({len} bytes at offset {offset})"),
         })
     }
 

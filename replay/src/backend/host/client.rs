@@ -27,15 +27,11 @@ impl HostBackend {
 
     pub(super) fn live(&mut self) -> Result<&mut RunnerProcess, BackendError> {
         if let Some(why) = &self.dead {
-            return Err(BackendError::Driver {
-                op: "host runner".into(),
-                reason: format!("{why}; nothing more can be run in it"),
-            });
+            return Err(BackendError::RunnerGone { why: why.clone() });
         }
-        self.live.as_mut().ok_or_else(|| BackendError::Driver {
-            op: "host runner".into(),
-            reason: "the arena was not reserved yet".into(),
-        })
+        self.live
+            .as_mut()
+            .ok_or_else(|| internal("the runner was used before the arena was reserved"))
     }
 
     /// Send a request without waiting for its reply (replies come in order).
@@ -60,7 +56,7 @@ impl HostBackend {
                         let kind = ErrKind::from_u8(f.u8().unwrap_or(0));
                         Ok(Err((kind, f.string().unwrap_or_default())))
                     }
-                    Err(e) => Err(driver("host runner reply", e)),
+                    Err(e) => Err(malformed("a request", e)),
                 }
             }
             Err(e)
@@ -122,7 +118,9 @@ impl HostBackend {
                 (Pending::Global { name }, Err((ErrKind::MissingGlobal, _))) => {
                     Err(BackendError::MissingGlobal { name })
                 }
-                (Pending::Global { .. }, Err((_, why))) => Err(driver("writing a global", why)),
+                (Pending::Global { name }, Err((_, why))) => {
+                    Err(driver(&format!("writing global `{name}`"), why))
+                }
             };
             if first.is_ok() {
                 first = r;
@@ -149,9 +147,8 @@ impl HostBackend {
             Some(s) => BackendError::RunnerExited {
                 status: s.to_string(),
             },
-            None => BackendError::Driver {
-                op: "host runner".into(),
-                reason: "the runner vanished".into(),
+            None => BackendError::RunnerGone {
+                why: "the host runner vanished".into(),
             },
         };
         self.dead = Some(err.to_string());
@@ -229,21 +226,18 @@ impl HostBackend {
 
     /// The arena, with `offset..offset + len` checked to lie inside it.
     pub(super) fn arena_at(&self, offset: u64, len: usize) -> Result<&Arena, BackendError> {
-        let a = self.arena.as_ref().ok_or_else(|| BackendError::Driver {
-            op: "arena access".into(),
-            reason: "the arena was not reserved yet".into(),
-        })?;
+        let a = self
+            .arena
+            .as_ref()
+            .ok_or_else(|| internal("the arena was used before it was reserved"))?;
         if offset
             .checked_add(len as u64)
             .is_none_or(|end| end > a.size)
         {
-            return Err(BackendError::Driver {
-                op: "arena access".into(),
-                reason: format!(
-                    "{len} bytes at offset {offset} are outside the {}-byte arena",
-                    a.size
-                ),
-            });
+            return Err(internal(format!(
+                "{len} bytes at offset {offset} are outside the {}-byte arena",
+                a.size
+            )));
         }
         Ok(a)
     }
@@ -256,14 +250,17 @@ impl HostBackend {
             match transfer::write_remote(pid, addr, data) {
                 Ok(()) => return Ok(()),
                 Err(e) if transfer::is_forbidden(&e) => self.use_socket(),
-                Err(e) => return Err(self.arena_io_error("process_vm_writev", e)),
+                Err(e) => {
+                    return Err(self.arena_io_error("process_vm_writev", offset, data.len(), e))
+                }
             }
         }
         for (i, piece) in data.chunks(SOCKET_PIECE).enumerate() {
+            let at = (i * SOCKET_PIECE) as u64;
             let mut m = Msg::op(Op::Write);
-            m.u64(addr + (i * SOCKET_PIECE) as u64).bytes(piece);
-            if let Err((_, why)) = self.request(&m, None)? {
-                return Err(driver("writing the arena", why));
+            m.u64(addr + at).bytes(piece);
+            if let Err((_, reason)) = self.request(&m, None)? {
+                return Err(socket_copy("writing", offset + at, piece.len(), reason));
             }
         }
         Ok(())
@@ -277,24 +274,28 @@ impl HostBackend {
             match transfer::read_remote(pid, addr, dst) {
                 Ok(()) => return Ok(()),
                 Err(e) if transfer::is_forbidden(&e) => self.use_socket(),
-                Err(e) => return Err(self.arena_io_error("process_vm_readv", e)),
+                Err(e) => {
+                    return Err(self.arena_io_error("process_vm_readv", offset, dst.len(), e))
+                }
             }
         }
         for (i, piece) in dst.chunks_mut(SOCKET_PIECE).enumerate() {
+            let at = (i * SOCKET_PIECE) as u64;
             let mut m = Msg::op(Op::Read);
-            m.u64(addr + (i * SOCKET_PIECE) as u64)
-                .u64(piece.len() as u64);
+            m.u64(addr + at).u64(piece.len() as u64);
             match self.request(&m, None)? {
                 Ok(reply) => {
                     let bytes = Fields::new(&reply)
                         .bytes()
-                        .map_err(|e| driver("reading the arena", e))?;
+                        .map_err(|e| malformed("reading the arena", e))?;
                     if bytes.len() != piece.len() {
-                        return Err(driver("reading the arena", "short reply from the runner"));
+                        return Err(malformed("reading the arena", "short reply"));
                     }
                     piece.copy_from_slice(bytes);
                 }
-                Err((_, why)) => return Err(driver("reading the arena", why)),
+                Err((_, reason)) => {
+                    return Err(socket_copy("reading", offset + at, piece.len(), reason))
+                }
             }
         }
         Ok(())
@@ -308,11 +309,22 @@ impl HostBackend {
 
     /// A failed copy: the runner died (report how) or the copy itself
     /// failed.
-    pub(super) fn arena_io_error(&mut self, op: &str, e: std::io::Error) -> BackendError {
+    pub(super) fn arena_io_error(
+        &mut self,
+        op: &str,
+        offset: u64,
+        len: usize,
+        e: std::io::Error,
+    ) -> BackendError {
         if e.raw_os_error() == Some(libc::ESRCH) {
             return self.collect_death();
         }
-        driver(op, e)
+        BackendError::ArenaCopy {
+            op: op.into(),
+            offset,
+            len: len as u64,
+            reason: e.to_string(),
+        }
     }
 }
 
@@ -349,5 +361,31 @@ pub(super) fn driver(op: &str, e: impl std::fmt::Display) -> BackendError {
     BackendError::Driver {
         op: op.into(),
         reason: e.to_string(),
+    }
+}
+
+/// A call out of order or outside the arena (see [`BackendError::Internal`]).
+pub(super) fn internal(what: impl Into<String>) -> BackendError {
+    BackendError::Internal {
+        backend: "host".into(),
+        what: what.into(),
+    }
+}
+
+/// A reply of the runner's that does not parse.
+pub(super) fn malformed(op: &str, e: impl std::fmt::Display) -> BackendError {
+    BackendError::RunnerReply {
+        op: op.into(),
+        reason: e.to_string(),
+    }
+}
+
+/// The runner refused a copy over the control socket.
+fn socket_copy(dir: &str, offset: u64, len: usize, reason: String) -> BackendError {
+    BackendError::ArenaCopy {
+        op: format!("{dir} over the runner's control socket"),
+        offset,
+        len: len as u64,
+        reason,
     }
 }

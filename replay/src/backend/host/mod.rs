@@ -72,7 +72,7 @@ use rrstore_format::extents::PartExtents;
 use super::rehydrate::RehydratePath;
 use super::rehydrate::{copy_in, ArenaRequest, FillError, FillOutcome, InputSource, Placement};
 use super::{Backend, BackendError, LaunchParams};
-use client::{driver, Pending};
+use client::{driver, internal, malformed, Pending};
 use process::RunnerProcess;
 use protocol::{ErrKind, Fields, Msg, Op};
 use transfer::StagingBuf;
@@ -392,14 +392,16 @@ impl Backend for HostBackend {
 
     fn commit_staging(&mut self, offset: u64, len: usize) -> Result<(), BackendError> {
         let Some(buf) = self.staging.take() else {
-            return Err(driver("commit_staging", "no staging window was handed out"));
+            return Err(internal(
+                "a staging window was committed before one was handed out",
+            ));
         };
         let r = match buf.as_slice().get(..len) {
             Some(data) => self.write_arena(offset, data),
-            None => Err(driver(
-                "commit_staging",
-                format!("{len} bytes exceed the {}-byte window", buf.len()),
-            )),
+            None => Err(internal(format!(
+                "{len} bytes committed from the {}-byte staging window",
+                buf.len()
+            ))),
         };
         self.staging = Some(buf);
         r
@@ -458,7 +460,9 @@ impl Backend for HostBackend {
         }
         match self.request(&m, params.timeout)? {
             Ok(reply) => {
-                let ns = Fields::new(&reply).u64().map_err(|e| driver("launch", e))?;
+                let ns = Fields::new(&reply)
+                    .u64()
+                    .map_err(|e| malformed("the launch", e))?;
                 Ok(Duration::from_nanos(ns))
             }
             Err((_, why)) => Err(driver("launch", why)),
@@ -476,7 +480,7 @@ impl Backend for HostBackend {
         match self.request(&m, None)? {
             Ok(reply) => match <[u8; 32]>::try_from(reply.as_slice()) {
                 Ok(h) => Ok(Some(h)),
-                Err(_) => Err(driver("hashing the arena", "short reply from the runner")),
+                Err(_) => Err(malformed("hashing the arena", "short reply")),
             },
             Err((_, why)) => Err(driver("hashing the arena", why)),
         }
@@ -494,5 +498,45 @@ mod tests {
     #[test]
     fn describes_the_host() {
         assert!(host_description().starts_with("host x86_64: "));
+    }
+
+    /// A backend driven out of order says it is rrstore's bug (exit code
+    /// 70), not a driver failure; nothing is started for that.
+    #[test]
+    fn calls_before_the_reservation_are_internal_errors() {
+        let mut b = HostBackend::new(HostConfig {
+            runner: Runner {
+                program: "/nonexistent/runner".into(),
+                args: vec![],
+            },
+            env: Vec::new(),
+            arena_io: ArenaIo::Auto,
+            preload: Preload::default(),
+        });
+        let internal = |e: BackendError| match e {
+            BackendError::Internal { backend, what } => {
+                assert_eq!(backend, "host");
+                what
+            }
+            other => panic!("{other:?}"),
+        };
+        assert!(internal(b.upload(0, b"x").unwrap_err()).contains("before it was reserved"));
+        let mut dst = [0u8; 4];
+        assert!(internal(b.download(0, &mut dst).unwrap_err()).contains("before it was reserved"));
+        assert!(internal(b.commit_staging(0, 1).unwrap_err()).contains("staging window"));
+        assert!(internal(
+            b.launch(
+                &[],
+                &LaunchParams {
+                    num_teams: 1,
+                    num_threads: 1,
+                    shared_memory: 0,
+                    loop_trip_count: 0,
+                    timeout: None,
+                }
+            )
+            .unwrap_err()
+        )
+        .contains("before the arena was reserved"));
     }
 }
