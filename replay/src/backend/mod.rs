@@ -64,7 +64,8 @@ pub enum BackendError {
         recorded: u64,
         actual: u64,
     },
-    #[error("image target {image} does not match the device target {device}; replay it on a backend for {image} (--backend auto picks it)")]
+    /// The CLI hints how to pick the right backend.
+    #[error("image target {image} does not match the device target {device}; replay it on a backend for {image}")]
     TargetMismatch { image: String, device: String },
     #[error("the image needs {library}, which is not installed: {hint}")]
     MissingLibrary { library: String, hint: String },

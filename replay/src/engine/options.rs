@@ -134,14 +134,14 @@ pub(super) fn preflight(rec: &Recording, opts: &ReplayOptions) -> Result<Plan, R
         }
     };
     check_limit(
-        "--num-teams",
+        "team count",
         opts.num_teams,
         rec.launch.teams_limits,
         "TeamsLimits",
         opts,
     )?;
     check_limit(
-        "--num-threads",
+        "thread count",
         opts.num_threads,
         rec.launch.threads_limits,
         "ThreadsLimits",
