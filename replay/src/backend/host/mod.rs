@@ -103,8 +103,9 @@ pub const FILL_LARGE: u64 = 16 << 20;
 /// Whether the runner fills an input of `len` bytes from its files itself
 /// (under [`ArenaIo::Auto`]), else the parent copies it in.
 ///
-/// The runner fills before it loads the image; the parent's copy overlaps
-/// that load (`dlopen` of the OpenMP runtime and libLLVM: ~10 ms). A small
+/// The runner serves requests in order, so it fills the arena after it has
+/// loaded the image and written the globals (the engine asks for the fill
+/// then); the parent's copy overlaps that load (`dlopen` of the OpenMP runtime and libLLVM: ~10 ms). A small
 /// input takes the runner microseconds. A large one takes longer than the
 /// load, and the runner's single copy on every core is then what counts
 /// (about twice the parent's decode-then-copy throughput). In between, the
