@@ -140,6 +140,19 @@ pub trait Backend {
     // input travels; the staging-window pair and `upload` are what the
     // default uses; `arena_hash` is the read-back's shortcut.
 
+    /// Told of the input before each [`fill`](Self::fill), as early as it
+    /// is known: for the first launch right after the placement and before
+    /// `load_image`, for later ones just before the fill. A backend that
+    /// fills the arena itself may start here, so that its fill overlaps
+    /// the image load (the host runner serves requests in order: its fill
+    /// then runs beside the spare's preload, before the image is loaded).
+    /// Errors are the backend's own; a fill that cannot start is `fill`'s
+    /// to handle. Default: nothing.
+    fn begin_fill(&mut self, input: &dyn InputSource) -> Result<(), BackendError> {
+        let _ = input;
+        Ok(())
+    }
+
     /// Write the input snapshot into the arena, the whole of it, every
     /// call (once per launch). Default: [`rehydrate::copy_in`], through
     /// staging windows when the backend has them, else `upload`. A backend

@@ -78,6 +78,16 @@ pub(super) fn check_input_len(rec: &Recording) -> Result<(), ReplayError> {
     Ok(())
 }
 
+/// Tell the backend of the input before a fill ([`Backend::begin_fill`]).
+pub(super) fn begin_fill(
+    src: &mut ReplaySource,
+    extents: Option<&PartExtents>,
+    backend: &mut dyn Backend,
+) -> Result<(), ReplayError> {
+    let len = src.recording.arena.size;
+    Ok(backend.begin_fill(&input(len, extents, &mut *src.parts))?)
+}
+
 /// One fill of the arena from `src`'s input part.
 pub(super) fn fill(
     src: &mut ReplaySource,
@@ -85,10 +95,21 @@ pub(super) fn fill(
     backend: &mut dyn Backend,
 ) -> Result<FillOutcome, ReplayError> {
     let rec = &src.recording;
-    let parts: &mut dyn PartSource = &mut *src.parts;
+    let mut input = input(rec.arena.size, extents, &mut *src.parts);
+    backend.fill(&mut input).map_err(|e| match e {
+        FillError::Backend(b) => ReplayError::Backend(b),
+        FillError::Input(i) => part_error(rec, PartRole::Input)(i.source),
+    })
+}
+
+fn input<'a>(
+    len: u64,
+    extents: Option<&'a PartExtents>,
+    parts: &'a mut dyn PartSource,
+) -> EngineInput<'a> {
     let random = parts.random_access();
-    let mut input = EngineInput {
-        len: rec.arena.size,
+    EngineInput {
+        len,
         extents,
         piece: if random { WINDOW } else { PIECE },
         bytes: if random {
@@ -96,11 +117,7 @@ pub(super) fn fill(
         } else {
             Bytes::Unopened(parts)
         },
-    };
-    backend.fill(&mut input).map_err(|e| match e {
-        FillError::Backend(b) => ReplayError::Backend(b),
-        FillError::Input(i) => part_error(rec, PartRole::Input)(i.source),
-    })
+    }
 }
 
 /// How the input's bytes are read: random-access sources (the store)

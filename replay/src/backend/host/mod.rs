@@ -103,9 +103,8 @@ pub const FILL_LARGE: u64 = 16 << 20;
 /// Whether the runner fills an input of `len` bytes from its files itself
 /// (under [`ArenaIo::Auto`]), else the parent copies it in.
 ///
-/// The runner serves requests in order, so it fills the arena after it has
-/// loaded the image and written the globals (the engine asks for the fill
-/// then); the parent's copy overlaps that load (`dlopen` of the OpenMP runtime and libLLVM: ~10 ms). A small
+/// The runner fills before it loads the image (asked by
+/// [`Backend::begin_fill`]); the parent's copy overlaps that load (`dlopen` of the OpenMP runtime and libLLVM: ~10 ms). A small
 /// input takes the runner microseconds. A large one takes longer than the
 /// load, and the runner's single copy on every core is then what counts
 /// (about twice the parent's decode-then-copy throughput). In between, the
@@ -154,6 +153,8 @@ pub struct HostBackend {
     filled: Option<Result<Duration, String>>,
     /// A fill from files failed: later repetitions are handed the bytes.
     files_failed: bool,
+    /// [`Backend::begin_fill`] asked the runner to fill from files.
+    fill_started: bool,
 }
 
 impl HostBackend {
@@ -172,6 +173,7 @@ impl HostBackend {
             forked: false,
             filled: None,
             files_failed: false,
+            fill_started: false,
         }
     }
 
@@ -354,23 +356,33 @@ impl Backend for HostBackend {
         self.write_arena(offset, data)
     }
 
-    fn fill(&mut self, input: &mut dyn InputSource) -> Result<FillOutcome, FillError> {
+    fn begin_fill(&mut self, input: &dyn InputSource) -> Result<(), BackendError> {
         // The runner reads the input's files itself where that is faster
-        // (see [`fills_from_files`]); when it fails (a pack moved by gc, a
-        // corrupt chunk) the bytes are handed over instead, which retries
-        // and reports precisely, and so are later repetitions'.
-        if !self.files_failed && self.fills_from_files(input.len()) {
-            if let Some(plan) = input.extents() {
-                self.start_fill(plan)?;
-                match self.finish_fill()? {
-                    Ok(took) => {
-                        return Ok(FillOutcome {
-                            path: RehydratePath::Files,
-                            took: Some(took),
-                        })
-                    }
-                    Err(_) => self.files_failed = true,
+        // (see [`fills_from_files`]), asked before the image load so that
+        // it fills while its preload finishes.
+        if self.fill_started || self.files_failed || !self.fills_from_files(input.len()) {
+            return Ok(());
+        }
+        if let Some(plan) = input.extents() {
+            self.start_fill(plan)?;
+            self.fill_started = true;
+        }
+        Ok(())
+    }
+
+    fn fill(&mut self, input: &mut dyn InputSource) -> Result<FillOutcome, FillError> {
+        if std::mem::take(&mut self.fill_started) {
+            match self.finish_fill()? {
+                Ok(took) => {
+                    return Ok(FillOutcome {
+                        path: RehydratePath::Files,
+                        took: Some(took),
+                    })
                 }
+                // A pack moved by gc, a corrupt chunk: the bytes are handed
+                // over instead, which retries and reports precisely, and so
+                // are later repetitions'.
+                Err(_) => self.files_failed = true,
             }
         }
         copy_in(self, input)
