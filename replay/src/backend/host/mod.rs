@@ -67,8 +67,6 @@ pub use rrstore_format::image::elf;
 
 use std::time::Duration;
 
-use rrstore_format::extents::PartExtents;
-
 use super::rehydrate::RehydratePath;
 use super::rehydrate::{copy_in, ArenaRequest, FillError, FillOutcome, InputSource, Placement};
 use super::{Backend, BackendError, LaunchParams};
@@ -210,30 +208,6 @@ impl HostBackend {
     /// [`fills_from_files`]).
     pub fn fills_from_files(&self, len: u64) -> bool {
         self.config.arena_io == ArenaIo::Auto && fills_from_files(len)
-    }
-
-    /// Ask the runner to fill the arena from the files `extents` name
-    /// (decoded and verified by the runner); [`finish_fill`](Self::finish_fill)
-    /// collects the outcome.
-    pub fn start_fill(&mut self, extents: &PartExtents) -> Result<(), BackendError> {
-        let base = self.arena_at(0, 0)?.base;
-        let mut m = Msg::op(Op::Fill);
-        m.u64(base);
-        fill::encode(&mut m, extents);
-        self.send(&m)?;
-        self.pending.push(Pending::Fill);
-        Ok(())
-    }
-
-    /// Wait for the fill [`start_fill`](Self::start_fill) began: how long it
-    /// took in the runner, or why it failed (a file gone, moved or corrupt).
-    /// The outer error is the runner itself failing.
-    pub fn finish_fill(&mut self) -> Result<Result<Duration, String>, BackendError> {
-        self.settle()?;
-        Ok(self
-            .filled
-            .take()
-            .unwrap_or_else(|| Err("no fill was started".into())))
     }
 
     fn spawn(&self) -> Result<RunnerProcess, BackendError> {
