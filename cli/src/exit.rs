@@ -159,9 +159,13 @@ pub fn code_for(err: &anyhow::Error) -> u8 {
         if let Some(e) = cause.downcast_ref::<rrstore_replay::backend::BackendError>() {
             use rrstore_replay::backend::BackendError as B;
             return match e {
-                B::Unavailable(_) | B::Driver { .. } | B::MissingLibrary { .. } => {
-                    BACKEND_UNAVAILABLE
-                }
+                B::Unavailable(_)
+                | B::Driver { .. }
+                | B::MissingLibrary { .. }
+                | B::RunnerGone { .. }
+                | B::RunnerReply { .. }
+                | B::ArenaCopy { .. } => BACKEND_UNAVAILABLE,
+                B::Internal { .. } => INTERNAL,
                 B::Reserve { .. } => ADDRESS_UNAVAILABLE,
                 B::Image(_) => INVALID_INPUT,
                 B::MissingKernel(_) => SYMBOL,
@@ -229,7 +233,7 @@ pub fn report(err: &anyhow::Error) -> ExitCode {
     if needs_repair(err) {
         eprintln!("hint: run `rrstore repair` to rebuild the index from the pack files");
     }
-    if let Some(hint) = store_flag_hint(err) {
+    if let Some(hint) = store_flag_hint(err).or_else(|| replay_flag_hint(err)) {
         eprintln!("hint: {hint}");
     }
     ExitCode::from(code_for(err))
@@ -247,6 +251,29 @@ fn store_flag_hint(err: &anyhow::Error) -> Option<&'static str> {
         _ if e.is_disk_full() => Some("pass --store DIR to use a store on another file system"),
         _ => None,
     }
+}
+
+/// The command-line way out of a replay error (the library names no flags).
+fn replay_flag_hint(err: &anyhow::Error) -> Option<&'static str> {
+    use rrstore_replay::backend::BackendError as B;
+    use rrstore_replay::ReplayError as R;
+    let backend = |b: &B| {
+        matches!(b, B::TargetMismatch { .. })
+            .then_some("--backend auto picks the backend for the image's target")
+    };
+    err.chain().find_map(|c| {
+        if let Some(e) = c.downcast_ref::<R>() {
+            return match e {
+                R::NoOutput { .. } => {
+                    Some("replay without --verify (and --tolerance) to run it unverified")
+                }
+                R::Limits { .. } => Some("pass --ignore-limits to launch anyway"),
+                R::Backend(b) => backend(b),
+                _ => None,
+            };
+        }
+        c.downcast_ref::<B>().and_then(backend)
+    })
 }
 
 /// Whether the error is one `rrstore repair` fixes (lost, emptied, foreign

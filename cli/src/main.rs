@@ -113,9 +113,6 @@ fn main() -> ExitCode {
     if let Some(code) = host_runner() {
         return code;
     }
-    if commands::replay::invoked(std::env::args_os()) {
-        commands::replay::prestart_early();
-    }
     let mut cli = Cli::parse();
     color::init(cli.color);
     let remote = match config::load() {

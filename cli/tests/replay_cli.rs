@@ -124,9 +124,62 @@ fn every_preload_setting_verifies() {
     }
 }
 
+/// The replay library's messages name no command-line flag; the CLI adds
+/// the flag that gets past the error as a hint line.
+#[test]
+fn flags_are_hints_of_the_cli_not_in_library_messages() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    let run = |args: &[&str]| rrstore(&store, args);
+    let error_and_hint = |o: &Output| {
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        let line = |p: &str| {
+            err.lines()
+                .find(|l| l.starts_with(p))
+                .unwrap_or_else(|| panic!("no `{p}` line in: {err}"))
+                .to_string()
+        };
+        (line("error: "), line("hint: "))
+    };
+    let native =
+        fixtures().join("upstream-native/saxpy/15370218017841526287_9883226215827474840.json");
+    let d = tmp.path().join("noout");
+    std::fs::create_dir(&d).unwrap();
+    let noout = copy_recording(SAXPY, &d);
+    std::fs::remove_file(noout.with_extension("original.output")).unwrap();
+    let d = tmp.path().join("cubin");
+    std::fs::create_dir(&d).unwrap();
+    let cubin = copy_recording(SAXPY, &d);
+    let elf = rrstore_tests::elf_header(rrstore_tests::elf::EM_CUDA, 80, 0);
+    std::fs::write(cubin.with_extension("image"), elf).unwrap();
+    for (args, code_wanted, flag) in [
+        (
+            vec!["replay", native.to_str().unwrap(), "--num-threads", "4"],
+            20,
+            "--ignore-limits",
+        ),
+        (
+            vec!["replay", noout.to_str().unwrap(), "--verify"],
+            18,
+            "--verify",
+        ),
+        (
+            vec!["replay", cubin.to_str().unwrap(), "--backend", "host"],
+            9,
+            "--backend auto",
+        ),
+    ] {
+        let o = run(&args);
+        assert_eq!(code(&o), code_wanted, "{}", text(&o));
+        let (error, hint) = error_and_hint(&o);
+        assert!(!error.contains(" --"), "{args:?}: {error}");
+        assert!(hint.contains(flag), "{args:?}: {hint}");
+    }
+}
+
 /// Each replay appends a history row to the index's write-ahead log; every
-/// few replays the log is folded back into the index while the runner loads
-/// the image. Over many replays the log stays below that threshold plus
+/// few replays the log is folded back into the index once the result is
+/// printed. Over many replays the log stays below that threshold plus
 /// about one row, and no row is lost.
 #[test]
 fn replays_fold_the_index_log_back_before_it_grows() {

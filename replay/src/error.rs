@@ -21,9 +21,12 @@ pub enum ReplayError {
     /// cubin/PTX/fatbin, AMDGPU): malformed input.
     #[error("the image of {kernel} (detected target: {target}) is not a device image any backend runs (x86-64 ELF, cubin, PTX, fatbin or AMDGPU code object); the recording's image is damaged or is not a device image")]
     UnknownTarget { kernel: String, target: String },
-    #[error("--verify was given but recording {kernel} has no output snapshot (record with LIBOMPTARGET_RR_SAVE_OUTPUT=1, or replay without --verify)")]
+    /// Verification was asked for (the CLI hints how not to).
+    #[error("recording {kernel} has no output snapshot to verify against; record it with LIBOMPTARGET_RR_SAVE_OUTPUT=1 to get one")]
     NoOutput { kernel: String },
-    #[error("{what} {value} is outside the recorded limits [{min}, {max}] ({key}); pass --ignore-limits to launch anyway")]
+    /// A launch override outside the recorded limits (the CLI hints how to
+    /// launch anyway).
+    #[error("the {what} {value} is outside the recorded limits [{min}, {max}] ({key})")]
     Limits {
         what: &'static str,
         value: u64,

@@ -50,7 +50,10 @@ fn overrides(backend: &str, counts: (u64, u64), opts: Option<&ReplayOptions>) ->
             .filter_map(|(k, v)| Some((k.into_string().ok()?, v.to_string_lossy().into_owned())))
             .filter(|(k, _)| k.starts_with("OMP_"))
             .collect();
-        for (k, v) in opts.map(|o| o.host_env.as_slice()).unwrap_or_default() {
+        for (k, v) in opts
+            .map(|o| o.backends.host.env.as_slice())
+            .unwrap_or_default()
+        {
             if let Some(k) = k.to_str().filter(|k| k.starts_with("OMP_")) {
                 env.insert(k.to_string(), v.to_string_lossy().into_owned());
             }
@@ -79,7 +82,11 @@ pub fn same_launch(e: &HistoryEntry, rec: &Recording, opts: &ReplayOptions) -> b
 }
 
 fn row(id: RecordingId, report: &ReplayReport, opts: Option<&ReplayOptions>) -> HistoryEntry {
-    let mut detail = report.error.clone().unwrap_or_default();
+    let mut detail = report
+        .error
+        .as_ref()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
     if let Some(m) = &report.mismatch {
         detail = m.describe(report.arena_base).join("\n");
     }
@@ -97,14 +104,16 @@ fn row(id: RecordingId, report: &ReplayReport, opts: Option<&ReplayOptions>) -> 
     HistoryEntry {
         id: 0,
         recording: id,
-        image_hash: report.image_hash,
+        // The history's column is not nullable: a replay that stopped
+        // before loading an image is stored with zeros there.
+        image_hash: report.image_blake3.unwrap_or([0; 32]),
         backend: report.backend.clone(),
         device: report.device.clone(),
         runtime_versions: report.runtime_libraries.join(" "),
         started_at: report.started_at,
         wall_ns: report.timing.wall_ns,
         kernel_ns: report.timing.kernel_ns.clone(),
-        output_blake3: report.output_hash,
+        output_blake3: report.output_blake3,
         verdict: report.verdict.as_str().to_string(),
         detail,
         num_teams: Some(report.num_teams),

@@ -8,14 +8,17 @@
 //!
 //! * [`source`]: store ID prefix, `.rra` archive or LLVM `.json` ->
 //!   recording + part source.
-//! * [`engine`]: the sequence, overrides, repetitions, timing, verdict.
+//! * [`engine`]: the sequence, overrides, repetitions, timing, verdict; it
+//!   names no backend.
 //! * [`verify`]: byte-exact and tolerance comparison.
 //! * [`history`]: the replay history row.
 //! * [`regress`]: the regression workflow (replay with another image,
 //!   check, bisect, diff).
-//! * [`backend`]: [`backend::Backend`] and its implementations: `host`
-//!   (x86-64 ELF images of LLVM's host offload target, run in a child
-//!   process), `cuda` and `hip`.
+//! * [`backend`]: [`backend::Backend`] (with its rehydration contract,
+//!   [`backend::rehydrate`]), each backend's configuration and how one is
+//!   opened ([`backend::open`]), and the implementations: `host` (x86-64
+//!   ELF images of LLVM's host offload target, run in a child process),
+//!   `cuda` and `hip`.
 
 pub mod backend;
 pub mod engine;
@@ -28,8 +31,8 @@ pub mod source;
 pub mod verify;
 
 pub use engine::{
-    prestart, replay, replay_with, BackendKind, RehydratePath, ReplayOptions, ReplayReport,
-    Verdict, VerifyMode,
+    replay, BackendConfig, BackendKind, RehydratePath, ReplayOptions, ReplayReport, Verdict,
+    VerifyMode,
 };
 pub use error::ReplayError;
 pub use source::{Origin, ReplaySource};

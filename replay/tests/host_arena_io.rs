@@ -15,10 +15,9 @@ use rrstore_replay::{replay, RehydratePath, ReplayOptions, ReplaySource, Verdict
 const SAXPY: &str = "__omp_offloading_fe00_9ae056_main_l13";
 
 fn options(io: ArenaIo) -> ReplayOptions {
-    ReplayOptions {
-        host_arena_io: io,
-        ..common::options()
-    }
+    let mut opts = common::options();
+    opts.backends.host.arena_io = io;
+    opts
 }
 
 #[test]
@@ -44,7 +43,7 @@ fn both_transports_verify_every_recording_and_save_the_same_output() {
                 "{d:?} {io:?}"
             );
             let out = src.recording.part(PartRole::Output).unwrap();
-            assert_eq!(r.output_hash, Some(out.blake3), "{d:?} {io:?}");
+            assert_eq!(r.output_blake3, Some(out.blake3), "{d:?} {io:?}");
             saved.push(std::fs::read(&save).unwrap());
         }
         assert!(saved[0] == saved[1] && saved[1] == saved[2], "{d:?}");
@@ -72,7 +71,7 @@ fn both_transports_locate_the_same_mismatch() {
         assert_eq!(r.verdict, Verdict::Mismatch, "{io:?}: {:?}", r.error);
         let m = r.mismatch.unwrap();
         assert_eq!((m.differing_bytes, m.first_offset), (16, 3000), "{io:?}");
-        reports.push(r.output_hash);
+        reports.push(r.output_blake3);
     }
     assert!(reports[0] == reports[1] && reports[1] == reports[2]);
 }

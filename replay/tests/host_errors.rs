@@ -43,8 +43,8 @@ fn modified_output_is_a_mismatch_mapped_to_argument_buffers() {
     assert_eq!(m.largest[0].arg.unwrap().index, 1);
     assert_eq!(m.largest[1].arg.unwrap().index, 3);
     // The output hash is that of the replayed arena, not the edited file.
-    assert_ne!(r.output_hash, Some(*blake3::hash(&b).as_bytes()));
-    assert!(r.failure.is_none());
+    assert_ne!(r.output_blake3, Some(*blake3::hash(&b).as_bytes()));
+    assert!(r.error.is_none());
 }
 
 #[test]
@@ -110,7 +110,7 @@ fn a_crashing_kernel_is_reported_with_its_signal() {
     let json = common::c_kernel_recording(tmp.path(), "rr_crash", "*(volatile int *)8 = 1;");
     let r = run(&json, &common::options());
     assert_eq!(r.verdict, Verdict::Crashed { signal: 11 }, "{:?}", r.error);
-    assert!(r.error.as_deref().unwrap().contains("signal 11"));
+    assert!(r.error.unwrap().to_string().contains("signal 11"));
 }
 
 #[test]
@@ -146,7 +146,7 @@ fn missing_kernel_global_and_wrong_global_size_are_distinct_errors() {
     let json = common::copy_recording(&common::globals_fixture(), tmp.path(), "no_such_kernel");
     let r = run(&json, &common::options());
     assert!(
-        matches!(r.failure, Some(ReplayError::Backend(BackendError::MissingKernel(ref k))) if k == "no_such_kernel"),
+        matches!(r.error, Some(ReplayError::Backend(BackendError::MissingKernel(ref k))) if k == "no_such_kernel"),
         "{:?}",
         r.error
     );
@@ -166,7 +166,7 @@ fn missing_kernel_global_and_wrong_global_size_are_distinct_errors() {
     .unwrap();
     let r = run(&json, &common::options());
     assert!(
-        matches!(r.failure, Some(ReplayError::Backend(BackendError::MissingGlobal { ref name })) if name == "g_nothere"),
+        matches!(r.error, Some(ReplayError::Backend(BackendError::MissingGlobal { ref name })) if name == "g_nothere"),
         "{:?}",
         r.error
     );
@@ -185,7 +185,7 @@ fn missing_kernel_global_and_wrong_global_size_are_distinct_errors() {
     let r = run(&json, &common::options());
     assert!(
         matches!(
-            r.failure,
+            r.error,
             Some(ReplayError::Backend(BackendError::GlobalSize {
                 recorded: 8,
                 actual: 4,
@@ -212,7 +212,7 @@ fn a_missing_runtime_library_is_named() {
     std::fs::copy(so, tmp.path().join("rr_dep.image")).unwrap();
     std::fs::remove_file(dep).unwrap();
     let r = run(&json, &common::options());
-    match &r.failure {
+    match &r.error {
         Some(ReplayError::Backend(BackendError::MissingLibrary { library, .. })) => {
             assert_eq!(library, "librrgone.so")
         }
@@ -227,7 +227,7 @@ fn output_snapshot_is_required_only_when_verify_is_explicit() {
     std::fs::remove_file(tmp.path().join(format!("{SAXPY}.original.output"))).unwrap();
     let r = run(&json, &common::options());
     assert_eq!(r.verdict, Verdict::Unverified, "{:?}", r.error);
-    assert!(r.output_hash.is_some());
+    assert!(r.output_blake3.is_some());
     let r = run(
         &json,
         &ReplayOptions {
@@ -236,7 +236,7 @@ fn output_snapshot_is_required_only_when_verify_is_explicit() {
         },
     );
     assert!(
-        matches!(r.failure, Some(ReplayError::NoOutput { .. })),
+        matches!(r.error, Some(ReplayError::NoOutput { .. })),
         "{:?}",
         r.error
     );
@@ -247,11 +247,11 @@ fn legacy_recordings_cannot_be_replayed() {
     let json = common::fixtures().join("legacy/globals/__omp_offloading_fe00_9ae057_main_l13.json");
     let r = run(&json, &common::options());
     assert!(
-        matches!(r.failure, Some(ReplayError::NotReplayable { .. })),
+        matches!(r.error, Some(ReplayError::NotReplayable { .. })),
         "{:?}",
         r.error
     );
-    assert!(r.error.unwrap().contains("arena address"));
+    assert!(r.error.unwrap().to_string().contains("arena address"));
 }
 
 #[test]
@@ -267,7 +267,7 @@ fn another_targets_image_is_refused_naming_both() {
             ..common::options()
         },
     );
-    match &r.failure {
+    match &r.error {
         Some(ReplayError::Backend(BackendError::TargetMismatch { image, device })) => {
             assert_eq!(image, "sm_90");
             assert!(device.contains("host"), "{device}");
@@ -288,7 +288,7 @@ fn an_arena_outside_the_address_space_is_a_reserve_error() {
     let far = 1u64 << 57;
     std::fs::write(&json, text.replace(&base.to_string(), &far.to_string())).unwrap();
     let r = run(&json, &common::options());
-    match &r.failure {
+    match &r.error {
         Some(ReplayError::Backend(BackendError::Reserve { base, reason, .. })) => {
             assert_eq!(*base, far);
             assert!(reason.contains("address space"), "{reason}");
@@ -308,7 +308,7 @@ fn launch_overrides_are_checked_against_recorded_limits() {
     let r = run(&json, &opts);
     assert!(
         matches!(
-            r.failure,
+            r.error,
             Some(ReplayError::Limits {
                 key: "ThreadsLimits",
                 ..

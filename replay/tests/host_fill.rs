@@ -184,7 +184,7 @@ fn a_corrupt_input_chunk_in_the_store_is_named_by_its_byte_range() {
 
     let report = replay(&mut src, &common::options());
     assert_eq!(report.verdict, Verdict::Error);
-    let err = report.error.unwrap();
+    let err = report.error.unwrap().to_string();
     assert!(
         err.contains("input") && err.contains(&format!("bytes {start}..{}", r.arena.size)),
         "the error names the part and the range: {err}"

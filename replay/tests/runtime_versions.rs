@@ -18,7 +18,10 @@ fn llvm19_and_llvm22_recordings_replay_side_by_side() {
     for d in order {
         let mut src = ReplaySource::llvm(d).unwrap();
         let mut opts = common::options();
-        opts.host_env.push(("LD_LIBRARY_PATH".into(), "".into()));
+        opts.backends
+            .host
+            .env
+            .push(("LD_LIBRARY_PATH".into(), "".into()));
         let r = replay(&mut src, &opts);
         assert_eq!(
             r.verdict,
@@ -49,10 +52,12 @@ fn a_missing_llvm19_runtime_names_libomp5_19() {
     let empty = tempfile::tempdir().unwrap();
     let mut opts = common::options();
     // The test hook replaces the directories searched for runtimes.
-    opts.host_env
+    opts.backends
+        .host
+        .env
         .push(("RRSTORE_RUNTIME_SEARCH".into(), empty.path().into()));
     let r = replay(&mut src, &opts);
-    let err = r.error.unwrap_or_default();
+    let err = r.error.map(|e| e.to_string()).unwrap_or_default();
     assert!(
         err.contains("libomptarget.so.19.1") && err.contains("apt-get install -y libomp5-19"),
         "{:?}: {err}",

@@ -266,7 +266,7 @@ pub fn from_bisect(reports: &[BisectReport], labels: &[String], timestamp: i64) 
 pub fn replay_detail(r: &ReplayReport) -> String {
     let mut lines = Vec::new();
     if let Some(e) = &r.error {
-        lines.push(e.clone());
+        lines.push(e.to_string());
     }
     if let Some(m) = &r.mismatch {
         lines.extend(m.describe(r.arena_base));
@@ -313,7 +313,7 @@ pub fn from_replay(r: &ReplayReport, label: &str, history_row: Option<i64>) -> S
         ("repetitions".into(), r.repetitions.to_string()),
     ];
     if let Some(h) = &r.image_blake3 {
-        properties.push(("image".into(), h.clone()));
+        properties.push(("image".into(), rrstore_format::id::hex(h)));
     }
     if let Some(ns) = r.timing.kernel_min_ns() {
         properties.push(("kernel_min_ns".into(), ns.to_string()));

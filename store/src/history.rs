@@ -119,10 +119,9 @@ impl Store {
     /// SQLite's auto-checkpoint would then run (three fsyncs) on every later
     /// replay. So history rows are appended with auto-checkpoints off and
     /// the log is checkpointed and truncated to zero bytes here: one
-    /// checkpoint per ~8 replays, none in between. Call it during a replay,
-    /// while the backend works (`rrstore replay` does, through
-    /// `rrstore_replay::replay_with`, while its runner loads the image), so
-    /// the checkpoint's fsyncs are not in the time to the result.
+    /// checkpoint per ~8 replays, none in between. Call it off the
+    /// time to the result (`rrstore replay` does once it has printed it),
+    /// so the checkpoint's fsyncs are not in it.
     /// [`Store::append_history`] folds the log itself only when it has
     /// grown past twice that size, for callers that never do.
     ///

@@ -78,23 +78,6 @@ impl ConfineArgs {
     }
 }
 
-/// Whether `argv` asks for a sandbox mode other than the default before it
-/// is parsed: `main` forks the host runner that early only under the
-/// default (a forked runner keeps the mode it was forked with).
-pub fn non_default_sandbox(argv: impl IntoIterator<Item = std::ffi::OsString>) -> bool {
-    let mut args = argv.into_iter();
-    while let Some(a) = args.next() {
-        let a = a.to_string_lossy().into_owned();
-        if a == "--sandbox" {
-            return args.next().is_none_or(|v| v != "auto");
-        }
-        if let Some(v) = a.strip_prefix("--sandbox=") {
-            return v != "auto";
-        }
-    }
-    false
-}
-
 /// What the replay's runners printed, and how the last one was confined:
 /// shown apart from rrstore's own lines, after the runner ended.
 pub struct KernelOutput {

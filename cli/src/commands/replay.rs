@@ -2,16 +2,15 @@
 //! `.rra` archive or LLVM `.json`), verify it, print what happened and append
 //! a row to the replay history. Logic lives in `rrstore_replay`.
 
-use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use rrstore_replay::backend::host::Preload;
+use rrstore_replay::backend::host::{HostSettings, Preload};
 use rrstore_replay::verify::tolerance::{DType, Tolerance};
 use rrstore_replay::{
-    BackendKind, RehydratePath, ReplayError, ReplayOptions, ReplayReport, ReplaySource, Verdict,
-    VerifyMode,
+    BackendConfig, BackendKind, RehydratePath, ReplayError, ReplayOptions, ReplayReport,
+    ReplaySource, Verdict, VerifyMode,
 };
 use rrstore_store::Store;
 
@@ -128,9 +127,19 @@ fn options(args: &Args) -> anyhow::Result<ReplayOptions> {
         repetitions: args.repetitions,
         timeout,
         save_output: args.save_output.clone(),
-        host_preload: preload_setting(),
-        ..ReplayOptions::default()
+        backends: backend_config(),
+        image: None,
     })
+}
+
+/// Each backend's configuration: where this command's settings become it.
+fn backend_config() -> BackendConfig {
+    BackendConfig {
+        host: HostSettings {
+            preload: preload_setting(),
+            ..HostSettings::default()
+        },
+    }
 }
 
 /// What the host runner loads before the recording is known: `auto`
@@ -279,42 +288,13 @@ fn print_text(
     }
 }
 
-/// Whether this process was started as `rrstore [--store DIR] replay ...`,
-/// judged before clap parses the arguments (building its command tree takes
-/// ~0.3 ms), so that `main` can fork the host runner first
-/// ([`prestart_early`]).
-pub fn invoked(args: impl IntoIterator<Item = OsString>) -> bool {
-    let mut args = args.into_iter().skip(1);
-    while let Some(a) = args.next() {
-        if a == "--store" {
-            args.next();
-        } else if !a.to_string_lossy().starts_with("--store=") {
-            return a == "replay";
-        }
-    }
-    false
-}
-
-/// Fork the host runner for a replay without launch overrides (which
-/// [`run`] keeps, or replaces when the parsed options ask for others).
-pub fn prestart_early() {
-    // sandbox (hD): a spare forked now keeps the default mode.
-    if super::confine::non_default_sandbox(std::env::args_os()) {
-        return;
-    }
-    rrstore_replay::prestart(&ReplayOptions {
-        host_preload: preload_setting(),
-        ..ReplayOptions::default()
-    });
-}
-
 pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
     let mut opts = options(&args)?;
-    // The host runner is forked now (if `main` has not already), while this
-    // process is small (few pages for either side to copy on write later);
-    // it loads the OpenMP runtime and waits for the arena address. Unused
-    // when the recording needs another backend.
-    rrstore_replay::prestart(&opts);
+    // Before the store is opened: the host backend's runner is forked now,
+    // while this process is small, and loads the OpenMP runtime while the
+    // store and the recording are read (unused when the recording needs
+    // another backend).
+    opts.start_backend_early();
     let mut store = Store::open_default_create(globals.store.as_deref())
         .context("opening the store (replays record their history there)")?;
     if let Some(spec) = &args.image {
@@ -332,9 +312,7 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         let hint = link_hint(&e);
         into_anyhow(e).context(format!("cannot open recording `{}`{hint}", args.recording))
     })?;
-    // When the index's log is due to be folded back (every ~8 replays), it
-    // is done while the runner loads the image, not after the replay.
-    let mut report = rrstore_replay::replay_with(&mut src, &opts, &mut || store.fold_history_log());
+    let mut report = rrstore_replay::replay(&mut src, &opts);
     let kernel_output = super::confine::KernelOutput::take();
     let row = match rrstore_replay::history::record_for(&store, src.id, &report, &opts) {
         Ok(row) => Some(row),
@@ -380,31 +358,15 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
     } else {
         print_text(&report, row, &kernel_output);
     }
-    if let Some(e) = report.failure.take() {
+    drop(src);
+    // The index's log, when due (every ~8 replays), is folded back once the
+    // result is out.
+    store.fold_history_log();
+    if let Some(e) = report.error.take() {
         return Err(into_anyhow(e));
     }
     Ok(match report.verdict {
         Verdict::Mismatch => ExitCode::from(crate::exit::MISMATCH),
         _ => ExitCode::SUCCESS,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::invoked;
-
-    fn argv(s: &str) -> Vec<std::ffi::OsString> {
-        s.split(' ').map(Into::into).collect()
-    }
-
-    #[test]
-    fn recognizes_a_replay_before_parsing() {
-        assert!(invoked(argv("rrstore replay d7e4")));
-        assert!(invoked(argv("rrstore --store /tmp/s replay d7e4 --verify")));
-        assert!(invoked(argv("rrstore --store=/tmp/s replay d7e4")));
-        assert!(!invoked(argv("rrstore --store replay ls")));
-        assert!(!invoked(argv("rrstore history replay")));
-        assert!(!invoked(argv("rrstore --help")));
-        assert!(!invoked(argv("rrstore")));
-    }
 }

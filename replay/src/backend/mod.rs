@@ -1,21 +1,29 @@
 //! The backend interface every device implements, and backend selection.
 //!
-//! A replay drives a backend through these steps, in order:
-//! `reserve` the arena at the recorded address, `load_image` (after the
-//! reservation, so nothing the image maps can take the range; a backend may
-//! finish loading asynchronously and report load errors from the next call),
-//! `upload` the input snapshot (streamed, in pieces, at increasing offsets,
-//! decoded straight into [`Backend::staging_window`]s when the backend has
-//! them), `write_global` for each recorded
-//! global, `launch` (possibly several times, re-uploading the input and the
-//! globals in between), `download` the arena, and finally drop the backend,
-//! which releases everything in reverse order.
+//! A replay opens a backend through [`open::BackendConfig`] (each backend's
+//! own configuration) and drives it through these steps, in order:
+//! [`place`](Backend::place) the arena (today: `reserve` it at the recorded
+//! address), `load_image` (after the placement, so nothing the image maps
+//! can take the range; a backend may finish loading asynchronously and
+//! report load errors from the next call), `write_global` for each recorded
+//! global, [`fill`](Backend::fill) the arena with the input snapshot (the
+//! rehydration contract: [`rehydrate`]), `launch` (possibly several times,
+//! filling the arena and writing the globals again in between), read the
+//! arena back ([`arena_hash`](Backend::arena_hash), `download`), and finally
+//! drop the backend, which releases everything in reverse order.
 
 pub mod host;
+pub mod kind;
+pub mod open;
+pub mod rehydrate;
+
+pub use kind::BackendKind;
+pub use open::{BackendConfig, LaunchOverrides, OpenRequest};
+pub use rehydrate::{
+    ArenaRequest, FillError, FillOutcome, InputError, InputSource, Placement, RehydratePath,
+};
 
 use std::time::Duration;
-
-use rrstore_format::extents::PartExtents;
 
 /// Launch configuration handed to a backend (recorded values, or the user's
 /// overrides).
@@ -56,12 +64,35 @@ pub enum BackendError {
         recorded: u64,
         actual: u64,
     },
-    #[error("image target {image} does not match the device target {device}; replay it on a backend for {image} (--backend auto picks it)")]
+    /// The CLI hints how to pick the right backend.
+    #[error("image target {image} does not match the device target {device}; replay it on a backend for {image}")]
     TargetMismatch { image: String, device: String },
     #[error("the image needs {library}, which is not installed: {hint}")]
     MissingLibrary { library: String, hint: String },
+    /// A device or runtime call failed for a reason of its own (the
+    /// driver's or the runner's message).
     #[error("{op} failed: {reason}")]
     Driver { op: String, reason: String },
+    /// The backend was driven out of order or outside its arena: a bug in
+    /// rrstore, not in the recording.
+    #[error("internal error in the {backend} backend: {what} (a bug: please report it)")]
+    Internal { backend: String, what: String },
+    /// The host runner died earlier in this replay (how is in `why`, which
+    /// was reported then); nothing more can be run in it.
+    #[error("{why}; nothing more can be run in it")]
+    RunnerGone { why: String },
+    /// The host runner's reply could not be read: it is not the runner of
+    /// this rrstore build.
+    #[error("the host runner's reply to {op} is malformed ({reason}); the runner program is not the one of this rrstore build: reinstall rrstore")]
+    RunnerReply { op: String, reason: String },
+    /// Copying bytes into or out of the arena failed (`op` names the way).
+    #[error("{op} of {len} bytes at arena offset {offset} failed: {reason}")]
+    ArenaCopy {
+        op: String,
+        offset: u64,
+        len: u64,
+        reason: String,
+    },
     #[error("the kernel crashed (signal {signal})")]
     Crashed { signal: i32 },
     /// The host runner process ended without a signal before the kernel
@@ -84,13 +115,12 @@ pub trait Backend {
     /// One-line description of the device (name, target, driver/runtime
     /// versions), stored in the replay history.
     fn device_description(&self) -> String;
-    /// The image the replay will load, before [`reserve`](Self::reserve):
-    /// a backend may prepare for it (the host backend uses a spare runner
-    /// that preloaded the offload runtime only for an image that needs that
-    /// runtime). Errors in the image are [`load_image`](Self::load_image)'s
-    /// to report. Default: nothing.
-    fn expect_image(&mut self, image: &[u8]) {
-        let _ = image;
+    /// Place the arena (the placement step, see [`rehydrate`]): where it
+    /// goes, beside the image `request` names. Default: [`reserve`](Self::reserve)
+    /// it at the recorded base.
+    fn place(&mut self, request: &ArenaRequest<'_>) -> Result<Placement, BackendError> {
+        self.reserve(request.base, request.size)?;
+        Ok(Placement { base: request.base })
     }
     /// Reserve `size` bytes of device virtual memory at exactly `base`.
     fn reserve(&mut self, base: u64, size: u64) -> Result<(), BackendError>;
@@ -106,46 +136,37 @@ pub trait Backend {
     /// Copy `dst.len()` bytes from the arena at `offset` into `dst`.
     fn download(&mut self, offset: u64, dst: &mut [u8]) -> Result<(), BackendError>;
 
+    // The rehydration contract (see [`rehydrate`]): `fill` chooses how the
+    // input travels; the staging-window pair and `upload` are what the
+    // default uses; `arena_hash` is the read-back's shortcut.
+
+    /// Told of the input before each [`fill`](Self::fill), as early as it
+    /// is known: for the first launch right after the placement and before
+    /// `load_image`, for later ones just before the fill. A backend that
+    /// fills the arena itself may start here, so that its fill overlaps
+    /// the image load (the host runner serves requests in order: its fill
+    /// then runs beside the spare's preload, before the image is loaded).
+    /// Errors are the backend's own; a fill that cannot start is `fill`'s
+    /// to handle. Default: nothing.
+    fn begin_fill(&mut self, input: &dyn InputSource) -> Result<(), BackendError> {
+        let _ = input;
+        Ok(())
+    }
+
+    /// Write the input snapshot into the arena, the whole of it, every
+    /// call (once per launch). Default: [`rehydrate::copy_in`], through
+    /// staging windows when the backend has them, else `upload`. A backend
+    /// with a faster way overrides it and falls back to `copy_in`.
+    fn fill(&mut self, input: &mut dyn InputSource) -> Result<FillOutcome, FillError> {
+        rehydrate::copy_in(self, input)
+    }
+
     /// The blake3 of the whole arena, computed where the arena lives (the
     /// host runner hashes its memory in place, on all cores), after the
     /// launches. `None` when the backend cannot: the engine then hashes the
     /// bytes it downloads. Default: `None`.
     fn arena_hash(&mut self) -> Result<Option<[u8; 32]>, BackendError> {
         Ok(None)
-    }
-
-    /// Whether the backend fills an arena of `len` bytes from the files
-    /// that hold the input itself ([`start_fill`](Self::start_fill)) rather
-    /// than being handed its bytes. Default: false.
-    fn fills_from_files(&self, len: u64) -> bool {
-        let _ = len;
-        false
-    }
-
-    /// Start filling the arena with the input snapshot from the files that
-    /// hold it (`extents`, decoded and verified by the backend itself);
-    /// only called where [`fills_from_files`](Self::fills_from_files) said
-    /// so. The outcome comes from [`finish_fill`](Self::finish_fill).
-    fn start_fill(&mut self, extents: &PartExtents) -> Result<(), BackendError> {
-        Err(BackendError::Driver {
-            op: "start_fill".into(),
-            reason: format!(
-                "the {} backend does not fill from files ({} bytes)",
-                self.name(),
-                extents.len()
-            ),
-        })
-    }
-
-    /// Wait for the fill [`start_fill`](Self::start_fill) began: how long
-    /// it took, or why it failed (a file gone, moved or corrupt; the engine
-    /// then hands the bytes over, which locates the problem). The outer
-    /// error is the backend itself failing.
-    fn finish_fill(&mut self) -> Result<Result<Duration, String>, BackendError> {
-        Ok(Err(format!(
-            "the {} backend does not fill from files",
-            self.name()
-        )))
     }
 
     /// Host memory (a pinned DMA staging buffer, the host backend's buffer
@@ -166,17 +187,15 @@ pub trait Backend {
     /// `offset`. The piece that reaches the end of the arena completes the
     /// input (the backend waits for its copies, as `upload` does).
     fn commit_staging(&mut self, offset: u64, len: usize) -> Result<(), BackendError> {
-        Err(BackendError::Driver {
-            op: "commit_staging".into(),
-            reason: format!(
-                "the {} backend has no staging windows ({len} bytes at offset {offset})",
-                self.name()
-            ),
+        Err(BackendError::Internal {
+            backend: self.name().into(),
+            what: format!("it has no staging windows ({len} bytes at offset {offset})"),
         })
     }
 
     /// Runtime libraries the loaded image actually uses (paths, versions),
-    /// recorded in the replay history. Default: none known.
+    /// recorded in the replay history; asked after the first launch.
+    /// Default: none known.
     fn runtime_libraries(&self) -> Vec<String> {
         Vec::new()
     }

@@ -52,7 +52,7 @@ impl ImageOverride {
             why,
         };
         if self.target == ImageTarget::X86_64 {
-            let elf = crate::backend::host::elf::parse(&self.bytes)
+            let elf = rrstore_format::image::elf::parse(&self.bytes)
                 .map_err(|e| wrong(format!("its ELF cannot be read: {e}")))?;
             if elf.symbol(&rec.kernel).is_none() {
                 let kernels: Vec<&str> = elf

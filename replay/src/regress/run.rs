@@ -138,16 +138,17 @@ pub fn run(
         })?;
         ropts.save_output = Some(t.clone());
     }
-    // Like `rrstore replay`: the index's log, when due, is folded back
-    // while the runner loads the image.
-    let report = crate::replay_with(&mut src, &ropts, &mut || store.fold_history_log());
+    let report = crate::replay(&mut src, &ropts);
     let recorded = src.recording.part(PartRole::Output).map(|p| p.blake3);
     // It reads through the store's connection; done with it before the
     // store is written below.
     drop(src);
     let row = crate::history::record_for(store, *id, &report, &ropts)?;
+    // The index's log, when due, is folded back between replays, off any
+    // replay's own time.
+    store.fold_history_log();
     let mut kept = false;
-    if let (Some(t), Some(out)) = (&tmp, report.output_hash) {
+    if let (Some(t), Some(out)) = (&tmp, report.output_blake3) {
         if t.is_file() {
             if recorded == Some(out) {
                 store.link_output(row, &out)?;

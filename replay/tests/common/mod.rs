@@ -4,9 +4,9 @@
 use std::path::{Path, PathBuf};
 
 use rrstore_format::{PartRole, Recording};
-use rrstore_replay::backend::host::{ArenaIo, HostConfig, Runner};
+use rrstore_replay::backend::host::{ArenaIo, HostConfig, HostSettings, Runner};
 use rrstore_replay::backend::{Backend, LaunchParams};
-use rrstore_replay::{ReplayOptions, ReplaySource};
+use rrstore_replay::{BackendConfig, ReplayOptions, ReplaySource};
 
 #[allow(unused_imports)] // not every test binary needs it
 pub use rrstore_tests::fixtures;
@@ -19,11 +19,16 @@ pub use rrstore_tests::descriptors;
 /// reductions are bit-reproducible only with the same count.
 pub fn options() -> ReplayOptions {
     ReplayOptions {
-        host_runner: Some(Runner {
-            program: env!("CARGO_BIN_EXE_rrstore-host-runner").into(),
-            args: vec![],
-        }),
-        host_env: vec![("OMP_NUM_THREADS".into(), "2".into())],
+        backends: BackendConfig {
+            host: HostSettings {
+                runner: Some(Runner {
+                    program: env!("CARGO_BIN_EXE_rrstore-host-runner").into(),
+                    args: vec![],
+                }),
+                env: vec![("OMP_NUM_THREADS".into(), "2".into())],
+                ..HostSettings::default()
+            },
+        },
         ..ReplayOptions::default()
     }
 }
@@ -135,12 +140,12 @@ pub fn write_globals_and_launch(
 /// The host backend's settings of [`options`], for tests that drive a
 /// `HostBackend` by hand.
 pub fn host_config() -> HostConfig {
-    let opts = options();
+    let host = options().backends.host;
     HostConfig {
-        runner: opts.host_runner.clone().unwrap(),
-        env: opts.host_env.clone(),
+        runner: host.runner.unwrap(),
+        env: host.env,
         arena_io: ArenaIo::Auto,
-        preload: opts.host_preload.clone(),
+        preload: host.preload,
     }
 }
 

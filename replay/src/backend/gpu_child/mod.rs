@@ -60,10 +60,6 @@ fn serve(mut sock: UnixStream, window: *mut u8, make: Factory) -> i32 {
     }
     while let Ok(Some((req, data))) = recv::<Request>(&mut sock) {
         let r: Result<Reply, BackendError> = match req {
-            Request::ExpectImage => {
-                backend.expect_image(&data);
-                Ok(Reply::Done)
-            }
             Request::Reserve { base, size } => backend.reserve(base, size).map(|()| Reply::Done),
             Request::Upload { offset, len } => backend
                 .upload(offset, win.bytes(len as usize))
@@ -304,10 +300,6 @@ impl Backend for ChildBackend {
 
     fn device_description(&self) -> String {
         self.description.clone()
-    }
-
-    fn expect_image(&mut self, image: &[u8]) {
-        let _ = self.done(&Request::ExpectImage, image);
     }
 
     fn reserve(&mut self, base: u64, size: u64) -> Result<(), BackendError> {

@@ -8,7 +8,6 @@ use serde::{Deserialize, Serialize};
 
 #[derive(Serialize, Deserialize, Debug)]
 pub(super) enum Request {
-    ExpectImage,
     Reserve {
         base: u64,
         size: u64,

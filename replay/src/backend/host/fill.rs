@@ -1,4 +1,4 @@
-//! Filling the arena from files, inside the runner.
+//! Filling the arena from files: the runner's side, and the parent's request.
 //!
 //! The parent sends the input part's extents (see
 //! `rrstore_format::extents`: pack, archive or raw file ranges, each with the
@@ -9,6 +9,8 @@
 //!
 //! A fill runs before the runner loads the image, on one thread per core
 //! when it is large (which inputs the runner fills: `fills_from_files`).
+//! The parent asks for a fill and collects its outcome here too
+//! (`HostBackend::start_fill`, `finish_fill`).
 //! Overlapping a large fill with the image load measured no faster on two
 //! cores (the fill's page faults and the loader's mappings contend), and
 //! the fill's own duration stays the rehydration time. In a spare that
@@ -23,7 +25,9 @@ use std::time::{Duration, Instant};
 use rrstore_format::chunk::Codec;
 use rrstore_format::extents::{Extent, ExtentReader, PartExtents};
 
-use super::protocol::{Fields, Msg};
+use super::client::Pending;
+use super::protocol::{Fields, Msg, Op};
+use crate::backend::BackendError;
 
 /// Fills smaller than this run on the runner's own thread, at once.
 const THREADED_MIN: u64 = 1 << 20;
@@ -188,4 +192,30 @@ pub fn decode(f: &mut Fields<'_>) -> std::io::Result<PartExtents> {
         });
     }
     Ok(PartExtents { files, extents })
+}
+/// The parent's side of a fill: ask the runner, collect its outcome.
+impl super::HostBackend {
+    /// Ask the runner to fill the arena from the files `extents` name
+    /// (decoded and verified by the runner); [`finish_fill`](Self::finish_fill)
+    /// collects the outcome.
+    pub fn start_fill(&mut self, extents: &PartExtents) -> Result<(), BackendError> {
+        let base = self.arena_at(0, 0)?.base;
+        let mut m = Msg::op(Op::Fill);
+        m.u64(base);
+        encode(&mut m, extents);
+        self.send(&m)?;
+        self.pending.push(Pending::Fill);
+        Ok(())
+    }
+
+    /// Wait for the fill [`start_fill`](Self::start_fill) began: how long it
+    /// took in the runner, or why it failed (a file gone, moved or corrupt).
+    /// The outer error is the runner itself failing.
+    pub fn finish_fill(&mut self) -> Result<Result<Duration, String>, BackendError> {
+        self.settle()?;
+        Ok(self
+            .filled
+            .take()
+            .unwrap_or_else(|| Err("no fill was started".into())))
+    }
 }

@@ -52,30 +52,36 @@
 
 pub mod arena;
 pub mod call;
-pub mod elf;
+mod client;
+pub mod config;
 pub mod fill;
 pub mod libraries;
 pub mod preload;
 pub mod process;
 pub mod protocol;
 pub mod runner;
+pub mod spare;
 pub mod transfer;
 
-use std::ffi::OsString;
-use std::os::unix::process::ExitStatusExt;
+pub use rrstore_format::image::elf;
+
 use std::time::Duration;
 
-use rrstore_format::extents::PartExtents;
-
+use super::rehydrate::RehydratePath;
+use super::rehydrate::{copy_in, ArenaRequest, FillError, FillOutcome, InputSource, Placement};
 use super::{Backend, BackendError, LaunchParams};
+use client::{driver, internal, malformed, Pending};
 use process::RunnerProcess;
 use protocol::{ErrKind, Fields, Msg, Op};
 use transfer::StagingBuf;
 
+pub use config::{ArenaIo, HostConfig, HostSettings};
 pub use libraries::{missing_library, package_hint};
 pub use preload::Preload;
 pub use process::Runner;
 pub use runner::runner_main;
+use spare::take_spare;
+pub use spare::{end_spare, prestart};
 
 /// Attempts at reserving the arena in fresh runners when the range collides
 /// with a runner's own start-up mappings.
@@ -95,8 +101,8 @@ pub const FILL_LARGE: u64 = 16 << 20;
 /// Whether the runner fills an input of `len` bytes from its files itself
 /// (under [`ArenaIo::Auto`]), else the parent copies it in.
 ///
-/// The runner fills before it loads the image; the parent's copy overlaps
-/// that load (`dlopen` of the OpenMP runtime and libLLVM: ~10 ms). A small
+/// The runner fills before it loads the image (asked by
+/// [`Backend::begin_fill`]); the parent's copy overlaps that load (`dlopen` of the OpenMP runtime and libLLVM: ~10 ms). A small
 /// input takes the runner microseconds. A large one takes longer than the
 /// load, and the runner's single copy on every core is then what counts
 /// (about twice the parent's decode-then-copy throughput). In between, the
@@ -113,51 +119,6 @@ const SOCKET_PIECE: usize = 16 << 20;
 
 /// Name of the hidden subcommand that starts a runner.
 pub const RUNNER_SUBCOMMAND: &str = "__host-runner";
-
-impl Runner {
-    /// This executable with the hidden `__host-runner` subcommand: what the
-    /// `rrstore` binary uses (its `main` dispatches to [`runner_main`]).
-    pub fn current_exe() -> Result<Runner, BackendError> {
-        let program = std::env::current_exe().map_err(|e| {
-            BackendError::Unavailable(format!(
-                "the host backend re-executes rrstore but its path is unknown: {e}"
-            ))
-        })?;
-        Ok(Runner {
-            program,
-            args: vec![RUNNER_SUBCOMMAND.into()],
-        })
-    }
-}
-
-/// How the input gets into the runner's arena, and the arena back out.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum ArenaIo {
-    /// The runner reads the input from its files when the source has them
-    /// (a store, an archive, an LLVM recording: one copy, see [`fill`]);
-    /// otherwise the parent writes it with `process_vm_writev`, or over the
-    /// control socket where a sandbox forbids that (probed once per
-    /// runner). Read-back: `process_vm_readv`, or the socket.
-    #[default]
-    Auto,
-    /// The parent always writes the input (decoded into the staging window,
-    /// then `process_vm_writev`, or the socket where forbidden).
-    Copy,
-    /// The parent always writes and reads over the control socket (one more
-    /// copy per byte).
-    Socket,
-}
-
-/// Host backend settings.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct HostConfig {
-    pub runner: Runner,
-    /// Extra environment for the runner (launch-configuration overrides).
-    pub env: Vec<(OsString, OsString)>,
-    pub arena_io: ArenaIo,
-    /// What a spare runner ([`prestart`]) loads before its arena is known.
-    pub preload: Preload,
-}
 
 /// The reserved arena in the runner.
 struct Arena {
@@ -188,6 +149,10 @@ pub struct HostBackend {
     forked: bool,
     /// Outcome of the last `Fill`, collected by [`HostBackend::settle`].
     filled: Option<Result<Duration, String>>,
+    /// A fill from files failed: later repetitions are handed the bytes.
+    files_failed: bool,
+    /// [`Backend::begin_fill`] asked the runner to fill from files.
+    fill_started: bool,
 }
 
 impl HostBackend {
@@ -205,6 +170,8 @@ impl HostBackend {
             dead: None,
             forked: false,
             filled: None,
+            files_failed: false,
+            fill_started: false,
         }
     }
 
@@ -223,422 +190,28 @@ impl HostBackend {
         &self.preloaded
     }
 
-    fn spawn(&self) -> Result<RunnerProcess, BackendError> {
-        spawn_runner(&self.config)
-    }
-
-    /// Send a request and wait for its reply (`timeout` for launches),
-    /// after collecting the replies of pipelined requests.
-    fn request(
-        &mut self,
-        msg: &Msg,
-        timeout: Option<Duration>,
-    ) -> Result<Result<Vec<u8>, (ErrKind, String)>, BackendError> {
-        self.settle()?;
-        self.send(msg)?;
-        self.receive(timeout)
-    }
-
-    fn live(&mut self) -> Result<&mut RunnerProcess, BackendError> {
-        if let Some(why) = &self.dead {
-            return Err(BackendError::Driver {
-                op: "host runner".into(),
-                reason: format!("{why}; nothing more can be run in it"),
-            });
-        }
-        self.live.as_mut().ok_or_else(|| BackendError::Driver {
-            op: "host runner".into(),
-            reason: "the arena was not reserved yet".into(),
-        })
-    }
-
-    /// Send a request without waiting for its reply (replies come in order).
-    fn send(&mut self, msg: &Msg) -> Result<(), BackendError> {
-        let sent = msg.send(&mut self.live()?.sock);
-        sent.map_err(|_| self.collect_death())
-    }
-
-    /// Wait for the next reply.
-    fn receive(
-        &mut self,
-        timeout: Option<Duration>,
-    ) -> Result<Result<Vec<u8>, (ErrKind, String)>, BackendError> {
-        let live = self.live()?;
-        let _ = live.sock.set_read_timeout(timeout);
-        match protocol::recv(&mut live.sock) {
-            Ok(Some(reply)) => {
-                let mut f = Fields::new(&reply);
-                match f.u8() {
-                    Ok(0) => Ok(Ok(reply[1..].to_vec())),
-                    Ok(_) => {
-                        let kind = ErrKind::from_u8(f.u8().unwrap_or(0));
-                        Ok(Err((kind, f.string().unwrap_or_default())))
-                    }
-                    Err(e) => Err(driver("host runner reply", e)),
-                }
-            }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) =>
-            {
-                let t = timeout.unwrap_or_default();
-                self.kill("timed out");
-                Err(BackendError::TimedOut(t))
-            }
-            Ok(None) | Err(_) => Err(self.collect_death()),
-        }
-    }
-
-    /// Collect the replies of the pipelined requests, in order: the image
-    /// load (dlopen runs in the runner while the engine rehydrates the
-    /// arena), its library list and the globals written since. Every reply
-    /// is read; the first failure is returned.
-    fn settle(&mut self) -> Result<(), BackendError> {
-        let mut first = Ok(());
-        for p in std::mem::take(&mut self.pending) {
-            let reply = self.receive(None)?;
-            let r = match (p, reply) {
-                (Pending::Libraries, Ok(reply)) => {
-                    let mut f = Fields::new(&reply);
-                    let n = f.u64().unwrap_or(0);
-                    self.libraries = (0..n).filter_map(|_| f.string().ok()).collect();
-                    Ok(())
-                }
-                (Pending::Libraries, Err(_)) => Ok(()),
-                // sandbox (hD): the load's reply says how the runner is confined.
-                (Pending::Load { .. }, Ok(reply)) => {
-                    crate::sandbox::note_applied(Fields::new(&reply).u64().unwrap_or(0));
-                    Ok(())
-                }
-                (Pending::Fill, Ok(reply)) => {
-                    self.filled = Some(match Fields::new(&reply).u64() {
-                        Ok(ns) => Ok(Duration::from_nanos(ns)),
-                        Err(e) => Err(format!("short reply from the runner: {e}")),
-                    });
-                    Ok(())
-                }
-                (Pending::Fill, Err((_, why))) => {
-                    self.filled = Some(Err(why));
-                    Ok(())
-                }
-                (_, Ok(_)) => Ok(()),
-                (Pending::Load { kernel, .. }, Err((ErrKind::MissingKernel, _))) => {
-                    Err(BackendError::MissingKernel(kernel))
-                }
-                (Pending::Load { needed, .. }, Err((_, why))) => {
-                    let lib = missing_library(&why)
-                        .or_else(|| needed.iter().find(|n| why.contains(n.as_str())).cloned());
-                    Err(match lib {
-                        Some(library) => BackendError::MissingLibrary {
-                            hint: package_hint(&library, &needed),
-                            library,
-                        },
-                        None => BackendError::Image(why),
-                    })
-                }
-                (Pending::Global { name }, Err((ErrKind::MissingGlobal, _))) => {
-                    Err(BackendError::MissingGlobal { name })
-                }
-                (Pending::Global { .. }, Err((_, why))) => Err(driver("writing a global", why)),
-            };
-            if first.is_ok() {
-                first = r;
-            }
-        }
-        first
-    }
-
-    fn kill(&mut self, why: &str) {
-        if let Some(live) = self.live.take() {
-            live.kill();
-            let _ = live.wait();
-        }
-        self.dead = Some(format!("the host runner was killed ({why})"));
-    }
-
-    /// The runner closed the socket: reap it and say how it ended.
-    fn collect_death(&mut self) -> BackendError {
-        let status = self.live.take().and_then(|l| l.wait().ok());
-        let err = match status {
-            Some(s) if s.signal().is_some() => BackendError::Crashed {
-                signal: s.signal().unwrap_or(0),
-            },
-            Some(s) => BackendError::RunnerExited {
-                status: s.to_string(),
-            },
-            None => BackendError::Driver {
-                op: "host runner".into(),
-                reason: "the runner vanished".into(),
-            },
+    /// Prepare for `image` before the reservation (what [`Backend::place`]
+    /// does with its request's image).
+    pub fn expect_image(&mut self, image: &[u8]) {
+        // A spare that preloaded anything serves only an image known to
+        // need it: not one that fails to parse (`load_image` reports
+        // that), nor one with a search path of its own, through which the
+        // loader could have found another file of the same soname.
+        self.needed = match elf::parse(image) {
+            Ok(info) if !info.search_path => info.needed,
+            _ => Vec::new(),
         };
-        self.dead = Some(err.to_string());
-        err
     }
 
-    /// Map the arena range here and fork a runner that inherits it (see
-    /// [`process`]); `None` when this process has other threads or the
-    /// range is not free here, and a runner is then executed instead (it
-    /// maps the range in its own, different address-space layout, or
-    /// reports what occupies it there).
-    fn fork_reserved(&self, lo: u64, len: u64) -> Option<RunnerProcess> {
-        if !process::single_threaded() || arena::map_fixed(lo, len).is_err() {
-            return None;
-        }
-        let forked = RunnerProcess::fork(&self.config.env, |sock| {
-            runner::serve_reserved(sock, lo, len)
-        });
-        // The child has its own copy of the mapping; this one is not used.
-        arena::unmap(lo, len);
-        forked.ok()
+    /// Whether [`Backend::fill`] lets the runner read an input of `len`
+    /// bytes from its files (under [`ArenaIo::Auto`], see
+    /// [`fills_from_files`]).
+    pub fn fills_from_files(&self, len: u64) -> bool {
+        self.config.arena_io == ArenaIo::Auto && fills_from_files(len)
     }
 
-    /// Make `live` the runner and ask it to map `[lo, lo + len)`; the reply
-    /// carries what it preloaded.
-    fn reserve_in(
-        &mut self,
-        live: RunnerProcess,
-        lo: u64,
-        len: u64,
-    ) -> Result<Refusable<Vec<String>>, BackendError> {
-        self.dead = None;
-        self.live = Some(live);
-        let mut m = Msg::op(Op::Reserve);
-        m.u64(lo).u64(len).u64(self.needed.len() as u64);
-        for n in &self.needed {
-            m.bytes(n.as_bytes());
-        }
-        Ok(self.request(&m, None)?.map(|reply| {
-            let mut f = Fields::new(&reply);
-            let n = f.u64().unwrap_or(0);
-            (0..n).filter_map(|_| f.string().ok()).collect()
-        }))
-    }
-
-    /// Record that the live runner mapped the arena `base, size` (pages
-    /// from `lo`), and how to copy into it.
-    fn mapped(&mut self, base: u64, size: u64, lo: u64) -> Result<(), BackendError> {
-        let vm_io = self
-            .live
-            .as_ref()
-            .is_some_and(|l| self.vm_io_allowed(l.pid, lo));
-        self.arena = Some(Arena { base, size, vm_io });
-        Ok(())
-    }
-
-    /// Whether this process may copy into runner `pid` with
-    /// `process_vm_*`: probed by reading the arena's first byte at `lo`.
-    fn vm_io_allowed(&self, pid: libc::pid_t, lo: u64) -> bool {
-        if self.config.arena_io == ArenaIo::Socket {
-            return false;
-        }
-        let mut byte = [0u8];
-        match transfer::read_remote(pid, lo, &mut byte) {
-            Ok(()) => true,
-            Err(e) => !transfer::is_forbidden(&e),
-        }
-    }
-
-    fn elf(&self) -> Result<&elf::ElfInfo, BackendError> {
-        self.elf
-            .as_ref()
-            .ok_or_else(|| BackendError::Image("no image loaded yet".into()))
-    }
-
-    /// The arena, with `offset..offset + len` checked to lie inside it.
-    fn arena_at(&self, offset: u64, len: usize) -> Result<&Arena, BackendError> {
-        let a = self.arena.as_ref().ok_or_else(|| BackendError::Driver {
-            op: "arena access".into(),
-            reason: "the arena was not reserved yet".into(),
-        })?;
-        if offset
-            .checked_add(len as u64)
-            .is_none_or(|end| end > a.size)
-        {
-            return Err(BackendError::Driver {
-                op: "arena access".into(),
-                reason: format!(
-                    "{len} bytes at offset {offset} are outside the {}-byte arena",
-                    a.size
-                ),
-            });
-        }
-        Ok(a)
-    }
-
-    /// Copy `data` into the arena at `offset`.
-    fn write_arena(&mut self, offset: u64, data: &[u8]) -> Result<(), BackendError> {
-        let a = self.arena_at(offset, data.len())?;
-        let (addr, vm_io) = (a.base + offset, a.vm_io);
-        if let Some(pid) = self.live.as_ref().map(|l| l.pid).filter(|_| vm_io) {
-            match transfer::write_remote(pid, addr, data) {
-                Ok(()) => return Ok(()),
-                Err(e) if transfer::is_forbidden(&e) => self.use_socket(),
-                Err(e) => return Err(self.arena_io_error("process_vm_writev", e)),
-            }
-        }
-        for (i, piece) in data.chunks(SOCKET_PIECE).enumerate() {
-            let mut m = Msg::op(Op::Write);
-            m.u64(addr + (i * SOCKET_PIECE) as u64).bytes(piece);
-            if let Err((_, why)) = self.request(&m, None)? {
-                return Err(driver("writing the arena", why));
-            }
-        }
-        Ok(())
-    }
-
-    /// Copy the arena bytes at `offset` into `dst`.
-    fn read_arena(&mut self, offset: u64, dst: &mut [u8]) -> Result<(), BackendError> {
-        let a = self.arena_at(offset, dst.len())?;
-        let (addr, vm_io) = (a.base + offset, a.vm_io);
-        if let Some(pid) = self.live.as_ref().map(|l| l.pid).filter(|_| vm_io) {
-            match transfer::read_remote(pid, addr, dst) {
-                Ok(()) => return Ok(()),
-                Err(e) if transfer::is_forbidden(&e) => self.use_socket(),
-                Err(e) => return Err(self.arena_io_error("process_vm_readv", e)),
-            }
-        }
-        for (i, piece) in dst.chunks_mut(SOCKET_PIECE).enumerate() {
-            let mut m = Msg::op(Op::Read);
-            m.u64(addr + (i * SOCKET_PIECE) as u64)
-                .u64(piece.len() as u64);
-            match self.request(&m, None)? {
-                Ok(reply) => {
-                    let bytes = Fields::new(&reply)
-                        .bytes()
-                        .map_err(|e| driver("reading the arena", e))?;
-                    if bytes.len() != piece.len() {
-                        return Err(driver("reading the arena", "short reply from the runner"));
-                    }
-                    piece.copy_from_slice(bytes);
-                }
-                Err((_, why)) => return Err(driver("reading the arena", why)),
-            }
-        }
-        Ok(())
-    }
-
-    fn use_socket(&mut self) {
-        if let Some(a) = self.arena.as_mut() {
-            a.vm_io = false;
-        }
-    }
-
-    /// A failed copy: the runner died (report how) or the copy itself
-    /// failed.
-    fn arena_io_error(&mut self, op: &str, e: std::io::Error) -> BackendError {
-        if e.raw_os_error() == Some(libc::ESRCH) {
-            return self.collect_death();
-        }
-        driver(op, e)
-    }
-}
-
-/// A runner's answer: the reply, or why it refused the request.
-type Refusable<T> = Result<T, (ErrKind, String)>;
-
-/// A request sent without waiting for its reply.
-enum Pending {
-    /// `LoadImage`: the kernel and the image's DT_NEEDED (for errors).
-    Load {
-        kernel: String,
-        needed: Vec<String>,
-    },
-    Libraries,
-    Global {
-        name: String,
-    },
-    /// `Fill`: its reply carries the fill's duration or why it failed,
-    /// kept for [`Backend::finish_fill`].
-    Fill,
-}
-
-/// Start a runner process (its arena is not mapped yet).
-fn spawn_runner(config: &HostConfig) -> Result<RunnerProcess, BackendError> {
-    RunnerProcess::start(&config.runner, &config.env).map_err(|e| {
-        BackendError::Unavailable(format!(
-            "cannot start the host runner {}: {e}",
-            config.runner.program.display()
-        ))
-    })
-}
-
-/// A runner started by [`prestart`] before the recording was known.
-struct Spare {
-    config: HostConfig,
-    live: RunnerProcess,
-    /// Forked from this process (else executed).
-    forked: bool,
-}
-
-static SPARE: std::sync::Mutex<Option<Spare>> = std::sync::Mutex::new(None);
-
-/// Start a runner for `config` now, before the recording is opened; the
-/// next [`HostBackend`] with an equal config reserves its arena in it. In a
-/// single-threaded process it is forked (see [`process`]: cheap, and the
-/// process is still small) and starts loading `config.preload` at once, so
-/// that load overlaps opening the store and reading the manifest and the
-/// image (the checks that keep the arena's guarantees: [`preload`]);
-/// otherwise it is executed, loads nothing before its arena is mapped, and
-/// its start-up is what overlaps. Failures are silent: `reserve` then
-/// starts a runner as usual. An unused spare dies with this process, or is
-/// replaced by the next `prestart` with another config (one with the same
-/// config keeps it).
-pub fn prestart(config: &HostConfig) {
-    if SPARE
-        .lock()
-        .is_ok_and(|g| g.as_ref().is_some_and(|s| &s.config == config))
-    {
-        return;
-    }
-    let forked = process::single_threaded();
-    let live = if forked {
-        RunnerProcess::fork(&config.env, |sock| {
-            runner::serve_unreserved(sock, &config.preload)
-        })
-    } else {
-        RunnerProcess::start(&config.runner, &config.env)
-    };
-    let Ok(live) = live else {
-        return;
-    };
-    let spare = Spare {
-        config: config.clone(),
-        live,
-        forked,
-    };
-    let old = match SPARE.lock() {
-        Ok(mut g) => g.replace(spare),
-        Err(_) => Some(spare),
-    };
-    if let Some(old) = old {
-        old.live.end();
-    }
-}
-
-/// End the spare runner, if any: the replay runs on another backend.
-pub fn end_spare() {
-    let spare = SPARE.lock().ok().and_then(|mut g| g.take());
-    if let Some(spare) = spare {
-        spare.live.end();
-    }
-}
-
-/// The spare runner, if one was started for `config`.
-fn take_spare(config: &HostConfig) -> Option<Spare> {
-    let mut g = SPARE.lock().ok()?;
-    if g.as_ref().is_some_and(|s| &s.config == config) {
-        g.take()
-    } else {
-        None
-    }
-}
-
-fn driver(op: &str, e: impl std::fmt::Display) -> BackendError {
-    BackendError::Driver {
-        op: op.into(),
-        reason: e.to_string(),
+    fn spawn(&self) -> Result<RunnerProcess, BackendError> {
+        client::spawn_runner(&self.config)
     }
 }
 
@@ -684,15 +257,10 @@ impl Backend for HostBackend {
         host_description()
     }
 
-    fn expect_image(&mut self, image: &[u8]) {
-        // A spare that preloaded anything serves only an image known to
-        // need it: not one that fails to parse (`load_image` reports
-        // that), nor one with a search path of its own, through which the
-        // loader could have found another file of the same soname.
-        self.needed = match elf::parse(image) {
-            Ok(info) if !info.search_path => info.needed,
-            _ => Vec::new(),
-        };
+    fn place(&mut self, req: &ArenaRequest<'_>) -> Result<Placement, BackendError> {
+        self.expect_image(req.image);
+        self.reserve(req.base, req.size)?;
+        Ok(Placement { base: req.base })
     }
 
     fn reserve(&mut self, base: u64, size: u64) -> Result<(), BackendError> {
@@ -762,26 +330,36 @@ impl Backend for HostBackend {
         self.write_arena(offset, data)
     }
 
-    fn fills_from_files(&self, len: u64) -> bool {
-        self.config.arena_io == ArenaIo::Auto && fills_from_files(len)
-    }
-
-    fn start_fill(&mut self, extents: &PartExtents) -> Result<(), BackendError> {
-        let base = self.arena_at(0, 0)?.base;
-        let mut m = Msg::op(Op::Fill);
-        m.u64(base);
-        fill::encode(&mut m, extents);
-        self.send(&m)?;
-        self.pending.push(Pending::Fill);
+    fn begin_fill(&mut self, input: &dyn InputSource) -> Result<(), BackendError> {
+        // The runner reads the input's files itself where that is faster
+        // (see [`fills_from_files`]), asked before the image load so that
+        // it fills while its preload finishes.
+        if self.fill_started || self.files_failed || !self.fills_from_files(input.len()) {
+            return Ok(());
+        }
+        if let Some(plan) = input.extents() {
+            self.start_fill(plan)?;
+            self.fill_started = true;
+        }
         Ok(())
     }
 
-    fn finish_fill(&mut self) -> Result<Result<Duration, String>, BackendError> {
-        self.settle()?;
-        Ok(self
-            .filled
-            .take()
-            .unwrap_or_else(|| Err("no fill was started".into())))
+    fn fill(&mut self, input: &mut dyn InputSource) -> Result<FillOutcome, FillError> {
+        if std::mem::take(&mut self.fill_started) {
+            match self.finish_fill()? {
+                Ok(took) => {
+                    return Ok(FillOutcome {
+                        path: RehydratePath::Files,
+                        took: Some(took),
+                    })
+                }
+                // A pack moved by gc, a corrupt chunk: the bytes are handed
+                // over instead, which retries and reports precisely, and so
+                // are later repetitions'.
+                Err(_) => self.files_failed = true,
+            }
+        }
+        copy_in(self, input)
     }
 
     fn staging_window(&mut self, max_len: usize) -> Result<Option<&mut [u8]>, BackendError> {
@@ -801,14 +379,16 @@ impl Backend for HostBackend {
 
     fn commit_staging(&mut self, offset: u64, len: usize) -> Result<(), BackendError> {
         let Some(buf) = self.staging.take() else {
-            return Err(driver("commit_staging", "no staging window was handed out"));
+            return Err(internal(
+                "a staging window was committed before one was handed out",
+            ));
         };
         let r = match buf.as_slice().get(..len) {
             Some(data) => self.write_arena(offset, data),
-            None => Err(driver(
-                "commit_staging",
-                format!("{len} bytes exceed the {}-byte window", buf.len()),
-            )),
+            None => Err(internal(format!(
+                "{len} bytes committed from the {}-byte staging window",
+                buf.len()
+            ))),
         };
         self.staging = Some(buf);
         r
@@ -867,7 +447,9 @@ impl Backend for HostBackend {
         }
         match self.request(&m, params.timeout)? {
             Ok(reply) => {
-                let ns = Fields::new(&reply).u64().map_err(|e| driver("launch", e))?;
+                let ns = Fields::new(&reply)
+                    .u64()
+                    .map_err(|e| malformed("the launch", e))?;
                 Ok(Duration::from_nanos(ns))
             }
             Err((_, why)) => Err(driver("launch", why)),
@@ -885,7 +467,7 @@ impl Backend for HostBackend {
         match self.request(&m, None)? {
             Ok(reply) => match <[u8; 32]>::try_from(reply.as_slice()) {
                 Ok(h) => Ok(Some(h)),
-                Err(_) => Err(driver("hashing the arena", "short reply from the runner")),
+                Err(_) => Err(malformed("hashing the arena", "short reply")),
             },
             Err((_, why)) => Err(driver("hashing the arena", why)),
         }
@@ -903,5 +485,45 @@ mod tests {
     #[test]
     fn describes_the_host() {
         assert!(host_description().starts_with("host x86_64: "));
+    }
+
+    /// A backend driven out of order says it is rrstore's bug (exit code
+    /// 70), not a driver failure; nothing is started for that.
+    #[test]
+    fn calls_before_the_reservation_are_internal_errors() {
+        let mut b = HostBackend::new(HostConfig {
+            runner: Runner {
+                program: "/nonexistent/runner".into(),
+                args: vec![],
+            },
+            env: Vec::new(),
+            arena_io: ArenaIo::Auto,
+            preload: Preload::default(),
+        });
+        let internal = |e: BackendError| match e {
+            BackendError::Internal { backend, what } => {
+                assert_eq!(backend, "host");
+                what
+            }
+            other => panic!("{other:?}"),
+        };
+        assert!(internal(b.upload(0, b"x").unwrap_err()).contains("before it was reserved"));
+        let mut dst = [0u8; 4];
+        assert!(internal(b.download(0, &mut dst).unwrap_err()).contains("before it was reserved"));
+        assert!(internal(b.commit_staging(0, 1).unwrap_err()).contains("staging window"));
+        assert!(internal(
+            b.launch(
+                &[],
+                &LaunchParams {
+                    num_teams: 1,
+                    num_threads: 1,
+                    shared_memory: 0,
+                    loop_trip_count: 0,
+                    timeout: None,
+                }
+            )
+            .unwrap_err()
+        )
+        .contains("before the arena was reserved"));
     }
 }

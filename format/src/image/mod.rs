@@ -10,6 +10,8 @@
 
 use serde::{Deserialize, Serialize};
 
+pub mod elf;
+
 /// The target an image was built for.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
 #[serde(rename_all = "kebab-case", tag = "kind")]

@@ -1,0 +1,95 @@
+//! The host backend's settings: what the caller chooses ([`HostSettings`],
+//! built from the command line) and what a backend runs with
+//! ([`HostConfig`], with the launch overrides applied).
+
+use std::ffi::OsString;
+
+use super::process::Runner;
+use super::{Preload, RUNNER_SUBCOMMAND};
+use crate::backend::open::LaunchOverrides;
+use crate::backend::BackendError;
+
+impl Runner {
+    /// This executable with the hidden `__host-runner` subcommand: what the
+    /// `rrstore` binary uses (its `main` dispatches to [`runner_main`]).
+    pub fn current_exe() -> Result<Runner, BackendError> {
+        let program = std::env::current_exe().map_err(|e| {
+            BackendError::Unavailable(format!(
+                "the host backend re-executes rrstore but its path is unknown: {e}"
+            ))
+        })?;
+        Ok(Runner {
+            program,
+            args: vec![RUNNER_SUBCOMMAND.into()],
+        })
+    }
+}
+
+/// How the input gets into the runner's arena, and the arena back out.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ArenaIo {
+    /// The runner reads the input from its files when the source has them
+    /// (a store, an archive, an LLVM recording: one copy, see [`fill`]);
+    /// otherwise the parent writes it with `process_vm_writev`, or over the
+    /// control socket where a sandbox forbids that (probed once per
+    /// runner). Read-back: `process_vm_readv`, or the socket.
+    #[default]
+    Auto,
+    /// The parent always writes the input (decoded into the staging window,
+    /// then `process_vm_writev`, or the socket where forbidden).
+    Copy,
+    /// The parent always writes and reads over the control socket (one more
+    /// copy per byte).
+    Socket,
+}
+
+/// Host backend settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostConfig {
+    pub runner: Runner,
+    /// Extra environment for the runner (launch-configuration overrides).
+    pub env: Vec<(OsString, OsString)>,
+    pub arena_io: ArenaIo,
+    /// What a spare runner ([`prestart`]) loads before its arena is known.
+    pub preload: Preload,
+}
+/// What the caller chooses for the host backend; [`HostSettings::config`]
+/// adds the launch overrides.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HostSettings {
+    /// How to start the runner (default: this executable, [`Runner::current_exe`]).
+    pub runner: Option<Runner>,
+    /// Extra environment for the runner.
+    pub env: Vec<(OsString, OsString)>,
+    pub arena_io: ArenaIo,
+    /// What the spare runner loads before the recording is known
+    /// ([`super::preload`]).
+    pub preload: Preload,
+}
+
+impl HostSettings {
+    /// The configuration a backend runs with: the launch-configuration
+    /// overrides become `OMP_NUM_TEAMS` / `OMP_NUM_THREADS` /
+    /// `OMP_TEAMS_THREAD_LIMIT` in the runner's environment (a host kernel
+    /// takes its team and thread counts from the OpenMP runtime).
+    pub fn config(&self, launch: &LaunchOverrides) -> Result<HostConfig, BackendError> {
+        let runner = match &self.runner {
+            Some(r) => r.clone(),
+            None => Runner::current_exe()?,
+        };
+        let mut env = self.env.clone();
+        if let Some(t) = launch.num_teams {
+            env.push(("OMP_NUM_TEAMS".into(), t.to_string().into()));
+        }
+        if let Some(t) = launch.num_threads {
+            env.push(("OMP_NUM_THREADS".into(), t.to_string().into()));
+            env.push(("OMP_TEAMS_THREAD_LIMIT".into(), t.to_string().into()));
+        }
+        Ok(HostConfig {
+            runner,
+            env,
+            arena_io: self.arena_io,
+            preload: self.preload.clone(),
+        })
+    }
+}

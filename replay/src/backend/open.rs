@@ -1,0 +1,84 @@
+//! Opening a backend: each backend's configuration, built once by the
+//! caller (the CLI's flags become it in `cli/src/commands/replay.rs`), and
+//! the one place that turns a [`BackendKind`] into a running backend. The
+//! engine calls [`BackendConfig::open`] and names no backend itself.
+
+use std::time::Duration;
+
+use super::host::config::HostSettings;
+use super::host::{spare, HostBackend};
+use super::{gpu_child, Backend, BackendError, BackendKind};
+
+/// Every backend's configuration. A new backend (or a setting such as a
+/// device chosen per replay) adds its own field here.
+#[derive(Clone, Debug, Default)]
+pub struct BackendConfig {
+    pub host: HostSettings,
+}
+
+/// The user's launch-configuration overrides, which some backends apply
+/// when they start (the host runner's `OMP_*` environment).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LaunchOverrides {
+    pub num_teams: Option<u64>,
+    pub num_threads: Option<u64>,
+}
+
+/// What the engine knows when it opens a backend.
+#[derive(Clone, Copy, Debug)]
+pub struct OpenRequest {
+    /// The recorded arena: base, size.
+    pub arena: (u64, u64),
+    /// The size of the recorded device reservation, when known.
+    pub recorded_reservation: Option<u64>,
+    pub launch: LaunchOverrides,
+    pub timeout: Option<Duration>,
+}
+
+impl BackendConfig {
+    /// Open the backend `kind` (`Auto` is the host backend here: the engine
+    /// resolves it from the image target first).
+    pub fn open(
+        &self,
+        kind: BackendKind,
+        req: &OpenRequest,
+    ) -> Result<Box<dyn Backend>, BackendError> {
+        match kind {
+            BackendKind::Host | BackendKind::Auto => {
+                Ok(Box::new(HostBackend::new(self.host.config(&req.launch)?)))
+            }
+            // GPU backends hold the arena range before their runtime
+            // initializes. HIP (and CUDA under a timeout) run in a child
+            // process.
+            BackendKind::Cuda | BackendKind::Hip => {
+                // A spare host runner (it may hold the OpenMP runtime it
+                // preloaded) is of no use to this replay.
+                spare::end_spare();
+                gpu_child::open_gpu(
+                    kind.as_str(),
+                    Some(req.arena),
+                    req.recorded_reservation,
+                    req.timeout,
+                )
+            }
+        }
+    }
+
+    /// Start now, before the recording is opened, what a replay on `kind`
+    /// with `launch` can use later: with the host backend (or `Auto`), its
+    /// spare runner ([`spare::prestart`]), forked while the calling process
+    /// is still small so that loading the OpenMP runtime overlaps opening
+    /// the store and reading the recording (a small replay's wall time is
+    /// mostly that load). Harmless when the replay ends up on another
+    /// backend ([`open`](Self::open) ends the spare then). Call it from the
+    /// thread that will run the replay: the runner dies with the thread
+    /// that started it. Failures are silent: the replay then starts its
+    /// backend as usual.
+    pub fn start_early(&self, kind: BackendKind, launch: &LaunchOverrides) {
+        if matches!(kind, BackendKind::Auto | BackendKind::Host) {
+            if let Ok(config) = self.host.config(launch) {
+                spare::prestart(&config);
+            }
+        }
+    }
+}

@@ -1,0 +1,192 @@
+//! The replay sequence: check the recording and the options, open the
+//! backend the image needs (through its configuration, [`BackendConfig`]),
+//! drive it (place the arena, load the image, globals, fill, launch;
+//! repeated for `--repetitions`), then one streamed pass over the arena
+//! that verifies it against the recorded output, hashes it and saves it.
+//!
+//! [`replay`] never fails once a recording is resolved: every outcome,
+//! errors included, becomes a [`ReplayReport`] with a [`Verdict`], because
+//! every replay gets a history row.
+//!
+//! * [`options`]: [`ReplayOptions`] and the checks made before any backend
+//!   work.
+//! * [`rehydrate`]: the small parts, and the input offered to the backend's
+//!   [`Backend::fill`].
+//! * [`output`]: the read-back (compare, hash, save).
+//! * [`report`]: [`ReplayReport`], [`Verdict`], [`Timing`].
+//!
+//! The engine names no backend: what differs between them is behind
+//! [`Backend`] (the rehydration contract: [`crate::backend::rehydrate`]) and
+//! [`BackendConfig::open`].
+
+mod options;
+mod output;
+mod rehydrate;
+mod report;
+
+use std::time::{Instant, SystemTime};
+
+use rrstore_format::PartRole;
+
+use crate::backend::{ArenaRequest, Backend, BackendError, LaunchParams, OpenRequest};
+pub use crate::backend::{BackendConfig, BackendKind};
+use crate::error::ReplayError;
+use crate::source::ReplaySource;
+pub use options::{ReplayOptions, VerifyMode};
+pub use report::{RehydratePath, ReplayReport, Timing, Verdict};
+
+/// Replay `src` as `opts` say. See the module documentation.
+pub fn replay(src: &mut ReplaySource, opts: &ReplayOptions) -> ReplayReport {
+    let t0 = Instant::now();
+    let rec = &src.recording;
+    let started_at = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    let mut report = ReplayReport {
+        recording_id: src.id.to_hex(),
+        kernel: rec.kernel.clone(),
+        source: src.origin.to_string(),
+        backend: String::new(),
+        device: String::new(),
+        runtime_libraries: Vec::new(),
+        image_blake3: None,
+        arena_base: rec.arena.base,
+        arena_size: rec.arena.size,
+        args: rec.args.clone(),
+        num_teams: opts.num_teams.unwrap_or(rec.launch.num_teams),
+        num_threads: opts.num_threads.unwrap_or(rec.launch.num_threads),
+        repetitions: opts.repetitions.max(1),
+        verdict: Verdict::Error,
+        error: None,
+        mismatch: None,
+        tolerance: None,
+        output_blake3: None,
+        saved_output: None,
+        started_at,
+        timing: Default::default(),
+    };
+    if let Err(e) = run(src, opts, &mut report) {
+        report.verdict = Verdict::of_failure(&e);
+        report.error = Some(e);
+    }
+    report.timing.wall_ns = t0.elapsed().as_nanos() as u64;
+    report
+}
+
+fn run(
+    src: &mut ReplaySource,
+    opts: &ReplayOptions,
+    report: &mut ReplayReport,
+) -> Result<(), ReplayError> {
+    let plan = options::preflight(&src.recording, opts)?;
+    report.backend = plan.kind.as_str().to_string();
+    let image = match &opts.image {
+        Some(o) => o.checked_bytes(&src.recording)?,
+        None => rehydrate::read_small(src, PartRole::Image)?,
+    };
+    let rec = src.recording.clone();
+    let mut backend = opts.backends.open(
+        plan.kind,
+        &OpenRequest {
+            arena: (plan.base, rec.arena.size),
+            recorded_reservation: rec.arena.reserved,
+            launch: opts.launch(),
+            timeout: opts.timeout,
+        },
+    )?;
+    let params = LaunchParams {
+        num_teams: report.num_teams,
+        num_threads: report.num_threads,
+        shared_memory: rec.launch.shared_memory,
+        loop_trip_count: rec.launch.loop_trip_count,
+        timeout: opts.timeout,
+    };
+
+    let t = Instant::now();
+    let placed = backend.place(&ArenaRequest {
+        base: plan.base,
+        size: rec.arena.size,
+        image: &image,
+    })?;
+    report.timing.reserve_ns = t.elapsed().as_nanos() as u64;
+    // Pointers inside the snapshot are not relocated (yet): the arena is
+    // only usable at its recorded address.
+    if placed.base != plan.base {
+        return Err(BackendError::Reserve {
+            base: plan.base,
+            size: rec.arena.size,
+            reason: format!("the backend placed the arena at {:#x} instead", placed.base),
+        }
+        .into());
+    }
+    report.timing.rehydrate_bytes = rec.arena.size;
+    // The image is loaded right after the arena is placed (nothing it maps
+    // can land there any more) and before anything else, so a backend may
+    // load it while the engine goes on (the host backend does: its runner
+    // runs dlopen, the longest step of a small replay, meanwhile). Only the
+    // first fill is announced before: a backend that fills the arena
+    // itself starts that first.
+    let extents = rehydrate::input_extents(src);
+    rehydrate::begin_fill(src, extents.as_ref(), backend.as_mut())?;
+    let t = Instant::now();
+    backend.load_image(&image, &rec.kernel)?;
+    report.timing.load_image_ns = t.elapsed().as_nanos() as u64;
+    report.image_blake3 = Some(*blake3::hash(&image).as_bytes());
+    report.device = backend.device_description();
+    let globals_part = rehydrate::read_small(src, PartRole::Globals)?;
+    let mut globals = Vec::new();
+    for g in &rec.globals {
+        let end = g.data_offset.checked_add(g.size);
+        let Some(data) = end.and_then(|e| globals_part.get(g.data_offset as usize..e as usize))
+        else {
+            return Err(ReplayError::GlobalBounds {
+                kernel: rec.kernel.clone(),
+                name: g.name.clone(),
+                offset: g.data_offset,
+                size: g.size,
+                len: globals_part.len() as u64,
+            });
+        };
+        globals.push((g.name.as_str(), data));
+    }
+    // The first launch's globals go right behind the image: a backend that
+    // loads it in the background (the host runner) writes them as soon as
+    // it is loaded. They live in the image, not the arena, so the fill
+    // cannot undo them.
+    let write_globals = |backend: &mut Box<dyn Backend>, report: &mut ReplayReport| {
+        let t = Instant::now();
+        for (name, data) in &globals {
+            backend.write_global(name, data)?;
+        }
+        report.timing.globals_ns += t.elapsed().as_nanos() as u64;
+        Ok::<(), BackendError>(())
+    };
+    write_globals(&mut backend, report)?;
+    rehydrate::check_input_len(&rec)?;
+    for rep in 0..report.repetitions {
+        let t = Instant::now();
+        if rep > 0 {
+            rehydrate::begin_fill(src, extents.as_ref(), backend.as_mut())?;
+        }
+        let filled = rehydrate::fill(src, extents.as_ref(), backend.as_mut())?;
+        let ns = filled
+            .took
+            .map_or_else(|| t.elapsed().as_nanos() as u64, |d| d.as_nanos() as u64);
+        report.timing.rehydrate_path = Some(filled.path);
+        report.timing.rehydrate_ns.push(ns);
+        if rep > 0 {
+            write_globals(&mut backend, report)?;
+        }
+        let k = backend.launch(&rec.args, &params)?;
+        report.timing.kernel_ns.push(k.as_nanos() as u64);
+        if rep == 0 {
+            report.runtime_libraries = backend.runtime_libraries();
+        }
+    }
+
+    let t = Instant::now();
+    output::check_output(src, backend.as_mut(), opts, plan.verify, report)?;
+    report.timing.verify_ns = t.elapsed().as_nanos() as u64;
+    Ok(())
+}

@@ -1,0 +1,165 @@
+//! What a replay reports ([`ReplayReport`]): the verdict, the hashes, the
+//! timing. Its JSON form (`rrstore replay --json`) is a contract
+//! (`docs/json/replay.schema.json`): hashes serialize as hex strings, the
+//! error as its message.
+
+use std::path::PathBuf;
+
+use serde::{Serialize, Serializer};
+
+pub use crate::backend::RehydratePath;
+use crate::error::ReplayError;
+use crate::verify::ranges::RangeReport;
+use crate::verify::tolerance::ToleranceReport;
+
+/// How a replay ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case", tag = "verdict")]
+pub enum Verdict {
+    /// Byte-identical to the recorded output.
+    Verified,
+    /// Within the `--tolerance` bounds (not byte-identical).
+    WithinTolerance,
+    Mismatch,
+    /// Ran, not compared (`--no-verify` or no output snapshot).
+    Unverified,
+    Crashed {
+        signal: i32,
+    },
+    TimedOut,
+    Error,
+}
+
+impl Verdict {
+    /// Stable name stored in the history.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Verdict::Verified => "verified",
+            Verdict::WithinTolerance => "within-tolerance",
+            Verdict::Mismatch => "mismatch",
+            Verdict::Unverified => "unverified",
+            Verdict::Crashed { .. } => "crashed",
+            Verdict::TimedOut => "timed-out",
+            Verdict::Error => "error",
+        }
+    }
+
+    /// The verdict of a replay that failed with `e`.
+    pub(super) fn of_failure(e: &ReplayError) -> Verdict {
+        use crate::backend::BackendError;
+        match e {
+            ReplayError::Backend(BackendError::Crashed { signal }) => {
+                Verdict::Crashed { signal: *signal }
+            }
+            ReplayError::Backend(BackendError::TimedOut(_)) => Verdict::TimedOut,
+            _ => Verdict::Error,
+        }
+    }
+}
+
+/// Where the time went (nanoseconds).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Timing {
+    pub reserve_ns: u64,
+    /// Per repetition: writing the input snapshot into the arena.
+    pub rehydrate_ns: Vec<u64>,
+    pub rehydrate_bytes: u64,
+    /// How the input reached the arena in the last repetition (`None`
+    /// when the replay stopped before).
+    pub rehydrate_path: Option<RehydratePath>,
+    pub load_image_ns: u64,
+    pub globals_ns: u64,
+    /// Per repetition, measured around the call in the runner/device.
+    pub kernel_ns: Vec<u64>,
+    pub verify_ns: u64,
+    pub wall_ns: u64,
+}
+
+impl Timing {
+    /// Rehydration throughput of the fastest repetition, bytes per second.
+    pub fn rehydrate_bytes_per_s(&self) -> Option<f64> {
+        let best = *self.rehydrate_ns.iter().min()?;
+        (best > 0).then(|| self.rehydrate_bytes as f64 / (best as f64 / 1e9))
+    }
+
+    pub fn kernel_min_ns(&self) -> Option<u64> {
+        self.kernel_ns.iter().min().copied()
+    }
+
+    pub fn kernel_median_ns(&self) -> Option<u64> {
+        let mut v = self.kernel_ns.clone();
+        v.sort_unstable();
+        v.get(v.len().checked_sub(1)? / 2).copied()
+    }
+
+    /// Mean kernel time over the repetitions, nanoseconds.
+    pub fn kernel_mean_ns(&self) -> Option<f64> {
+        let n = self.kernel_ns.len();
+        (n > 0).then(|| self.kernel_ns.iter().map(|&t| t as f64).sum::<f64>() / n as f64)
+    }
+
+    /// Sample standard deviation of the kernel times, nanoseconds (0 for a
+    /// single launch).
+    pub fn kernel_sd_ns(&self) -> Option<f64> {
+        let mean = self.kernel_mean_ns()?;
+        let n = self.kernel_ns.len();
+        if n < 2 {
+            return Some(0.0);
+        }
+        let ss: f64 = self
+            .kernel_ns
+            .iter()
+            .map(|&t| (t as f64 - mean).powi(2))
+            .sum();
+        Some((ss / (n - 1) as f64).sqrt())
+    }
+}
+
+/// The outcome of one replay.
+#[derive(Debug, Serialize)]
+pub struct ReplayReport {
+    pub recording_id: String,
+    pub kernel: String,
+    pub source: String,
+    pub backend: String,
+    pub device: String,
+    pub runtime_libraries: Vec<String>,
+    /// blake3 of the image run; `None` when the replay stopped before it.
+    #[serde(serialize_with = "hex_opt")]
+    pub image_blake3: Option<[u8; 32]>,
+    pub arena_base: Option<u64>,
+    pub arena_size: u64,
+    pub args: Vec<u64>,
+    pub num_teams: u64,
+    pub num_threads: u64,
+    pub repetitions: u32,
+    #[serde(flatten)]
+    pub verdict: Verdict,
+    /// What failed, when the verdict is crashed, timed-out or error (its
+    /// message in JSON; the error itself for the exit code).
+    #[serde(serialize_with = "message_opt")]
+    pub error: Option<ReplayError>,
+    pub mismatch: Option<RangeReport>,
+    pub tolerance: Option<ToleranceReport>,
+    /// blake3 of the arena after the (last) launch.
+    #[serde(serialize_with = "hex_opt")]
+    pub output_blake3: Option<[u8; 32]>,
+    pub saved_output: Option<PathBuf>,
+    /// Unix seconds.
+    pub started_at: i64,
+    pub timing: Timing,
+}
+
+fn hex_opt<S: Serializer>(h: &Option<[u8; 32]>, s: S) -> Result<S::Ok, S::Error> {
+    match h {
+        Some(h) => s.serialize_some(&rrstore_format::id::hex(h)),
+        None => s.serialize_none(),
+    }
+}
+
+fn message_opt<S: Serializer>(e: &Option<ReplayError>, s: S) -> Result<S::Ok, S::Error> {
+    match e {
+        Some(e) => s.serialize_some(&e.to_string()),
+        None => s.serialize_none(),
+    }
+}
