@@ -319,7 +319,7 @@ fn remote_code_for(cause: &(dyn std::error::Error + 'static)) -> Option<u8> {
     use rrstore_store::remote::RemoteError as R;
     let e = cause.downcast_ref::<R>()?;
     Some(match e {
-        R::BadUrl { .. } | R::BadName(_) | R::RemoteExists(_) => INVALID_INPUT,
+        R::BadUrl { .. } | R::BadName(_) | R::BadRunName(_) | R::RemoteExists(_) => INVALID_INPUT,
         R::UnknownRemote(_) | R::NotFound { .. } => NOT_FOUND,
         R::Ambiguous { .. } => AMBIGUOUS,
         R::Config { .. } => STORE,

@@ -109,6 +109,8 @@ pub struct ReplayOptions {
     /// Run this image instead of the recorded one (`replay --image`, the
     /// regression commands); checked against the recording first.
     pub image: Option<crate::regress::image::ImageOverride>,
+    /// fleet (issue 21): the device ordinal (CUDA/HIP; 0 is the host CPU).
+    pub device: u32,
 }
 
 impl Default for ReplayOptions {
@@ -128,6 +130,7 @@ impl Default for ReplayOptions {
             host_arena_io: ArenaIo::Auto,
             host_preload: Preload::Auto,
             image: None,
+            device: 0,
         }
     }
 }
@@ -484,17 +487,23 @@ fn open_backend(
         crate::backend::host::end_spare();
     }
     match kind {
-        BackendKind::Host | BackendKind::Auto => Ok(Box::new(HostBackend::new(host_config(opts)?))),
+        BackendKind::Host | BackendKind::Auto => {
+            // fleet (issue 21): the host has one device, the CPU.
+            crate::fleet::devices::host_only(opts.device)?;
+            Ok(Box::new(HostBackend::new(host_config(opts)?)))
+        }
         // GPU backends hold the arena range before their runtime initializes.
         // HIP (and CUDA under --timeout) run in a child process.
         BackendKind::Cuda => Ok(crate::backend::gpu_child::open_gpu(
             "cuda",
+            opts.device,
             arena,
             recorded_reservation,
             opts.timeout,
         )?),
         BackendKind::Hip => Ok(crate::backend::gpu_child::open_gpu(
             "hip",
+            opts.device,
             arena,
             recorded_reservation,
             opts.timeout,

@@ -13,6 +13,7 @@
 //! * [`history`]: the replay history row.
 //! * [`regress`]: the regression workflow (replay with another image,
 //!   check, bisect, diff).
+//! * [`fleet`]: devices, shards, lanes and shard results of fleet replay.
 //! * [`backend`]: [`backend::Backend`] and its implementations: `host`
 //!   (x86-64 ELF images of LLVM's host offload target, run in a child
 //!   process), `cuda` and `hip`.
@@ -20,6 +21,7 @@
 pub mod backend;
 pub mod engine;
 pub mod error;
+pub mod fleet;
 pub mod hash;
 pub mod history;
 pub mod regress;

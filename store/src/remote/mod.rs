@@ -22,6 +22,7 @@ mod local;
 pub mod pull;
 mod pull_chunks;
 pub mod push;
+pub mod runs;
 mod temp;
 pub mod tree;
 pub mod url;
