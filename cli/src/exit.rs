@@ -191,6 +191,22 @@ pub fn code_for(err: &anyhow::Error) -> u8 {
                 _ => {}
             }
         }
+        if let Some(e) = cause.downcast_ref::<rrstore_replay::fleet::FleetError>() {
+            use rrstore_replay::fleet::FleetError as F;
+            match e {
+                F::BadDevice { .. } | F::BadShard { .. } => return USAGE,
+                F::NoDevice { .. } => return BACKEND_UNAVAILABLE,
+                F::BadResults { .. } => return CORRUPT,
+                F::NoResults { .. } => return NOT_FOUND,
+                F::Io { .. } => return STORE,
+                // Transparent: the remote error is not in the chain itself.
+                F::Remote(r) => {
+                    if let Some(code) = remote_code_for(r) {
+                        return code;
+                    }
+                }
+            }
+        }
         if let Some(rrstore_report::ReportError::Write { .. }) = cause.downcast_ref() {
             return NOT_FOUND;
         }

@@ -35,6 +35,8 @@ pub struct Args {
     /// Print the comparison as JSON (docs/json.md).
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub device: super::fleet::DeviceArgs,
 }
 
 pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
@@ -46,6 +48,8 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         atol: 0.0,
         timeout: None,
         no_keep_outputs: false,
+        device: args.device.clone(),
+        parallel: Default::default(),
     };
     let opts = DiffOptions {
         part: if args.part == "input" {

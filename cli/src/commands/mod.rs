@@ -32,6 +32,8 @@ pub mod report;
 pub mod bisect;
 pub mod changes;
 pub mod check;
+pub mod check_collect;
 pub mod ciout;
 pub mod diff;
+pub mod fleet;
 pub mod image;

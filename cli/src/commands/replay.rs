@@ -78,6 +78,8 @@ pub struct Args {
     /// leading outside its directory (refused otherwise).
     #[arg(long)]
     pub follow_symlinks: bool,
+    #[command(flatten)]
+    pub device: super::fleet::DeviceArgs,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -140,6 +142,7 @@ fn options(args: &Args) -> anyhow::Result<ReplayOptions> {
         timeout,
         save_output: args.save_output.clone(),
         host_preload: preload_setting(),
+        device: args.device.ordinal()?,
         ..ReplayOptions::default()
     })
 }

@@ -6,7 +6,7 @@
 //! are.
 
 use super::FleetError;
-use crate::backend::devices::Device;
+use crate::backend::devices::{BackendStatus, Device};
 use crate::backend::BackendError;
 
 /// One device as given on the command line.
@@ -39,6 +39,7 @@ pub fn parse_device(spec: &str) -> Result<DeviceRef, FleetError> {
             .map_err(|_| bad(spec, "the ordinal is too large"));
     }
     let hex = strip_gpu(s);
+    let hex = hex.strip_prefix("host-").unwrap_or(hex);
     let valid = hex.len() >= 8 && hex.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-');
     if !valid {
         return Err(bad(
@@ -131,6 +132,48 @@ pub fn resolve(list: &DeviceList, backend: &str, devices: &[Device]) -> Result<V
     Ok(out)
 }
 
+/// The backend whose devices ordinals refer to: the first usable GPU
+/// backend of `all` (CUDA before HIP), else the host.
+fn target(all: &[BackendStatus]) -> Option<&BackendStatus> {
+    all.iter()
+        .find(|b| b.backend != "host" && b.available)
+        .or_else(|| all.iter().find(|b| b.backend == "host"))
+}
+
+/// `--device`: the ordinal on this machine's replay backend (a UUID is
+/// looked up on every backend).
+pub fn pick_one(r: &DeviceRef, all: &[BackendStatus]) -> Result<u32, FleetError> {
+    if let DeviceRef::Uuid(_) = r {
+        if let Some(i) = all.iter().find_map(|b| resolve_one(r, b.backend, &b.devices).ok()) {
+            return Ok(i);
+        }
+    }
+    match target(all) {
+        Some(b) => resolve_one(r, b.backend, &b.devices),
+        None => resolve_one(r, "this machine", &[]),
+    }
+}
+
+/// `--devices`: the ordinals on this machine's replay backend.
+pub fn pick(list: &DeviceList, all: &[BackendStatus]) -> Result<Vec<u32>, FleetError> {
+    let Some(b) = target(all) else {
+        return resolve(list, "this machine", &[]);
+    };
+    match list {
+        DeviceList::All => resolve(list, b.backend, &b.devices),
+        DeviceList::Listed(refs) => {
+            let mut out = Vec::new();
+            for r in refs {
+                let i = pick_one(r, all)?;
+                if !out.contains(&i) {
+                    out.push(i);
+                }
+            }
+            Ok(out)
+        }
+    }
+}
+
 /// The host backend's one device is the CPU, ordinal 0.
 pub fn host_only(device: u32) -> Result<(), BackendError> {
     if device == 0 {
@@ -216,6 +259,35 @@ mod tests {
         assert!(e.to_string().contains("none"), "{e}");
         let u = parse_device("deadbeef-0000").unwrap();
         assert!(resolve_one(&u, "cuda", &fake(2)).is_err());
+    }
+
+    fn status(backend: &'static str, available: bool, devices: Vec<Device>) -> BackendStatus {
+        BackendStatus {
+            backend,
+            available,
+            runtime: None,
+            reason: None,
+            devices,
+        }
+    }
+
+    #[test]
+    fn ordinals_refer_to_the_gpu_backend_when_there_is_one_else_the_host() {
+        let mut host = fake(1);
+        host[0].uuid = Some("host-0123456789abcdef0123456789abcdef".into());
+        let gpus = vec![
+            status("host", true, host.clone()),
+            status("cuda", true, fake(4)),
+            status("hip", false, Vec::new()),
+        ];
+        assert_eq!(pick(&DeviceList::All, &gpus).unwrap(), [0, 1, 2, 3]);
+        assert_eq!(pick(&parse_devices("1-2").unwrap(), &gpus).unwrap(), [1, 2]);
+        let cpu_only = vec![status("host", true, host), status("cuda", false, Vec::new())];
+        assert_eq!(pick(&DeviceList::All, &cpu_only).unwrap(), [0]);
+        let e = pick_one(&DeviceRef::Ordinal(1), &cpu_only).unwrap_err().to_string();
+        assert!(e.contains("host has no device 1"), "{e}");
+        let u = parse_device("host-0123456789ABCDEF0123456789abcdef").unwrap();
+        assert_eq!(pick_one(&u, &gpus).unwrap(), 0);
     }
 
     #[test]
