@@ -55,15 +55,7 @@ fn unavailable(backend: &'static str, reason: String) -> BackendStatus {
 
 /// The host CPU (`model name` from /proc/cpuinfo) and its logical cores.
 pub fn host() -> BackendStatus {
-    let model = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, v)| v.trim().to_string())
-        })
-        .unwrap_or_else(|| std::env::consts::ARCH.to_string());
+    let model = cpu_model();
     let cores = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1);
@@ -103,6 +95,19 @@ pub fn host() -> BackendStatus {
             cores: Some(cores),
         }],
     }
+}
+
+/// The CPU's `model name` (/proc/cpuinfo), else the architecture.
+pub fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_else(|| std::env::consts::ARCH.to_string())
 }
 
 /// `host-` and 32 hex digits of the BLAKE3 hash of /etc/machine-id and

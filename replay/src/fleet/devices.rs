@@ -174,6 +174,21 @@ pub fn pick(list: &DeviceList, all: &[BackendStatus]) -> Result<Vec<u32>, FleetE
     }
 }
 
+/// The UUID of device `ordinal` of `backend` for a history row: the
+/// host's (computed once per process); '' for GPUs (their UUIDs are read
+/// when the GPU backend reports them; see docs/fleet.md).
+pub fn uuid_of(backend: &str, ordinal: u32) -> String {
+    static HOST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    if backend != "host" || ordinal != 0 {
+        return String::new();
+    }
+    HOST.get_or_init(|| {
+        let model = crate::backend::devices::cpu_model();
+        crate::backend::devices::host_uuid(&model).unwrap_or_default()
+    })
+    .clone()
+}
+
 /// The host backend's one device is the CPU, ordinal 0.
 pub fn host_only(device: u32) -> Result<(), BackendError> {
     if device == 0 {
