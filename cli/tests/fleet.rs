@@ -22,7 +22,16 @@ fn setup(s: &Path) {
     ok(s, &["import", rec.to_str().unwrap(), "--label", "regress"]);
     for n in 0..8 {
         let img = images.join(format!("img-{n}.so"));
-        ok(s, &["image", "add", img.to_str().unwrap(), "--label", &format!("build-{n}")]);
+        ok(
+            s,
+            &[
+                "image",
+                "add",
+                img.to_str().unwrap(),
+                "--label",
+                &format!("build-{n}"),
+            ],
+        );
     }
 }
 
@@ -81,8 +90,14 @@ fn check_jobs_2_gives_the_verdicts_of_jobs_1_in_the_same_order() {
         assert_eq!(r["run"]["output_kept"], true, "{r:#}");
     }
     // A changed image: one regression, the other recording still checked.
-    let (c1, one) = check(&a, &["--label", "regress", "--image", "build-4", "--jobs", "1"]);
-    let (c2, two) = check(&b, &["--label", "regress", "--image", "build-4", "--jobs", "2"]);
+    let (c1, one) = check(
+        &a,
+        &["--label", "regress", "--image", "build-4", "--jobs", "1"],
+    );
+    let (c2, two) = check(
+        &b,
+        &["--label", "regress", "--image", "build-4", "--jobs", "2"],
+    );
     assert_eq!((c1, c2), (1, 1), "{two:#}");
     assert_eq!(verdicts(&one), verdicts(&two));
     assert_eq!(two["regressed"], 1);
@@ -124,7 +139,12 @@ fn shards_1_to_5_are_disjoint_and_complete() {
         .env("SLURM_ARRAY_TASK_MAX", "4")
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let slurm = recordings(&serde_json::from_slice(&o.stdout).unwrap());
     let (_, fixed) = check(&s, &["--shard", "1/2"]);
     assert_eq!(slurm, recordings(&fixed));
@@ -147,10 +167,22 @@ fn shard_process(dir: &Path, i: usize, n: usize, name: &str, add: &dyn Fn(&Path)
     add(&s);
     ok(&s, &["pull", "lab", "--all"]);
     let shard = format!("{i}/{n}");
-    rr(&s, &["check", "--shard", &shard, "--run", name, "--results", "lab:", "--json"])
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap()
+    rr(
+        &s,
+        &[
+            "check",
+            "--shard",
+            &shard,
+            "--run",
+            name,
+            "--results",
+            "lab:",
+            "--json",
+        ],
+    )
+    .stdout(std::process::Stdio::null())
+    .spawn()
+    .unwrap()
 }
 
 /// Push the fixtures, run `n` shard processes at once, collect.
@@ -160,13 +192,18 @@ fn shard_and_collect(tmp: &Path, n: usize, add: &dyn Fn(&Path)) {
     add(&origin);
     ok(&origin, &["push", "lab", "--all"]);
     let all = ids(&origin, None);
-    let children: Vec<Child> = (0..n).map(|i| shard_process(tmp, i, n, "nightly", add)).collect();
+    let children: Vec<Child> = (0..n)
+        .map(|i| shard_process(tmp, i, n, "nightly", add))
+        .collect();
     for mut c in children {
         assert!(c.wait().unwrap().success());
     }
     let collector = tmp.join("collector");
     add(&collector);
-    let v = json(&collector, &["check", "--collect", "lab:", "--run", "nightly", "--json"]);
+    let v = json(
+        &collector,
+        &["check", "--collect", "lab:", "--run", "nightly", "--json"],
+    );
     assert_eq!(v["shards"], n);
     assert_eq!(v["missing"], serde_json::json!([]));
     let mut got = recordings(&v);
@@ -176,11 +213,20 @@ fn shard_and_collect(tmp: &Path, n: usize, add: &dyn Fn(&Path)) {
     // A shard that never reported: named, exit 3; an unknown run: exit 3.
     let c = shard_process(tmp, 1, n + 1, "partial", add);
     assert!(c.wait_with_output().unwrap().status.success());
-    let (code, err) = fails(&collector, &["check", "--collect", "lab:", "--run", "partial"]);
+    let (code, err) = fails(
+        &collector,
+        &["check", "--collect", "lab:", "--run", "partial"],
+    );
     assert_eq!(code, 3, "{err}");
     let missing: Vec<String> = (0..=n).filter(|&i| i != 1).map(|i| i.to_string()).collect();
-    assert!(err.contains(&format!("shard(s) {} of {}", missing.join(", "), n + 1)), "{err}");
-    let (code, err) = fails(&collector, &["check", "--collect", "lab:", "--run", "never"]);
+    assert!(
+        err.contains(&format!("shard(s) {} of {}", missing.join(", "), n + 1)),
+        "{err}"
+    );
+    let (code, err) = fails(
+        &collector,
+        &["check", "--collect", "lab:", "--run", "never"],
+    );
     assert_eq!(code, 3, "{err}");
     assert!(err.contains("no shard results for run `never`"), "{err}");
 }
@@ -199,7 +245,14 @@ fn shards_in_separate_processes_collect_through_a_file_remote() {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     names.sort();
-    assert_eq!(names, ["shard-0-of-3.json", "shard-1-of-3.json", "shard-2-of-3.json"]);
+    assert_eq!(
+        names,
+        [
+            "shard-0-of-3.json",
+            "shard-1-of-3.json",
+            "shard-2-of-3.json"
+        ]
+    );
 }
 
 #[cfg(feature = "s3")]
@@ -212,7 +265,15 @@ fn shards_in_separate_processes_collect_through_s3() {
     shard_and_collect(tmp.path(), 2, &|s| {
         ok(
             s,
-            &["remote", "add", "lab", "s3://rr-fleet/ci", "--endpoint", &endpoint, "--allow-http"],
+            &[
+                "remote",
+                "add",
+                "lab",
+                "s3://rr-fleet/ci",
+                "--endpoint",
+                &endpoint,
+                "--allow-http",
+            ],
         );
     });
     let keys = moto.keys("rr-fleet", "ci/runs/nightly/");
@@ -228,10 +289,16 @@ fn results_to_a_directory_and_a_damaged_shard_file() {
     let d = dir.to_str().unwrap();
     for i in 0..2 {
         let shard = format!("{i}/2");
-        ok(&s, &["check", "--shard", &shard, "--run", "r1", "--results", d]);
+        ok(
+            &s,
+            &["check", "--shard", &shard, "--run", "r1", "--results", d],
+        );
     }
     let out = ok(&s, &["check", "--collect", d, "--run", "r1"]);
-    assert!(out.contains("run r1: 2 of 2 shard(s) reported; 2 recording(s), 0 regressed"), "{out}");
+    assert!(
+        out.contains("run r1: 2 of 2 shard(s) reported; 2 recording(s), 0 regressed"),
+        "{out}"
+    );
     std::fs::write(dir.join("runs/r1/shard-1-of-2.json"), "{").unwrap();
     let (code, err) = fails(&s, &["check", "--collect", d, "--run", "r1"]);
     assert_eq!(code, 5, "{err}");
@@ -247,14 +314,21 @@ fn bisect_label_jobs_2_finds_the_culprits_of_jobs_1() {
         let s = tmp.path().join(format!("s{jobs}"));
         setup(&s);
         let builds: Vec<String> = (0..8).map(|n| format!("build-{n}")).collect();
-        let mut a = vec!["bisect", "--label", "regress", "--json", "--jobs", jobs, "--images"];
+        let mut a = vec![
+            "bisect", "--label", "regress", "--json", "--jobs", jobs, "--images",
+        ];
         a.extend(builds.iter().map(String::as_str));
         let v = json(&s, &a);
         v["recordings"]
             .as_array()
             .unwrap()
             .iter()
-            .map(|r| (r["kernel"].as_str().unwrap().to_string(), r["culprit"].clone()))
+            .map(|r| {
+                (
+                    r["kernel"].as_str().unwrap().to_string(),
+                    r["culprit"].clone(),
+                )
+            })
             .collect::<Vec<_>>()
     };
     let one = culprits("1");
@@ -285,13 +359,19 @@ fn devices_the_machine_lacks_are_refused_with_its_devices() {
     ] {
         let (code, err) = fails(&s, args);
         assert_eq!(code, 8, "{args:?}: {err}");
-        assert!(err.contains("host has no device") && err.contains("0 "), "{args:?}: {err}");
+        assert!(
+            err.contains("host has no device") && err.contains("0 "),
+            "{args:?}: {err}"
+        );
     }
     let (code, _) = fails(&s, &["check", "--device", "0", "--devices", "all"]);
     assert_eq!(code, 2);
     let (code, v) = check(&s, &["--devices", "all"]);
     assert_eq!(code, 0, "{v:#}");
     let host = &json(&s, &["devices", "--json"])[0]["devices"][0];
-    assert!(host["uuid"].as_str().unwrap().starts_with("host-"), "{host:#}");
+    assert!(
+        host["uuid"].as_str().unwrap().starts_with("host-"),
+        "{host:#}"
+    );
     assert!(host["memory_bytes"].as_u64().unwrap() > 0);
 }

@@ -347,7 +347,17 @@ fn every_json_output_matches_its_schema() {
     let results = t.path().join("results");
     let dest = results.to_str().unwrap();
     for shard in ["0/2", "1/2"] {
-        let a = ["check", "--label", "run1", "--shard", shard, "--run", "j", "--results", dest];
+        let a = [
+            "check",
+            "--label",
+            "run1",
+            "--shard",
+            shard,
+            "--run",
+            "j",
+            "--results",
+            dest,
+        ];
         let o = run(&s, &a);
         assert!(o.status.code().is_some_and(|c| c <= 1), "{a:?}");
     }

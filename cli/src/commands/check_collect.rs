@@ -12,7 +12,12 @@ use rrstore_replay::regress::check::CheckReport;
 use rrstore_store::Store;
 
 /// Write `report` as shard `shard` (None: the only one) of run `name`.
-pub fn write(place: &Place, name: &str, shard: Option<Shard>, report: &CheckReport) -> anyhow::Result<()> {
+pub fn write(
+    place: &Place,
+    name: &str,
+    shard: Option<Shard>,
+    report: &CheckReport,
+) -> anyhow::Result<()> {
     let shard = shard.unwrap_or(Shard { index: 0, count: 1 });
     let r = ShardResults {
         run: name.to_string(),
@@ -21,9 +26,12 @@ pub fn write(place: &Place, name: &str, shard: Option<Shard>, report: &CheckRepo
         finished_at: rrstore_report::time::now_unix(),
         report: serde_json::to_value(report)?,
     };
-    let at = place
-        .write(&r)
-        .with_context(|| format!("cannot write the results of shard {shard} to {}", place.describe()))?;
+    let at = place.write(&r).with_context(|| {
+        format!(
+            "cannot write the results of shard {shard} to {}",
+            place.describe()
+        )
+    })?;
     eprintln!("shard {shard} of run {name}: results written to {at}");
     Ok(())
 }
@@ -39,7 +47,9 @@ pub fn run(store: &Store, dest: &str, name: &str, json: bool) -> anyhow::Result<
     if json {
         println!("{}", serde_json::to_string_pretty(&c)?);
     } else {
-        let s = |v: &serde_json::Value, k: &str| v.get(k).and_then(|x| x.as_str()).unwrap_or("").to_string();
+        let s = |v: &serde_json::Value, k: &str| {
+            v.get(k).and_then(|x| x.as_str()).unwrap_or("").to_string()
+        };
         let rows: Vec<[String; 4]> = c
             .rows
             .iter()
@@ -50,7 +60,11 @@ pub fn run(store: &Store, dest: &str, name: &str, json: bool) -> anyhow::Result<
                 [
                     rrstore_report::names::display(&s(r, "kernel")).into_owned(),
                     id[..12.min(id.len())].to_string(),
-                    if regressed { format!("REGRESSED ({verdict})") } else { verdict },
+                    if regressed {
+                        format!("REGRESSED ({verdict})")
+                    } else {
+                        verdict
+                    },
                     s(r, "label"),
                 ]
             })
@@ -63,7 +77,11 @@ pub fn run(store: &Store, dest: &str, name: &str, json: bool) -> anyhow::Result<
             }
         }
         for r in std::iter::once(&head).chain(&rows) {
-            let line: Vec<String> = r.iter().enumerate().map(|(i, x)| format!("{:<width$}", x, width = w[i])).collect();
+            let line: Vec<String> = r
+                .iter()
+                .enumerate()
+                .map(|(i, x)| format!("{:<width$}", x, width = w[i]))
+                .collect();
             println!("{}", line.join("  ").trim_end());
         }
         println!(

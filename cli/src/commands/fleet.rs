@@ -35,8 +35,8 @@ impl DeviceArgs {
         }
         // Checked here, before anything replays: a check would otherwise
         // fail every recording on a device that does not exist.
-        Ok(pick_one(&r, &devices::all())
-            .context("--device: `rrstore devices` lists the devices and their UUIDs")?)
+        pick_one(&r, &devices::all())
+            .context("--device: `rrstore devices` lists the devices and their UUIDs")
     }
 }
 
@@ -73,7 +73,8 @@ impl ParallelArgs {
 pub fn shard(spec: &str) -> anyhow::Result<Shard> {
     let s = shard::parse(spec).map_err(|e| UsageError(format!("--shard: {e}")))?;
     let env = |k: &str| std::env::var(k).ok();
-    Ok(s.resolve(&env).map_err(|e| UsageError(format!("--shard: {e}")))?)
+    Ok(s.resolve(&env)
+        .map_err(|e| UsageError(format!("--shard: {e}")))?)
 }
 
 /// `--results`/`--collect DEST`: a remote (`NAME:` or the name of a

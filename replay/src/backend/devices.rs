@@ -120,7 +120,9 @@ pub fn host_uuid(cpu_model: &str) -> Option<String> {
         return None;
     }
     let mut h = blake3::Hasher::new();
-    h.update(id.as_bytes()).update(b"\0").update(cpu_model.as_bytes());
+    h.update(id.as_bytes())
+        .update(b"\0")
+        .update(cpu_model.as_bytes());
     let hex = rrstore_format::id::hex(h.finalize().as_bytes());
     Some(format!("host-{}", &hex[..32]))
 }

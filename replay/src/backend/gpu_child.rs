@@ -228,11 +228,13 @@ pub fn open_gpu(
 ) -> Result<Box<dyn Backend>, BackendError> {
     let make: Factory = match name {
         "hip" => Box::new(move || {
-            let b = super::hip::HipBackend::new(device as usize, arena)?.with_recorded_reservation(reserved);
+            let b = super::hip::HipBackend::new(device as usize, arena)?
+                .with_recorded_reservation(reserved);
             Ok(Box::new(b) as Box<dyn Backend>)
         }),
         _ => Box::new(move || {
-            let b = super::cuda::CudaBackend::new(device as usize, arena)?.with_recorded_reservation(reserved);
+            let b = super::cuda::CudaBackend::new(device as usize, arena)?
+                .with_recorded_reservation(reserved);
             Ok(Box::new(b) as Box<dyn Backend>)
         }),
     };

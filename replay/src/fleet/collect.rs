@@ -67,7 +67,13 @@ impl Place {
             why: e.to_string(),
         })?;
         match self {
-            Place::Remote(b) => Ok(runs::put_shard(b, &r.run, r.shard.index, r.shard.count, body)?),
+            Place::Remote(b) => Ok(runs::put_shard(
+                b,
+                &r.run,
+                r.shard.index,
+                r.shard.count,
+                body,
+            )?),
             Place::Dir(d) => {
                 let dir = d.join(runs::run_dir(&r.run)?);
                 std::fs::create_dir_all(&dir).map_err(|e| io(&dir, e))?;
@@ -137,7 +143,11 @@ pub struct Collected {
 }
 
 /// Gather the shard files `files` (where, bytes) of run `run`.
-pub fn collect(run: &str, files: Vec<(String, Vec<u8>)>, place: &str) -> Result<Collected, FleetError> {
+pub fn collect(
+    run: &str,
+    files: Vec<(String, Vec<u8>)>,
+    place: &str,
+) -> Result<Collected, FleetError> {
     if files.is_empty() {
         return Err(FleetError::NoResults {
             run: run.to_string(),
@@ -146,14 +156,18 @@ pub fn collect(run: &str, files: Vec<(String, Vec<u8>)>, place: &str) -> Result<
     }
     let mut shards: Vec<(String, ShardResults)> = Vec::new();
     for (what, bytes) in files {
-        let r: ShardResults = serde_json::from_slice(&bytes).map_err(|e| FleetError::BadResults {
-            what: what.clone(),
-            why: format!("{e}; write that shard again (rerun its check)"),
-        })?;
+        let r: ShardResults =
+            serde_json::from_slice(&bytes).map_err(|e| FleetError::BadResults {
+                what: what.clone(),
+                why: format!("{e}; write that shard again (rerun its check)"),
+            })?;
         shards.push((what, r));
     }
     let count = shards[0].1.shard.count;
-    if let Some((what, r)) = shards.iter().find(|(_, r)| r.shard.count != count || r.run != run) {
+    if let Some((what, r)) = shards
+        .iter()
+        .find(|(_, r)| r.shard.count != count || r.run != run)
+    {
         return Err(FleetError::BadResults {
             what: what.clone(),
             why: format!(
@@ -230,15 +244,33 @@ mod tests {
     fn a_directory_round_trips_and_missing_shards_are_named() {
         let d = tempfile::tempdir().unwrap();
         let place = Place::Dir(d.path().to_path_buf());
-        place.write(&shard("n1", 2, 3, &[("b", "22", true)])).unwrap();
-        place.write(&shard("n1", 0, 3, &[("c", "33", false), ("a", "11", false)])).unwrap();
-        place.write(&shard("other", 0, 1, &[("z", "99", false)])).unwrap();
+        place
+            .write(&shard("n1", 2, 3, &[("b", "22", true)]))
+            .unwrap();
+        place
+            .write(&shard(
+                "n1",
+                0,
+                3,
+                &[("c", "33", false), ("a", "11", false)],
+            ))
+            .unwrap();
+        place
+            .write(&shard("other", 0, 1, &[("z", "99", false)]))
+            .unwrap();
         let files = place.read_all("n1").unwrap();
         assert_eq!(files.len(), 2);
         let c = collect("n1", files, &place.describe()).unwrap();
-        assert_eq!((c.shards, c.found.clone(), c.missing.clone()), (3, vec![0, 2], vec![1]));
+        assert_eq!(
+            (c.shards, c.found.clone(), c.missing.clone()),
+            (3, vec![0, 2], vec![1])
+        );
         assert_eq!(c.hosts, ["node0", "node2"]);
-        let kernels: Vec<_> = c.rows.iter().map(|r| r["kernel"].as_str().unwrap()).collect();
+        let kernels: Vec<_> = c
+            .rows
+            .iter()
+            .map(|r| r["kernel"].as_str().unwrap())
+            .collect();
         assert_eq!(kernels, ["a", "b", "c"]);
         assert_eq!((c.replays, c.regressed), (3, 1));
         assert!(matches!(

@@ -59,7 +59,9 @@ pub fn parse_devices(spec: &str) -> Result<DeviceList, FleetError> {
     for part in spec.split(',') {
         let p = part.trim();
         let range = p.split_once('-').filter(|(a, b)| {
-            !a.is_empty() && a.bytes().all(|c| c.is_ascii_digit()) && b.bytes().all(|c| c.is_ascii_digit())
+            !a.is_empty()
+                && a.bytes().all(|c| c.is_ascii_digit())
+                && b.bytes().all(|c| c.is_ascii_digit())
         });
         match range {
             Some((a, b)) => {
@@ -107,7 +109,11 @@ pub fn resolve_one(r: &DeviceRef, backend: &str, devices: &[Device]) -> Result<u
 
 /// The ordinals `list` names among `devices`, each once, in the order given
 /// (`all`: every device, by ordinal).
-pub fn resolve(list: &DeviceList, backend: &str, devices: &[Device]) -> Result<Vec<u32>, FleetError> {
+pub fn resolve(
+    list: &DeviceList,
+    backend: &str,
+    devices: &[Device],
+) -> Result<Vec<u32>, FleetError> {
     let mut out: Vec<u32> = Vec::new();
     match list {
         DeviceList::All => {
@@ -144,7 +150,10 @@ fn target(all: &[BackendStatus]) -> Option<&BackendStatus> {
 /// looked up on every backend).
 pub fn pick_one(r: &DeviceRef, all: &[BackendStatus]) -> Result<u32, FleetError> {
     if let DeviceRef::Uuid(_) = r {
-        if let Some(i) = all.iter().find_map(|b| resolve_one(r, b.backend, &b.devices).ok()) {
+        if let Some(i) = all
+            .iter()
+            .find_map(|b| resolve_one(r, b.backend, &b.devices).ok())
+        {
             return Ok(i);
         }
     }
@@ -254,7 +263,10 @@ mod tests {
         let l = parse_devices("3, 1,1").unwrap();
         assert_eq!(resolve(&l, "cuda", &devs).unwrap(), [3, 1]);
         assert_eq!(parse_devices("ALL").unwrap(), DeviceList::All);
-        assert_eq!(resolve(&DeviceList::All, "cuda", &devs).unwrap(), [0, 1, 2, 3]);
+        assert_eq!(
+            resolve(&DeviceList::All, "cuda", &devs).unwrap(),
+            [0, 1, 2, 3]
+        );
         let l = parse_devices("00000002-1111-2222-3333-444455556666,0").unwrap();
         assert_eq!(resolve(&l, "cuda", &devs).unwrap(), [2, 0]);
         let one = parse_device("gpu-00000001-1111-2222-3333-444455556666").unwrap();
@@ -269,7 +281,10 @@ mod tests {
         let e = resolve(&parse_devices("0,4").unwrap(), "cuda", &fake(2)).unwrap_err();
         let m = e.to_string();
         assert!(m.contains("no device 4"), "{m}");
-        assert!(m.contains("0 Fake GPU 0") && m.contains("1 Fake GPU 1"), "{m}");
+        assert!(
+            m.contains("0 Fake GPU 0") && m.contains("1 Fake GPU 1"),
+            "{m}"
+        );
         let e = resolve(&DeviceList::All, "hip", &[]).unwrap_err();
         assert!(e.to_string().contains("none"), "{e}");
         let u = parse_device("deadbeef-0000").unwrap();
@@ -297,9 +312,14 @@ mod tests {
         ];
         assert_eq!(pick(&DeviceList::All, &gpus).unwrap(), [0, 1, 2, 3]);
         assert_eq!(pick(&parse_devices("1-2").unwrap(), &gpus).unwrap(), [1, 2]);
-        let cpu_only = vec![status("host", true, host), status("cuda", false, Vec::new())];
+        let cpu_only = vec![
+            status("host", true, host),
+            status("cuda", false, Vec::new()),
+        ];
         assert_eq!(pick(&DeviceList::All, &cpu_only).unwrap(), [0]);
-        let e = pick_one(&DeviceRef::Ordinal(1), &cpu_only).unwrap_err().to_string();
+        let e = pick_one(&DeviceRef::Ordinal(1), &cpu_only)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("host has no device 1"), "{e}");
         let u = parse_device("host-0123456789ABCDEF0123456789abcdef").unwrap();
         assert_eq!(pick_one(&u, &gpus).unwrap(), 0);
@@ -309,6 +329,9 @@ mod tests {
     fn the_host_has_device_zero_only() {
         assert!(host_only(0).is_ok());
         let e = host_only(1).unwrap_err().to_string();
-        assert!(e.contains("one device, 0") && e.contains("no device 1"), "{e}");
+        assert!(
+            e.contains("one device, 0") && e.contains("no device 1"),
+            "{e}"
+        );
     }
 }

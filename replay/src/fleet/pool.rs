@@ -15,7 +15,12 @@ use std::sync::mpsc;
 /// Run `work(lane, i)` for every `i` in `0..n` over `lanes`; `done(i, r)`
 /// sees each result on the calling thread, in order of `i`. A failed item
 /// (its `R` says so) does not stop the others. Returns the lanes.
-pub fn run_ordered<L, R, W>(mut lanes: Vec<L>, n: usize, work: W, done: &mut dyn FnMut(usize, R)) -> Vec<L>
+pub fn run_ordered<L, R, W>(
+    mut lanes: Vec<L>,
+    n: usize,
+    work: W,
+    done: &mut dyn FnMut(usize, R),
+) -> Vec<L>
 where
     L: Send,
     R: Send,
@@ -100,7 +105,11 @@ mod tests {
             assert_eq!(items, (0..23).collect::<Vec<_>>());
             let mut back = back;
             back.sort();
-            assert_eq!(back, (0..lanes).collect::<Vec<_>>(), "every lane is handed back");
+            assert_eq!(
+                back,
+                (0..lanes).collect::<Vec<_>>(),
+                "every lane is handed back"
+            );
         }
     }
 

@@ -58,7 +58,10 @@ impl Shard {
         if index >= count {
             return Err(bad(
                 spec,
-                &format!("shard {index} of {count} does not exist (shards count from 0 to {})", count - 1),
+                &format!(
+                    "shard {index} of {count} does not exist (shards count from 0 to {})",
+                    count - 1
+                ),
             ));
         }
         Ok(Shard { index, count })
@@ -78,7 +81,10 @@ pub fn parse(spec: &str) -> Result<ShardSpec, FleetError> {
         return Ok(ShardSpec::Auto(None));
     }
     let Some((a, b)) = s.split_once('/') else {
-        return Err(bad(spec, "expected I/N (I from 0), auto, auto/N or auto/VAR"));
+        return Err(bad(
+            spec,
+            "expected I/N (I from 0), auto, auto/N or auto/VAR",
+        ));
     };
     if a == "auto" {
         if let Ok(n) = b.parse::<u32>() {
@@ -110,12 +116,17 @@ impl ShardSpec {
             None => None,
             Some(Count::Number(n)) => Some(u64::from(*n)),
             Some(Count::Var(v)) => Some(number(env, v, spec)?.ok_or_else(|| {
-                bad(spec, &format!("the environment variable {v} (the shard count) is not set"))
+                bad(
+                    spec,
+                    &format!("the environment variable {v} (the shard count) is not set"),
+                )
             })?),
         };
         if let Some(id) = number(env, "SLURM_ARRAY_TASK_ID", spec)? {
             let min = number(env, "SLURM_ARRAY_TASK_MIN", spec)?.unwrap_or(0);
-            let step = number(env, "SLURM_ARRAY_TASK_STEP", spec)?.unwrap_or(1).max(1);
+            let step = number(env, "SLURM_ARRAY_TASK_STEP", spec)?
+                .unwrap_or(1)
+                .max(1);
             if id < min || (id - min) % step != 0 {
                 return Err(bad(spec, &format!(
                     "SLURM_ARRAY_TASK_ID {id} is not in the array from SLURM_ARRAY_TASK_MIN {min} by {step}"
@@ -141,11 +152,18 @@ impl ShardSpec {
 }
 
 /// The whole-number value of variable `name`, if set.
-fn number(env: &dyn Fn(&str) -> Option<String>, name: &str, spec: &str) -> Result<Option<u64>, FleetError> {
+fn number(
+    env: &dyn Fn(&str) -> Option<String>,
+    name: &str,
+    spec: &str,
+) -> Result<Option<u64>, FleetError> {
     match env(name) {
         None => Ok(None),
         Some(v) => v.trim().parse().map(Some).map_err(|_| {
-            bad(spec, &format!("the environment variable {name} is `{v}`, not a whole number"))
+            bad(
+                spec,
+                &format!("the environment variable {name} is `{v}`, not a whole number"),
+            )
         }),
     }
 }
@@ -162,7 +180,11 @@ mod tests {
     use super::*;
 
     fn env<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
-        move |k| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+        move |k| {
+            vars.iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        }
     }
 
     fn ids(n: usize) -> Vec<RecordingId> {
@@ -188,18 +210,27 @@ mod tests {
 
     #[test]
     fn fixed_specs_parse_and_bad_ones_say_why() {
-        assert_eq!(parse("2/5").unwrap(), ShardSpec::Fixed(Shard { index: 2, count: 5 }));
+        assert_eq!(
+            parse("2/5").unwrap(),
+            ShardSpec::Fixed(Shard { index: 2, count: 5 })
+        );
         for s in ["5/5", "0/0", "1", "a/b", "-1/3", "auto/", "auto/9x"] {
             assert!(parse(s).is_err(), "{s}");
         }
-        assert!(parse("3/3").unwrap_err().to_string().contains("from 0 to 2"));
+        assert!(parse("3/3")
+            .unwrap_err()
+            .to_string()
+            .contains("from 0 to 2"));
     }
 
     #[test]
     fn slurm_arrays_give_index_from_zero() {
         let auto = parse("auto").unwrap();
         let s = auto
-            .resolve(&env(&[("SLURM_ARRAY_TASK_ID", "3"), ("SLURM_ARRAY_TASK_COUNT", "4")]))
+            .resolve(&env(&[
+                ("SLURM_ARRAY_TASK_ID", "3"),
+                ("SLURM_ARRAY_TASK_COUNT", "4"),
+            ]))
             .unwrap();
         assert_eq!(s, Shard { index: 3, count: 4 });
         // --array=1-8
@@ -221,7 +252,9 @@ mod tests {
             ]))
             .unwrap();
         assert_eq!(s, Shard { index: 2, count: 4 });
-        let e = auto.resolve(&env(&[("SLURM_ARRAY_TASK_ID", "2")])).unwrap_err();
+        let e = auto
+            .resolve(&env(&[("SLURM_ARRAY_TASK_ID", "2")]))
+            .unwrap_err();
         assert!(e.to_string().contains("auto/N"), "{e}");
     }
 
@@ -234,7 +267,10 @@ mod tests {
         assert_eq!(s, Shard { index: 2, count: 5 });
         let s = parse("auto/SHARDS").unwrap().resolve(&env(&vars)).unwrap();
         assert_eq!(s, Shard { index: 2, count: 3 });
-        let e = parse("auto/NOPE").unwrap().resolve(&env(&vars)).unwrap_err();
+        let e = parse("auto/NOPE")
+            .unwrap()
+            .resolve(&env(&vars))
+            .unwrap_err();
         assert!(e.to_string().contains("NOPE"), "{e}");
         let e = parse("auto/2").unwrap().resolve(&env(&vars)).unwrap_err();
         assert!(e.to_string().contains("does not exist"), "{e}");
@@ -242,9 +278,19 @@ mod tests {
 
     #[test]
     fn no_scheduler_is_a_clear_error() {
-        let e = parse("auto").unwrap().resolve(&env(&[])).unwrap_err().to_string();
-        assert!(e.contains("SLURM_ARRAY_TASK_ID") && e.contains("I/N"), "{e}");
-        let e = parse("auto").unwrap().resolve(&env(&[("SLURM_ARRAY_TASK_ID", "x")])).unwrap_err();
+        let e = parse("auto")
+            .unwrap()
+            .resolve(&env(&[]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("SLURM_ARRAY_TASK_ID") && e.contains("I/N"),
+            "{e}"
+        );
+        let e = parse("auto")
+            .unwrap()
+            .resolve(&env(&[("SLURM_ARRAY_TASK_ID", "x")]))
+            .unwrap_err();
         assert!(e.to_string().contains("not a whole number"), "{e}");
     }
 }

@@ -227,23 +227,28 @@ pub fn check(
         repetitions: opts.run.replay.repetitions.max(1),
     };
     let mut first_err = None;
-    parallel::each(store, &opts.fleet, &opts.run, recs.len(), &|store, run_opts, i| {
-        check_one(store, opts, run_opts, &recs[i])
-    }, &mut |_, r| match r {
-        Ok(c) => {
-            report.replays += c.replays;
-            report.cached += c.cached;
-            report.regressed += u32::from(c.row.regressed);
-            report.slower += u32::from(c.row.time.as_ref().is_some_and(|t| t.slower));
-            on_row(&c.row);
-            report.rows.push(c.row);
-        }
-        // The others still run (their rows are in the history); the
-        // first error, in listing order, is the check's.
-        Err(e) => {
-            first_err.get_or_insert(e);
-        }
-    })?;
+    parallel::each(
+        store,
+        &opts.fleet,
+        &opts.run,
+        recs.len(),
+        &|store, run_opts, i| check_one(store, opts, run_opts, &recs[i]),
+        &mut |_, r| match r {
+            Ok(c) => {
+                report.replays += c.replays;
+                report.cached += c.cached;
+                report.regressed += u32::from(c.row.regressed);
+                report.slower += u32::from(c.row.time.as_ref().is_some_and(|t| t.slower));
+                on_row(&c.row);
+                report.rows.push(c.row);
+            }
+            // The others still run (their rows are in the history); the
+            // first error, in listing order, is the check's.
+            Err(e) => {
+                first_err.get_or_insert(e);
+            }
+        },
+    )?;
     match first_err {
         Some(e) => Err(e),
         None => Ok(report),

@@ -43,7 +43,13 @@ pub fn run_dir(run: &str) -> Result<String> {
 }
 
 /// Store shard `index` of `count`'s results of run `run`.
-pub fn put_shard(remote: &Backend, run: &str, index: u32, count: u32, body: Vec<u8>) -> Result<String> {
+pub fn put_shard(
+    remote: &Backend,
+    run: &str,
+    index: u32,
+    count: u32,
+    body: Vec<u8>,
+) -> Result<String> {
     let key = format!("{}{}", run_dir(run)?, shard_file(index, count));
     remote.put(&key, body)?;
     Ok(key)

@@ -135,7 +135,11 @@ mod tests {
             devices: vec![2, 0, 5],
             shard: None,
         };
-        let d: Vec<u32> = f.lane_options(&run).iter().map(|r| r.replay.device).collect();
+        let d: Vec<u32> = f
+            .lane_options(&run)
+            .iter()
+            .map(|r| r.replay.device)
+            .collect();
         assert_eq!(d, [2, 0, 5]);
         assert_eq!(Fleet::default().lane_options(&run).len(), 1);
     }
