@@ -236,8 +236,21 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
     run.replay.repetitions = args.repetitions;
     let mut fleet = args.run.parallel.fleet()?;
     fleet.shard = args.shard.as_deref().map(super::fleet::shard).transpose()?;
+    if let Some(n) = &args.run_name {
+        if args.results.is_none() {
+            return Err(crate::exit::UsageError(
+                "--run NAME needs --results DIR|REMOTE: (write this shard's results) or --collect DIR|REMOTE: (gather them)".into(),
+            )
+            .into());
+        }
+        // Refused before anything replays.
+        if !rrstore_store::remote::runs::valid_run_name(n) {
+            let e = rrstore_store::remote::RemoteError::BadRunName(n.clone());
+            return Err(super::remote::lift(e));
+        }
+    }
     let results = match &args.results {
-        Some(dest) => Some(super::fleet::place(&store, dest, true)?),
+        Some(dest) => Some(super::fleet::dest(&store, dest)?),
         None => None,
     };
     let opts = CheckOptions {
@@ -252,9 +265,10 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         fleet,
     };
     let report = check(&mut store, &opts, &mut |_| {}).map_err(regress_err)?;
-    if let (Some(place), Some(name)) = (&results, &args.run_name) {
+    if let (Some(dest), Some(name)) = (results, &args.run_name) {
         // An empty shard is a result too: collect counts it as reported.
-        super::check_collect::write(place, name, opts.fleet.shard, &report)?;
+        let place = super::fleet::open(&store, dest, true)?;
+        super::check_collect::write(&place, name, opts.fleet.shard, &report)?;
     }
     if report.rows.is_empty() && opts.fleet.shard.is_none() {
         // Nothing checked must not pass CI: a typo in a glob would.

@@ -37,7 +37,8 @@ pub fn write(
 }
 
 pub fn run(store: &Store, dest: &str, name: &str, json: bool) -> anyhow::Result<ExitCode> {
-    let place = super::fleet::place(store, dest, false)?;
+    let d = super::fleet::dest(store, dest)?;
+    let place = super::fleet::open(store, d, false)?;
     let files = place
         .read_all(name)
         .with_context(|| format!("cannot read the results of run {name}"))?;

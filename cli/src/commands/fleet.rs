@@ -77,14 +77,34 @@ pub fn shard(spec: &str) -> anyhow::Result<Shard> {
         .map_err(|e| UsageError(format!("--shard: {e}")))?)
 }
 
-/// `--results`/`--collect DEST`: a remote (`NAME:` or the name of a
-/// configured remote), else a directory.
-pub fn place(store: &Store, dest: &str, create: bool) -> anyhow::Result<Place> {
+/// Where `--results`/`--collect DEST` points, checked but not opened.
+pub enum Dest {
+    Remote(String),
+    Dir(std::path::PathBuf),
+}
+
+/// `NAME:` or the name of a configured remote is a remote (which must be
+/// configured), anything else a directory.
+pub fn dest(store: &Store, dest: &str) -> anyhow::Result<Dest> {
     let known = rrstore_store::remote::config::list(store.dir()).map_err(super::remote::lift)?;
     let name = dest.strip_suffix(':').unwrap_or(dest);
-    if dest.ends_with(':') || known.contains_key(name) {
-        let b = super::remote::open(store, name, create)?;
-        return Ok(Place::Remote(Box::new(b)));
+    if known.contains_key(name) {
+        return Ok(Dest::Remote(name.to_string()));
     }
-    Ok(Place::Dir(dest.into()))
+    if dest.ends_with(':') {
+        // The usual "no remote named" error, with its hint.
+        rrstore_store::remote::config::get(store.dir(), name).map_err(super::remote::lift)?;
+    }
+    Ok(Dest::Dir(dest.into()))
+}
+
+/// Open `d`. A remote starts an I/O runtime with threads, after which the
+/// host backend no longer forks its runners: open it after the replays.
+pub fn open(store: &Store, d: Dest, create: bool) -> anyhow::Result<Place> {
+    match d {
+        Dest::Remote(name) => Ok(Place::Remote(Box::new(super::remote::open(
+            store, &name, create,
+        )?))),
+        Dest::Dir(p) => Ok(Place::Dir(p)),
+    }
 }
