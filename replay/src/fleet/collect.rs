@@ -67,13 +67,10 @@ impl Place {
             why: e.to_string(),
         })?;
         match self {
-            Place::Remote(b) => Ok(runs::put_shard(
-                b,
-                &r.run,
-                r.shard.index,
-                r.shard.count,
-                body,
-            )?),
+            Place::Remote(b) => {
+                let key = runs::put_shard(b, &r.run, r.shard.index, r.shard.count, body)?;
+                Ok(format!("{}, {key}", self.describe()))
+            }
             Place::Dir(d) => {
                 let dir = d.join(runs::run_dir(&r.run)?);
                 std::fs::create_dir_all(&dir).map_err(|e| io(&dir, e))?;
