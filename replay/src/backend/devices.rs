@@ -147,7 +147,7 @@ pub fn cuda() -> BackendStatus {
                 .map(|d| Device {
                     index: d.ordinal,
                     target: d.target().describe(),
-                    uuid: None,
+                    uuid: d.uuid.clone(),
                     compute_capability: Some(format!(
                         "{}.{}",
                         d.compute_capability.0, d.compute_capability.1
