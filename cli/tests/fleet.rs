@@ -166,6 +166,21 @@ fn shards_1_to_5_are_disjoint_and_complete() {
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("auto/N"));
+    // An empty shard passes; a glob that matches nothing at all does not.
+    let (code, v) = check(&s, &["--kernel", "*main_l10", "--shard", "0/1"]);
+    assert_eq!((code, v["rows"].as_array().unwrap().len()), (0, 1));
+    let empty = (0..8)
+        .map(|i| format!("{i}/8"))
+        .find(|sh| {
+            check(&s, &["--kernel", "*main_l10", "--shard", sh]).1["rows"] == serde_json::json!([])
+        })
+        .unwrap();
+    assert_eq!(
+        check(&s, &["--kernel", "*main_l10", "--shard", &empty]).0,
+        0
+    );
+    let (code, _) = fails(&s, &["check", "--label", "nope", "--shard", "0/2"]);
+    assert_eq!(code, 3);
     let (code, err) = fails(&s, &["check", "--shard", "3/3"]);
     assert_eq!(code, 2);
     assert!(err.contains("from 0 to 2"), "{err}");

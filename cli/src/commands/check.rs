@@ -270,8 +270,11 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         let place = super::fleet::open(&store, dest, true)?;
         super::check_collect::write(&place, name, opts.fleet.shard, &report)?;
     }
-    if report.rows.is_empty() && opts.fleet.shard.is_none() {
-        // Nothing checked must not pass CI: a typo in a glob would.
+    // Nothing checked must not pass CI: a typo in a glob would. An empty
+    // shard of recordings that exist is fine.
+    if report.rows.is_empty()
+        && (opts.fleet.shard.is_none() || store.list(&opts.filter)?.is_empty())
+    {
         return Err(crate::exit::NotFoundError(no_match(&args)).into());
     }
     let now = rrstore_report::time::now_unix();
