@@ -193,5 +193,19 @@ else
   echo "== real OpenMP kernels: skipped (no clang with OpenMP offload for $ARCH here; see $WORK/omp-build.log)"
 fi
 
+# Fleet (docs/fleet.md): every recording checked over every GPU gives the
+# verdicts of one at a time, in the same order (the timeout and fault cases
+# regress either way: the exit status is 1 for both).
+echo "== fleet: check --devices all against one device at a time"
+"$BIN" check --timeout 5 --json >"$WORK/check-one.json" 2>"$WORK/check-one.err"
+"$BIN" check --timeout 5 --devices all --json >"$WORK/check-all.json" 2>"$WORK/check-all.err"
+python3 - "$WORK/check-one.json" "$WORK/check-all.json" <<'PY' || FAIL=1
+import json, sys
+one, all_ = (json.load(open(p)) for p in sys.argv[1:3])
+v = lambda r: [(x["recording"], x["run"]["verdict"], x["regressed"]) for x in r["rows"]]
+print(f"fleet: {len(one['rows'])} recording(s), {one['regressed']} regressed with one device, {all_['regressed']} over all")
+sys.exit(0 if v(one) == v(all_) else 1)
+PY
+
 echo "== done in $(( $(date +%s) - T0 )) s; $([ $FAIL = 0 ] && echo 'all recordings verified' || echo 'FAILURES above')"
 exit $FAIL

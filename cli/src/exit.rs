@@ -201,6 +201,22 @@ pub fn code_for(err: &anyhow::Error) -> u8 {
                 _ => {}
             }
         }
+        if let Some(e) = cause.downcast_ref::<rrstore_replay::fleet::FleetError>() {
+            use rrstore_replay::fleet::FleetError as F;
+            match e {
+                F::BadDevice { .. } | F::BadShard { .. } => return USAGE,
+                F::NoDevice { .. } => return BACKEND_UNAVAILABLE,
+                F::BadResults { .. } => return CORRUPT,
+                F::NoResults { .. } => return NOT_FOUND,
+                F::Io { .. } => return STORE,
+                // Transparent: the remote error is not in the chain itself.
+                F::Remote(r) => {
+                    if let Some(code) = remote_code_for(r) {
+                        return code;
+                    }
+                }
+            }
+        }
         if let Some(rrstore_report::ReportError::Write { .. }) = cause.downcast_ref() {
             return NOT_FOUND;
         }
@@ -352,7 +368,7 @@ fn remote_code_for(cause: &(dyn std::error::Error + 'static)) -> Option<u8> {
     use rrstore_store::remote::RemoteError as R;
     let e = cause.downcast_ref::<R>()?;
     Some(match e {
-        R::BadUrl { .. } | R::BadName(_) | R::RemoteExists(_) => INVALID_INPUT,
+        R::BadUrl { .. } | R::BadName(_) | R::BadRunName(_) | R::RemoteExists(_) => INVALID_INPUT,
         R::UnknownRemote(_) | R::NotFound { .. } => NOT_FOUND,
         R::Ambiguous { .. } => AMBIGUOUS,
         R::Config { .. } | R::Cache { .. } => STORE,

@@ -343,6 +343,26 @@ fn every_json_output_matches_its_schema() {
             .any(|r| r["time"].is_object()),
         "no check row with a time comparison"
     );
+    // Fleet: two shards' results written to a directory, collected.
+    let results = t.path().join("results");
+    let dest = results.to_str().unwrap();
+    for shard in ["0/2", "1/2"] {
+        let a = [
+            "check",
+            "--label",
+            "run1",
+            "--shard",
+            shard,
+            "--run",
+            "j",
+            "--results",
+            dest,
+        ];
+        let o = run(&s, &a);
+        assert!(o.status.code().is_some_and(|c| c <= 1), "{a:?}");
+    }
+    let o = run(&s, &["check", "--collect", dest, "--run", "j", "--json"]);
+    validate("check-collect", &String::from_utf8_lossy(&o.stdout));
     let o = run(&s, &["diff", a, b, "--json"]);
     let d = validate("diff", &String::from_utf8_lossy(&o.stdout));
     assert!(!d["arena"]["mismatch"]["largest"]

@@ -197,6 +197,19 @@ const PLANS: &[(&str, Plan)] = &[
         ]),
     ),
     (
+        "rrstore check --shard auto --run n42 --results lab:",
+        Variants(&[
+            // Two shards of a Slurm array, results to a directory.
+            ("SLURM_ARRAY_TASK_ID=0 SLURM_ARRAY_TASK_COUNT=2 rrstore check --label run1 --shard auto --run n42 --results results", 0),
+            ("rrstore check --collect results --run n42", 3),
+            ("SLURM_ARRAY_TASK_ID=1 SLURM_ARRAY_TASK_COUNT=2 rrstore check --label run1 --shard auto --run n42 --results results", 0),
+        ]),
+    ),
+    (
+        "rrstore check --collect lab: --run n42",
+        Variants(&[("rrstore check --collect results --run n42 | grep '2 of 2 shard(s) reported'", 0)]),
+    ),
+    (
         "rrstore diff d5e5 0b09 [--dtype f32]",
         Variants(&[
             // Two different recordings: exit 1, "diff found differences".

@@ -123,6 +123,9 @@ fn row(id: RecordingId, report: &ReplayReport, opts: Option<&ReplayOptions>) -> 
             (report.num_teams, report.num_threads),
             opts,
         ),
+        // fleet (issue 21): which device of the machine.
+        device_ordinal: Some(u64::from(opts.map_or(0, |o| o.device))),
+        device_uuid: crate::fleet::devices::uuid_of(&report.backend, opts.map_or(0, |o| o.device)),
     }
 }
 

@@ -14,6 +14,7 @@
 //! * [`history`]: the replay history row.
 //! * [`regress`]: the regression workflow (replay with another image,
 //!   check, bisect, diff).
+//! * [`fleet`]: devices, shards, lanes and shard results of fleet replay.
 //! * [`backend`]: [`backend::Backend`] (with its rehydration contract,
 //!   [`backend::rehydrate`]), each backend's configuration and how one is
 //!   opened ([`backend::open`]), and the implementations: `host` (x86-64
@@ -23,6 +24,7 @@
 pub mod backend;
 pub mod engine;
 pub mod error;
+pub mod fleet;
 pub mod hash;
 pub mod history;
 pub mod regress;

@@ -202,6 +202,7 @@ fn the_real_gpu_backends_report_a_missing_runtime_from_the_child() {
     // backends fail to start in the child and say why, as in process.
     let hip = open_gpu(
         "hip",
+        0,
         Some((0x7e00_0000_0000, 1 << 20)),
         Some(1 << 30),
         None,
@@ -215,7 +216,7 @@ fn the_real_gpu_backends_report_a_missing_runtime_from_the_child() {
         ),
     }
     let timeout = Some(Duration::from_secs(2));
-    match open_gpu("cuda", Some((0x7e00_0000_0000, 1 << 20)), None, timeout) {
+    match open_gpu("cuda", 0, Some((0x7e00_0000_0000, 1 << 20)), None, timeout) {
         Err(BackendError::Unavailable(m)) => assert!(m.contains("libcuda"), "{m}"),
         Err(e) => panic!("unexpected error: {e}"),
         Ok(b) => eprintln!(

@@ -46,6 +46,13 @@ pub struct HistoryEntry {
     /// empty when nothing did.
     #[serde(default)]
     pub launch_overrides: String,
+    /// The device's ordinal on its backend (None in rows written before
+    /// devices were recorded).
+    #[serde(default)]
+    pub device_ordinal: Option<u64>,
+    /// The device's UUID (`rrstore devices`); empty when unknown.
+    #[serde(default)]
+    pub device_uuid: String,
 }
 
 impl HistoryEntry {
@@ -172,8 +179,8 @@ impl Store {
             .prepare_cached(
                 "INSERT INTO replay_history (recording, image_hash, backend, device, \
                  runtime_versions, started_at, wall_ns, kernel_ns, output_blake3, verdict, detail, \
-                 num_teams, num_threads, launch_overrides) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+                 num_teams, num_threads, launch_overrides, device_ordinal, device_uuid) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
             )
             .and_then(|mut s| {
                 s.execute(rusqlite::params![
@@ -191,6 +198,8 @@ impl Store {
                     e.num_teams.map(i),
                     e.num_threads.map(i),
                     e.launch_overrides,
+                    e.device_ordinal.map(i),
+                    e.device_uuid,
                 ])
             })
             .map_err(self.ierr("appending a replay history row"))?;
@@ -201,7 +210,8 @@ impl Store {
     pub fn history(&self, filter: Option<RecordingId>) -> Result<Vec<HistoryEntry>> {
         let sql = "SELECT id, recording, image_hash, backend, device, runtime_versions, \
                    started_at, wall_ns, kernel_ns, output_blake3, verdict, detail, \
-                   num_teams, num_threads, launch_overrides FROM replay_history";
+                   num_teams, num_threads, launch_overrides, device_ordinal, device_uuid \
+                   FROM replay_history";
         let map = |r: &rusqlite::Row| -> rusqlite::Result<HistoryEntry> {
             let kernel_ns: String = r.get(8)?;
             Ok(HistoryEntry {
@@ -220,6 +230,8 @@ impl Store {
                 num_teams: r.get::<_, Option<i64>>(12)?.map(u),
                 num_threads: r.get::<_, Option<i64>>(13)?.map(u),
                 launch_overrides: r.get(14)?,
+                device_ordinal: r.get::<_, Option<i64>>(15)?.map(u),
+                device_uuid: r.get(16)?,
             })
         };
         let rows = match filter {

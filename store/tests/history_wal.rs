@@ -25,6 +25,8 @@ fn entry(n: u8) -> HistoryEntry {
         num_teams: Some(1),
         num_threads: Some(1),
         launch_overrides: String::new(),
+        device_ordinal: Some(0),
+        device_uuid: String::new(),
     }
 }
 

@@ -9,7 +9,7 @@
 use std::process::ExitCode;
 
 use anyhow::Context;
-use rrstore_replay::regress::bisect::{bisect, recordings, BisectOptions, ListedImage, Step};
+use rrstore_replay::regress::bisect::{bisect_all, recordings, BisectOptions, ListedImage, Step};
 use rrstore_store::LsFilter;
 
 use super::check::RunArgs;
@@ -104,21 +104,27 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         run: args.run.options(true)?,
     };
     rrstore_replay::regress::bisect::range(&opts).map_err(regress_err)?;
+    let fleet = args.run.parallel.fleet()?;
     let mut reports = Vec::new();
-    for id in &ids {
-        let rec = store.recording(id)?;
-        if !args.json {
-            println!("bisect {} ({})", rec.kernel, id.short());
+    let mut first_err = None;
+    // fleet (issue 21): several recordings at once; each is printed whole,
+    // in order, once done.
+    bisect_all(&mut store, &ids, &opts, &fleet, &mut |i, r| {
+        if first_err.is_some() {
+            return;
         }
-        let json = args.json;
-        let r = bisect(&mut store, id, &opts, &mut |s| {
-            if !json {
-                print_step(s)
+        let r = match r {
+            Ok(r) => r,
+            Err(e) => {
+                first_err = Some(regress_err(e).context(format!("bisecting {}", ids[i].short())));
+                return;
             }
-        })
-        .map_err(regress_err)
-        .with_context(|| format!("bisecting {}", rec.kernel))?;
+        };
         if !args.json {
+            println!("bisect {} ({})", r.kernel, ids[i].short());
+            for s in &r.steps {
+                print_step(s);
+            }
             println!("  reference: {}", r.reference);
             match (r.culprit, &r.culprit_image) {
                 (Some(i), Some(h)) => println!(
@@ -136,6 +142,10 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
             }
         }
         reports.push(r);
+    })
+    .map_err(regress_err)?;
+    if let Some(e) = first_err {
+        return Err(e);
     }
     if args.ci.wanted() {
         let labels: Vec<String> = ids

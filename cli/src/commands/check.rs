@@ -38,6 +38,10 @@ pub struct RunArgs {
     /// Do not keep replay outputs in the store (then `diff h:ROW` re-runs).
     #[arg(long)]
     pub no_keep_outputs: bool,
+    #[command(flatten)]
+    pub device: super::fleet::DeviceArgs,
+    #[command(flatten)]
+    pub parallel: super::fleet::ParallelArgs,
 }
 
 impl RunArgs {
@@ -62,6 +66,7 @@ impl RunArgs {
                 },
                 tolerance,
                 timeout,
+                device: self.device.ordinal()?,
                 ..ReplayOptions::default()
             },
             use_cache,
@@ -93,6 +98,25 @@ pub struct Args {
     pub repetitions: u32,
     #[command(flatten)]
     pub run: RunArgs,
+    /// Only the recordings of shard I of N (I from 0; by recording ID), or
+    /// `auto`, `auto/N`, `auto/VAR`: from a Slurm job array or a
+    /// Kubernetes Indexed Job (docs/fleet.md).
+    #[arg(long, value_name = "I/N|auto|auto/N")]
+    pub shard: Option<String>,
+    /// Name of the fleet run: with --results, this shard's report is
+    /// written as runs/NAME/shard-I-of-N.json; with --collect, every
+    /// shard's is read.
+    #[arg(long = "run", value_name = "NAME")]
+    pub run_name: Option<String>,
+    /// Write this shard's results to a directory or a remote (`NAME:`).
+    #[arg(long, value_name = "DIR|REMOTE:", requires = "run_name")]
+    pub results: Option<String>,
+    /// Replay nothing: gather run NAME's shard results from a directory or
+    /// a remote into one report; exit 1 if any regressed, 3 if a shard is
+    /// missing.
+    #[arg(long, value_name = "DIR|REMOTE:", requires = "run_name",
+          conflicts_with_all = ["results", "shard", "image"])]
+    pub collect: Option<String>,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -190,12 +214,34 @@ fn no_match(args: &Args) -> String {
 
 pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
     let mut store = storeutil::open(globals)?;
+    if let (Some(dest), Some(name)) = (&args.collect, &args.run_name) {
+        return super::check_collect::run(&store, dest, name, args.json);
+    }
     let image = match &args.image {
         Some(spec) => Some(resolve_image(&mut store, spec)?.image),
         None => None,
     };
     let mut run = args.run.options(args.use_cache)?;
     run.replay.repetitions = args.repetitions;
+    let mut fleet = args.run.parallel.fleet()?;
+    fleet.shard = args.shard.as_deref().map(super::fleet::shard).transpose()?;
+    if let Some(n) = &args.run_name {
+        if args.results.is_none() {
+            return Err(crate::exit::UsageError(
+                "--run NAME needs --results DIR|REMOTE: (write this shard's results) or --collect DIR|REMOTE: (gather them)".into(),
+            )
+            .into());
+        }
+        // Refused before anything replays.
+        if !rrstore_store::remote::runs::valid_run_name(n) {
+            let e = rrstore_store::remote::RemoteError::BadRunName(n.clone());
+            return Err(super::remote::lift(e));
+        }
+    }
+    let results = match &args.results {
+        Some(dest) => Some(super::fleet::dest(&store, dest)?),
+        None => None,
+    };
     let opts = CheckOptions {
         image,
         filter: LsFilter {
@@ -205,10 +251,19 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
             ..LsFilter::default()
         },
         run,
+        fleet,
     };
     let report = check(&mut store, &opts, &mut |_| {}).map_err(regress_err)?;
-    if report.rows.is_empty() {
-        // Nothing checked must not pass CI: a typo in a glob would.
+    if let (Some(dest), Some(name)) = (results, &args.run_name) {
+        // An empty shard is a result too: collect counts it as reported.
+        let place = super::fleet::open(&store, dest, true)?;
+        super::check_collect::write(&place, name, opts.fleet.shard, &report)?;
+    }
+    // Nothing checked must not pass CI: a typo in a glob would. An empty
+    // shard of recordings that exist is fine.
+    if report.rows.is_empty()
+        && (opts.fleet.shard.is_none() || store.list(&opts.filter)?.is_empty())
+    {
         return Err(crate::exit::NotFoundError(no_match(&args)).into());
     }
     let now = rrstore_report::time::now_unix();

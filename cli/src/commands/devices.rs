@@ -1,6 +1,7 @@
 //! `rrstore devices`: the replay backends usable on this machine and their
-//! devices (host CPU; CUDA: name, compute capability, driver version,
-//! memory; HIP: name, gfx target, runtime version). A machine without a GPU
+//! devices (ordinal for `--device`, name, UUID, memory; host CPU: its
+//! cores; CUDA: compute capability, driver version; HIP: gfx target,
+//! runtime version). A machine without a GPU
 //! or driver is a normal answer: it says so and exits 0. Also how replays
 //! are confined on this kernel (`rrstore_replay::sandbox`).
 
@@ -13,7 +14,7 @@ use crate::Globals;
 #[derive(clap::Args)]
 pub struct Args {
     /// Print JSON: an array of {backend, available, runtime?, reason?,
-    /// devices: [{index, name, target, compute_capability?, memory_bytes?, cores?}]}.
+    /// devices: [{index, name, target, uuid?, compute_capability?, memory_bytes?, cores?}]}.
     #[arg(long)]
     pub json: bool,
 }
@@ -38,6 +39,9 @@ fn render_text(all: &[BackendStatus]) -> String {
                 }
                 if let Some(c) = d.cores {
                     extra.push(format!("{c} cores"));
+                }
+                if let Some(u) = &d.uuid {
+                    extra.push(format!("uuid {u}"));
                 }
                 out.push_str(&format!(
                     "  [{}] {}  target {}  {}\n",

@@ -37,6 +37,8 @@ pub struct Args {
     pub json: bool,
     #[command(flatten)]
     pub confine: super::confine::ConfineArgs,
+    #[command(flatten)]
+    pub device: super::fleet::DeviceArgs,
 }
 
 pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
@@ -48,6 +50,8 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         atol: 0.0,
         confine: args.confine.clone(),
         no_keep_outputs: false,
+        device: args.device.clone(),
+        parallel: Default::default(),
     };
     let opts = DiffOptions {
         part: if args.part == "input" {

@@ -75,6 +75,8 @@ pub struct Args {
     /// leading outside its directory (refused otherwise).
     #[arg(long)]
     pub follow_symlinks: bool,
+    #[command(flatten)]
+    pub device: super::fleet::DeviceArgs,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -129,6 +131,7 @@ fn options(args: &Args) -> anyhow::Result<ReplayOptions> {
         save_output: args.save_output.clone(),
         backends: backend_config(),
         image: None,
+        device: args.device.ordinal()?,
     })
 }
 

@@ -13,6 +13,10 @@ pub struct Device {
     pub name: String,
     /// `sm_90`, `gfx942:sramecc+:xnack-`, `x86_64`.
     pub target: String,
+    /// A stable identifier: the GPU's UUID; host: derived from
+    /// /etc/machine-id and the CPU model ([`host_uuid`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uuid: Option<String>,
     /// NVIDIA only: `9.0`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub compute_capability: Option<String>,
@@ -51,15 +55,7 @@ fn unavailable(backend: &'static str, reason: String) -> BackendStatus {
 
 /// The host CPU (`model name` from /proc/cpuinfo) and its logical cores.
 pub fn host() -> BackendStatus {
-    let model = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, v)| v.trim().to_string())
-        })
-        .unwrap_or_else(|| std::env::consts::ARCH.to_string());
+    let model = cpu_model();
     let cores = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1);
@@ -91,10 +87,11 @@ pub fn host() -> BackendStatus {
         reason,
         devices: vec![Device {
             index: 0,
+            uuid: host_uuid(&model),
             name: model,
             target: std::env::consts::ARCH.to_string(),
             compute_capability: None,
-            memory_bytes: None,
+            memory_bytes: host_memory(),
             cores: Some(cores),
         }],
     }
@@ -119,11 +116,50 @@ fn gpu_status(
     }
 }
 
+/// The CPU's `model name` (/proc/cpuinfo), else the architecture.
+pub fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_else(|| std::env::consts::ARCH.to_string())
+}
+
+/// `host-` and 32 hex digits of the BLAKE3 hash of /etc/machine-id and
+/// the CPU model: the same on every boot of this machine, different on
+/// another; None without a machine ID.
+pub fn host_uuid(cpu_model: &str) -> Option<String> {
+    let id = std::fs::read_to_string("/etc/machine-id").ok()?;
+    let id = id.trim();
+    if id.is_empty() {
+        return None;
+    }
+    let mut h = blake3::Hasher::new();
+    h.update(id.as_bytes())
+        .update(b"\0")
+        .update(cpu_model.as_bytes());
+    let hex = rrstore_format::id::hex(h.finalize().as_bytes());
+    Some(format!("host-{}", &hex[..32]))
+}
+
+/// `MemTotal` of /proc/meminfo, in bytes.
+fn host_memory() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = s.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
 pub fn cuda() -> BackendStatus {
     let listed = cuda::driver::list().map(|(version, devs)| {
         let devices = devs.into_iter().map(|d| Device {
             index: d.ordinal,
             target: d.target().describe(),
+            uuid: d.uuid.clone(),
             compute_capability: Some(format!(
                 "{}.{}",
                 d.compute_capability.0, d.compute_capability.1
@@ -142,6 +178,7 @@ pub fn hip() -> BackendStatus {
         let devices = devs.into_iter().map(|d| Device {
             index: d.ordinal,
             target: d.gcn_arch_name,
+            uuid: None,
             compute_capability: None,
             memory_bytes: Some(d.memory_bytes),
             cores: None,

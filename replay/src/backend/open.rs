@@ -33,6 +33,8 @@ pub struct OpenRequest {
     pub recorded_reservation: Option<u64>,
     pub launch: LaunchOverrides,
     pub timeout: Option<Duration>,
+    /// The device ordinal to replay on (the host backend has one: 0).
+    pub device: u32,
 }
 
 impl BackendConfig {
@@ -45,6 +47,7 @@ impl BackendConfig {
     ) -> Result<Box<dyn Backend>, BackendError> {
         match kind {
             BackendKind::Host | BackendKind::Auto => {
+                crate::fleet::devices::host_only(req.device)?;
                 Ok(Box::new(HostBackend::new(self.host.config(&req.launch)?)))
             }
             // GPU backends hold the arena range before their runtime
@@ -56,6 +59,7 @@ impl BackendConfig {
                 spare::end_spare();
                 gpu_child::open_gpu(
                     kind.as_str(),
+                    req.device,
                     Some(req.arena),
                     req.recorded_reservation,
                     req.timeout,

@@ -93,6 +93,7 @@ fn run(
             recorded_reservation: rec.arena.reserved,
             launch: opts.launch(),
             timeout: opts.timeout,
+            device: opts.device,
         },
     )?;
     let params = LaunchParams {

@@ -40,6 +40,9 @@ pub struct ReplayOptions {
     /// Run this image instead of the recorded one (`replay --image`, the
     /// regression commands); checked against the recording first.
     pub image: Option<crate::regress::image::ImageOverride>,
+    /// The device ordinal replayed on (`--device`; CUDA/HIP ordinal, 0 is
+    /// the host CPU).
+    pub device: u32,
 }
 
 impl Default for ReplayOptions {
@@ -56,6 +59,7 @@ impl Default for ReplayOptions {
             timeout: None,
             save_output: None,
             image: None,
+            device: 0,
         }
     }
 }

@@ -64,6 +64,7 @@ pub struct ListedImage {
 }
 
 /// Bisection settings.
+#[derive(Clone)]
 pub struct BisectOptions {
     pub images: Vec<ListedImage>,
     pub good: usize,
@@ -193,4 +194,30 @@ pub fn recordings(
         out.push(store.resolve(&s.id)?);
     }
     Ok(out)
+}
+
+/// fleet (issue 21): bisect each of `ids` over the lanes of `fleet` (host
+/// jobs or devices); `done` sees each recording's result in the order of
+/// `ids`, and one failure does not stop the others.
+pub fn bisect_all(
+    store: &mut Store,
+    ids: &[RecordingId],
+    opts: &BisectOptions,
+    fleet: &super::check::parallel::Fleet,
+    done: &mut dyn FnMut(usize, Result<BisectReport, RegressError>),
+) -> Result<(), RegressError> {
+    super::check::parallel::each(
+        store,
+        fleet,
+        &opts.run,
+        ids.len(),
+        &|store, run, i| {
+            let lane = BisectOptions {
+                run: run.clone(),
+                ..opts.clone()
+            };
+            bisect(store, &ids[i], &lane, &mut |_| {})
+        },
+        done,
+    )
 }

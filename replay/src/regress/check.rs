@@ -23,6 +23,7 @@
 use rrstore_store::{LsFilter, Store};
 use serde::Serialize;
 
+pub mod parallel;
 pub mod timing;
 
 pub use timing::{Spread, TimeCompare, DEFAULT_REPETITIONS, SLOWDOWN_THRESHOLD};
@@ -74,6 +75,8 @@ pub struct CheckOptions {
     pub image: Option<ImageOverride>,
     pub filter: LsFilter,
     pub run: RunOptions,
+    /// fleet (issue 21): jobs, devices and shard.
+    pub fleet: parallel::Fleet,
 }
 
 /// A run slower than the history may have met a busy machine: the
@@ -85,6 +88,7 @@ fn confirm_slowdown(
     store: &mut Store,
     id: &rrstore_format::RecordingId,
     opts: &CheckOptions,
+    run_opts: &RunOptions,
     the_run: &Run,
     history: &[(i64, Vec<u64>)],
     t: &mut TimeCompare,
@@ -92,7 +96,7 @@ fn confirm_slowdown(
     let fresh_opts = RunOptions {
         use_cache: false,
         keep_output: false,
-        ..opts.run.clone()
+        ..run_opts.clone()
     };
     let fresh = run(store, id, None, &fresh_opts)?;
     let again = match &opts.image {
@@ -107,13 +111,109 @@ fn confirm_slowdown(
     Ok(fresh)
 }
 
-/// Run the check; `on_row` sees each row as it is done.
+/// One recording's row and the replays it took.
+struct Checked {
+    row: CheckRow,
+    replays: u32,
+    cached: u32,
+}
+
+/// Check one recording (`s`) with `run_opts` (the lane's: its device).
+fn check_one(
+    store: &mut Store,
+    opts: &CheckOptions,
+    run_opts: &RunOptions,
+    s: &rrstore_store::RecordingSummary,
+) -> Result<Checked, RegressError> {
+    let cached_opts = RunOptions {
+        use_cache: true,
+        ..run_opts.clone()
+    };
+    let (mut replays, mut cached) = (0, 0);
+    let id = store.resolve(&s.id)?;
+    let rec = store.recording(&id)?;
+    let recorded = rec.part(rrstore_format::PartRole::Output).map(|p| p.blake3);
+    let (the_run, baseline) = match &opts.image {
+        Some(img) => {
+            let base = run(store, &id, None, &cached_opts)?;
+            let r = run(store, &id, Some(img), run_opts)?;
+            (r, Some(base))
+        }
+        None => {
+            let recorded_image = super::run::image_hash(store, &id, None)?;
+            let prev = super::run::cached(store, &id, &recorded_image, &run_opts.replay)?;
+            let r = run(store, &id, None, run_opts)?;
+            let prev = prev.map(|e| Run::from_history(&e));
+            (r, prev.filter(|p| p.row != 0))
+        }
+    };
+    let counted = if opts.image.is_some() {
+        baseline.as_ref()
+    } else {
+        None // the previous run is only a time reference
+    };
+    for r in std::iter::once(&the_run).chain(counted) {
+        if r.cached {
+            cached += 1;
+        } else {
+            replays += 1;
+        }
+    }
+    let changed_vs_recorded = match (recorded, the_run.output) {
+        (Some(a), Some(b)) => Some(a != b),
+        _ => None,
+    };
+    let changed_vs_baseline = match (baseline.as_ref().and_then(|b| b.output), the_run.output) {
+        (Some(a), Some(b)) => Some(a != b),
+        _ => None,
+    };
+    let regressed = match the_run.verdict.as_str() {
+        "verified" | "within-tolerance" => false,
+        "unverified" => changed_vs_baseline == Some(true),
+        _ => true,
+    };
+    let mut time = None;
+    if baseline.is_some() {
+        let recorded_image = super::run::image_hash(store, &id, None)?;
+        let device = store.history_entry(the_run.row)?.device;
+        let base = timing::baseline_runs(store, &id, &recorded_image, &device, the_run.row)?;
+        time = TimeCompare::of(&the_run.kernel_times_ns, &base);
+        if let Some(t) = time.as_mut().filter(|t| t.slower) {
+            let fresh = confirm_slowdown(store, &id, opts, run_opts, &the_run, &base, t)?;
+            replays += u32::from(!fresh.cached);
+        }
+    }
+    let row = CheckRow {
+        recording: s.id.clone(),
+        kernel: s.kernel.clone(),
+        label: s.label.clone(),
+        time_ratio: time.as_ref().map(|t| t.ratio),
+        time,
+        run: the_run,
+        baseline,
+        changed_vs_recorded,
+        changed_vs_baseline,
+        regressed,
+    };
+    Ok(Checked {
+        row,
+        replays,
+        cached,
+    })
+}
+
+/// Run the check; `on_row` sees each row as it is done, in the order of
+/// the listing whatever `opts.fleet` runs at once ([`parallel`]).
 pub fn check(
     store: &mut Store,
     opts: &CheckOptions,
     on_row: &mut dyn FnMut(&CheckRow),
 ) -> Result<CheckReport, RegressError> {
-    let recs = store.list(&opts.filter)?;
+    let mut recs = store.list(&opts.filter)?;
+    if let Some(shard) = &opts.fleet.shard {
+        // fleet (issue 21): this job's subset, by recording ID.
+        recs.retain(|s| s.id.parse().is_ok_and(|id| shard.contains(&id)));
+    }
     let mut report = CheckReport {
         image: opts
             .image
@@ -126,84 +226,31 @@ pub fn check(
         slower: 0,
         repetitions: opts.run.replay.repetitions.max(1),
     };
-    let cached_opts = RunOptions {
-        use_cache: true,
-        ..opts.run.clone()
-    };
-    for s in recs {
-        let id = store.resolve(&s.id)?;
-        let rec = store.recording(&id)?;
-        let recorded = rec.part(rrstore_format::PartRole::Output).map(|p| p.blake3);
-        let (the_run, baseline) = match &opts.image {
-            Some(img) => {
-                let base = run(store, &id, None, &cached_opts)?;
-                let r = run(store, &id, Some(img), &opts.run)?;
-                (r, Some(base))
+    let mut first_err = None;
+    parallel::each(
+        store,
+        &opts.fleet,
+        &opts.run,
+        recs.len(),
+        &|store, run_opts, i| check_one(store, opts, run_opts, &recs[i]),
+        &mut |_, r| match r {
+            Ok(c) => {
+                report.replays += c.replays;
+                report.cached += c.cached;
+                report.regressed += u32::from(c.row.regressed);
+                report.slower += u32::from(c.row.time.as_ref().is_some_and(|t| t.slower));
+                on_row(&c.row);
+                report.rows.push(c.row);
             }
-            None => {
-                let recorded_image = super::run::image_hash(store, &id, None)?;
-                let prev = super::run::cached(store, &id, &recorded_image, &opts.run.replay)?;
-                let r = run(store, &id, None, &opts.run)?;
-                let prev = prev.map(|e| Run::from_history(&e));
-                (r, prev.filter(|p| p.row != 0))
+            // The others still run (their rows are in the history); the
+            // first error, in listing order, is the check's.
+            Err(e) => {
+                first_err.get_or_insert(e);
             }
-        };
-        let counted = if opts.image.is_some() {
-            baseline.as_ref()
-        } else {
-            None // the previous run is only a time reference
-        };
-        for r in std::iter::once(&the_run).chain(counted) {
-            if r.cached {
-                report.cached += 1;
-            } else {
-                report.replays += 1;
-            }
-        }
-        let changed_vs_recorded = match (recorded, the_run.output) {
-            (Some(a), Some(b)) => Some(a != b),
-            _ => None,
-        };
-        let changed_vs_baseline = match (baseline.as_ref().and_then(|b| b.output), the_run.output) {
-            (Some(a), Some(b)) => Some(a != b),
-            _ => None,
-        };
-        let regressed = match the_run.verdict.as_str() {
-            "verified" | "within-tolerance" => false,
-            "unverified" => changed_vs_baseline == Some(true),
-            _ => true,
-        };
-        if regressed {
-            report.regressed += 1;
-        }
-        let mut time = None;
-        if baseline.is_some() {
-            let recorded_image = super::run::image_hash(store, &id, None)?;
-            let device = store.history_entry(the_run.row)?.device;
-            let base = timing::baseline_runs(store, &id, &recorded_image, &device, the_run.row)?;
-            time = TimeCompare::of(&the_run.kernel_times_ns, &base);
-            if let Some(t) = time.as_mut().filter(|t| t.slower) {
-                let fresh = confirm_slowdown(store, &id, opts, &the_run, &base, t)?;
-                report.replays += u32::from(!fresh.cached);
-            }
-        }
-        if time.as_ref().is_some_and(|t| t.slower) {
-            report.slower += 1;
-        }
-        let row = CheckRow {
-            recording: s.id.clone(),
-            kernel: s.kernel.clone(),
-            label: s.label.clone(),
-            time_ratio: time.as_ref().map(|t| t.ratio),
-            time,
-            run: the_run,
-            baseline,
-            changed_vs_recorded,
-            changed_vs_baseline,
-            regressed,
-        };
-        on_row(&row);
-        report.rows.push(row);
+        },
+    )?;
+    match first_err {
+        Some(e) => Err(e),
+        None => Ok(report),
     }
-    Ok(report)
 }

@@ -125,8 +125,12 @@ pub fn run(
     ropts.image = image.cloned();
     let scratch = store.dir().join(rrstore_store::layout::TMP_DIR);
     let tmp = opts.keep_output.then(|| {
+        // Unique per replay: parallel checks (fleet) may replay the same
+        // image in two threads of this process at once.
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         scratch.join(format!(
-            "regress-{}-{}.out",
+            "regress-{}-{n}-{}.out",
             std::process::id(),
             super::short(&hash)
         ))

@@ -2,7 +2,7 @@
 //! version is `PRAGMA user_version`; each migration moves it up by one.
 
 /// Highest schema version this build understands.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 /// Migrations, index i takes the schema from version i to i + 1.
 pub const MIGRATIONS: &[&str] = &[
@@ -133,6 +133,7 @@ INSERT INTO manifests (id, manifest) SELECT id, manifest FROM recordings;
 ALTER TABLE recordings DROP COLUMN manifest;
 "#,
     HISTORY_LAUNCH_COLUMNS,
+    HISTORY_DEVICE_COLUMNS,
 ];
 
 /// 3 -> 4: the launch a replay used (store/src/history.rs): the effective
@@ -144,4 +145,14 @@ const HISTORY_LAUNCH_COLUMNS: &str = r#"
 ALTER TABLE replay_history ADD COLUMN num_teams INTEGER;
 ALTER TABLE replay_history ADD COLUMN num_threads INTEGER;
 ALTER TABLE replay_history ADD COLUMN launch_overrides TEXT NOT NULL DEFAULT '';
+"#;
+
+/// 4 -> 5 (fleet replay, issue 21): which device of the machine a replay
+/// ran on, so runs spread over several GPUs can be told apart: the ordinal
+/// (NULL in rows written before) and the device's UUID ('' when unknown).
+/// The device's name stays in `device`. Additive only; another migration
+/// may be placed before it.
+const HISTORY_DEVICE_COLUMNS: &str = r#"
+ALTER TABLE replay_history ADD COLUMN device_ordinal INTEGER;
+ALTER TABLE replay_history ADD COLUMN device_uuid TEXT NOT NULL DEFAULT '';
 "#;

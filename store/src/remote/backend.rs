@@ -8,6 +8,7 @@
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+#[cfg(feature = "s3")]
 use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};

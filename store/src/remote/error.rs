@@ -12,6 +12,8 @@ pub enum RemoteError {
     BadUrl { url: String, reason: String },
     #[error("`{0}` is not a remote name: use letters, digits, `.`, `_` and `-` (at most 64)")]
     BadName(String),
+    #[error("`{0}` is not a run name: use letters, digits, `.`, `_` and `-` (at most 128, not starting with `.`)")]
+    BadRunName(String),
     #[error("no remote named `{0}` (see `rrstore remote ls`; add one with `rrstore remote add NAME URL`)")]
     UnknownRemote(String),
     #[error("a remote named `{0}` already exists (remove it first with `rrstore remote rm {0}`)")]

@@ -40,6 +40,7 @@ pub mod push;
 pub mod signature;
 mod push3;
 mod ranges;
+pub mod runs;
 mod temp;
 pub mod tree;
 pub mod url;

@@ -83,6 +83,9 @@ pub struct CudaDeviceInfo {
     pub compute_capability: (u32, u32),
     pub memory_bytes: u64,
     pub vmm_supported: bool,
+    /// `GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`, as nvidia-smi prints it
+    /// (fleet, issue 21); None when the driver does not say.
+    pub uuid: Option<String>,
 }
 
 impl CudaDeviceInfo {
@@ -164,13 +167,31 @@ pub fn device_info(ordinal: usize) -> Result<CudaDeviceInfo, BackendError> {
         dev,
         A::CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
     )?;
+    let mut u = sys::CUuuid { bytes: [0; 16] };
+    // SAFETY: writes the 16 bytes of `u` for a valid device.
+    let uuid = (unsafe { sys::cuDeviceGetUuid(&mut u, dev) } == CUresult::CUDA_SUCCESS)
+        .then(|| uuid_text(&u.bytes.map(|b| b as u8)));
     Ok(CudaDeviceInfo {
         ordinal,
         name,
         compute_capability: (major.max(0) as u32, minor.max(0) as u32),
         memory_bytes: mem as u64,
         vmm_supported: vmm != 0,
+        uuid,
     })
+}
+
+/// nvidia-smi's form of a device UUID: `GPU-` and 8-4-4-4-12 hex digits.
+pub fn uuid_text(b: &[u8; 16]) -> String {
+    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "GPU-{}-{}-{}-{}-{}",
+        &h[..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..]
+    )
 }
 
 /// Driver version and every device, or why there are none.
@@ -186,6 +207,12 @@ pub fn list() -> Result<(String, Vec<CudaDeviceInfo>), BackendError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn uuids_read_like_nvidia_smi() {
+        let b: [u8; 16] = std::array::from_fn(|i| (i * 17) as u8);
+        assert_eq!(uuid_text(&b), "GPU-00112233-4455-6677-8899-aabbccddeeff");
+    }
 
     #[test]
     fn absent_driver_is_unavailable_not_a_panic() {

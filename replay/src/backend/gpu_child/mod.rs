@@ -105,17 +105,18 @@ fn serve(mut sock: UnixStream, window: *mut u8, make: Factory) -> i32 {
 /// other threads (a child could not be forked safely).
 pub fn open_gpu(
     name: &'static str,
+    device: u32,
     arena: Option<(u64, u64)>,
     reserved: Option<u64>,
     timeout: Option<Duration>,
 ) -> Result<Box<dyn Backend>, BackendError> {
     let make: Factory = match name {
         "hip" => Box::new(move || {
-            let b = super::hip::HipBackend::open(0, arena)?.with_recorded_reservation(reserved);
+            let b = super::hip::HipBackend::open(device, arena)?.with_recorded_reservation(reserved);
             Ok(Box::new(b) as Box<dyn Backend>)
         }),
         _ => Box::new(move || {
-            let b = super::cuda::CudaBackend::open(0, arena)?.with_recorded_reservation(reserved);
+            let b = super::cuda::CudaBackend::open(device, arena)?.with_recorded_reservation(reserved);
             Ok(Box::new(b) as Box<dyn Backend>)
         }),
     };

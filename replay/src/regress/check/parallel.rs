@@ -1,0 +1,146 @@
+//! Fleet replay (issue 21) for `check` and `bisect --label`: several
+//! recordings at once, over lanes ([`crate::fleet::pool`]). A lane is a
+//! host job (`jobs`: each replay starts its own runner process) or a GPU
+//! (`devices`: one replay per device at a time, the replay options' device
+//! set to it). Each lane has its own connection to the store (SQLite in
+//! WAL mode serialises the history writes; pack writers lock their own
+//! packs), the first lane the caller's.
+//!
+//! With more than one lane the replays run on threads, so the host backend
+//! executes its runners instead of forking them (a multi-threaded process
+//! must not fork code that goes on to `malloc` and `dlopen`:
+//! `backend::host::process`); each runner maps its own arena in its own
+//! address space, so two replays of recordings with the same arena address
+//! do not collide. Scratch output files are named per replay
+//! (`regress::run`).
+
+use rrstore_store::Store;
+
+use super::super::run::RunOptions;
+use super::super::RegressError;
+use crate::fleet::pool::run_ordered;
+use crate::fleet::shard::Shard;
+
+/// How many replays at once, where, and which subset.
+#[derive(Clone, Debug)]
+pub struct Fleet {
+    /// Host: replays at once (at least 1).
+    pub jobs: usize,
+    /// GPU ordinals to spread over (empty: the options' one device).
+    pub devices: Vec<u32>,
+    /// Only the recordings of this shard.
+    pub shard: Option<Shard>,
+}
+
+impl Default for Fleet {
+    fn default() -> Self {
+        Fleet {
+            jobs: 1,
+            devices: Vec::new(),
+            shard: None,
+        }
+    }
+}
+
+enum LaneStore<'a> {
+    Caller(&'a mut Store),
+    Own(Store),
+}
+
+struct Lane<'a> {
+    store: LaneStore<'a>,
+    run: RunOptions,
+}
+
+impl Fleet {
+    /// The run options of each lane: one per device, else `jobs` copies.
+    pub fn lane_options(&self, run: &RunOptions) -> Vec<RunOptions> {
+        if self.devices.is_empty() {
+            return vec![run.clone(); self.jobs.max(1)];
+        }
+        self.devices
+            .iter()
+            .map(|&d| {
+                let mut r = run.clone();
+                r.replay.device = d;
+                r
+            })
+            .collect()
+    }
+}
+
+/// Run `work(store, lane options, i)` for `i` in `0..n` over the lanes of
+/// `fleet`; `done` sees each result in order of `i`. Fails only when a
+/// lane's store cannot be opened (before anything ran).
+#[allow(clippy::type_complexity)]
+pub fn each<R: Send>(
+    store: &mut Store,
+    fleet: &Fleet,
+    run: &RunOptions,
+    n: usize,
+    work: &(dyn Fn(&mut Store, &RunOptions, usize) -> Result<R, RegressError> + Sync),
+    done: &mut dyn FnMut(usize, Result<R, RegressError>),
+) -> Result<(), RegressError> {
+    let mut opts = fleet.lane_options(run);
+    // No more lanes than items: each would open the store for nothing.
+    opts.truncate(n.max(1));
+    let dir = store.dir().to_path_buf();
+    let mut lanes = Vec::with_capacity(opts.len());
+    let mut opts = opts.into_iter();
+    if let Some(first) = opts.next() {
+        lanes.push(Lane {
+            store: LaneStore::Caller(store),
+            run: first,
+        });
+    }
+    for o in opts {
+        lanes.push(Lane {
+            store: LaneStore::Own(Store::open_existing(&dir)?),
+            run: o,
+        });
+    }
+    run_ordered(
+        lanes,
+        n,
+        |lane: &mut Lane, i| {
+            let s = match &mut lane.store {
+                LaneStore::Caller(s) => &mut **s,
+                LaneStore::Own(s) => s,
+            };
+            work(s, &lane.run, i)
+        },
+        done,
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn devices_make_one_lane_each_and_jobs_copies() {
+        let run = RunOptions {
+            replay: crate::ReplayOptions::default(),
+            use_cache: false,
+            keep_output: false,
+        };
+        let f = Fleet {
+            jobs: 3,
+            ..Fleet::default()
+        };
+        assert_eq!(f.lane_options(&run).len(), 3);
+        let f = Fleet {
+            jobs: 1,
+            devices: vec![2, 0, 5],
+            shard: None,
+        };
+        let d: Vec<u32> = f
+            .lane_options(&run)
+            .iter()
+            .map(|r| r.replay.device)
+            .collect();
+        assert_eq!(d, [2, 0, 5]);
+        assert_eq!(Fleet::default().lane_options(&run).len(), 1);
+    }
+}
