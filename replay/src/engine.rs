@@ -20,6 +20,7 @@ use serde::Serialize;
 use crate::backend::host::{ArenaIo, HostBackend, HostConfig, Preload, Runner};
 use crate::backend::{Backend, BackendError, LaunchParams};
 use crate::error::ReplayError;
+use crate::placement::{Placement, PlacementReport, Rebaser};
 use crate::source::ReplaySource;
 use crate::verify::arg_pointers;
 use crate::verify::ranges::{RangeReport, RangeTally};
@@ -109,6 +110,9 @@ pub struct ReplayOptions {
     /// Run this image instead of the recorded one (`replay --image`, the
     /// regression commands); checked against the recording first.
     pub image: Option<crate::regress::image::ImageOverride>,
+    /// Where the arena goes (`--placement`, `--relocate-to`; issue 19).
+    pub placement: Placement,
+    pub relocate_to: Option<u64>,
 }
 
 impl Default for ReplayOptions {
@@ -128,6 +132,8 @@ impl Default for ReplayOptions {
             host_arena_io: ArenaIo::Auto,
             host_preload: Preload::Auto,
             image: None,
+            placement: Placement::Auto,
+            relocate_to: None,
         }
     }
 }
@@ -259,6 +265,8 @@ pub struct ReplayReport {
     /// blake3 of the arena after the (last) launch (hex).
     pub output_blake3: Option<String>,
     pub saved_output: Option<PathBuf>,
+    /// Where the arena was placed (`None` when the replay stopped before).
+    pub placement: Option<PlacementReport>,
     /// Unix seconds.
     pub started_at: i64,
     pub timing: Timing,
@@ -313,6 +321,7 @@ pub fn replay_with(
         tolerance: None,
         output_blake3: None,
         saved_output: None,
+        placement: None,
         started_at,
         timing: Timing::default(),
         failure: None,
@@ -465,6 +474,7 @@ fn host_config(opts: &ReplayOptions) -> Result<HostConfig, ReplayError> {
 /// replay ends up not using it. Call it from the thread that runs
 /// [`replay`]: the runner dies with the thread that started it.
 pub fn prestart(opts: &ReplayOptions) {
+    crate::placement::occupy::occupy_from_env();
     if matches!(opts.backend, BackendKind::Auto | BackendKind::Host) {
         if let Ok(config) = host_config(opts) {
             crate::backend::host::prestart(&config);
@@ -539,7 +549,12 @@ fn part_error(rec: &Recording, role: PartRole) -> impl Fn(std::io::Error) -> Rep
 /// the backend's staging windows when it has them, else piece by piece
 /// through `upload`. Random-access sources (the store) decode each window on
 /// all cores.
-fn rehydrate(src: &mut ReplaySource, backend: &mut dyn Backend) -> Result<(), ReplayError> {
+fn rehydrate(
+    src: &mut ReplaySource,
+    backend: &mut dyn Backend,
+    scan: Option<&Rebaser>,
+    rebased: &mut Vec<u64>,
+) -> Result<(), ReplayError> {
     let rec = &src.recording;
     let size = rec.arena.size;
     let len = rec.part(PartRole::Input).map(|p| p.len).unwrap_or(0);
@@ -556,7 +571,12 @@ fn rehydrate(src: &mut ReplaySource, backend: &mut dyn Backend) -> Result<(), Re
         let mut fill = |off: u64, dst: &mut [u8]| {
             parts
                 .read_part_range_into(PartRole::Input, off, dst)
-                .map_err(part_error(rec, PartRole::Input))
+                .map_err(part_error(rec, PartRole::Input))?;
+            // Relocation: scanned before commit, while the window is hot.
+            if let Some(r) = scan {
+                rebased.extend(r.rebase(dst, off));
+            }
+            Ok(())
         };
         upload_windows(backend, size, WINDOW, &mut fill)
     } else {
@@ -564,8 +584,14 @@ fn rehydrate(src: &mut ReplaySource, backend: &mut dyn Backend) -> Result<(), Re
             .parts
             .open_part(PartRole::Input)
             .map_err(part_error(rec, PartRole::Input))?;
-        let mut fill =
-            |_: u64, dst: &mut [u8]| r.read_exact(dst).map_err(part_error(rec, PartRole::Input));
+        let mut fill = |off: u64, dst: &mut [u8]| {
+            r.read_exact(dst)
+                .map_err(part_error(rec, PartRole::Input))?;
+            if let Some(r) = scan {
+                rebased.extend(r.rebase(dst, off));
+            }
+            Ok(())
+        };
         upload_windows(backend, size, PIECE, &mut fill)
     }
 }
@@ -640,7 +666,28 @@ fn run(
 
     backend.expect_image(&image);
     let t = Instant::now();
-    backend.reserve(base, rec.arena.size)?;
+    // Relocation (issue 19): the placement decides where to reserve.
+    crate::placement::occupy::occupy_from_env();
+    let placed = crate::placement::place(
+        backend.as_mut(),
+        opts.placement,
+        base,
+        rec.arena.size,
+        opts.relocate_to,
+    )?;
+    let rebaser = placed.rebaser;
+    let scan = rebaser.filter(|_| crate::placement::scan_enabled());
+    report.placement = Some(PlacementReport {
+        mode: if rebaser.is_some() {
+            "relocated"
+        } else {
+            "recorded"
+        },
+        address: placed.base,
+        recorded_address: base,
+        scan: rebaser.is_some() && scan.is_some(),
+        ..PlacementReport::default()
+    });
     report.timing.reserve_ns = t.elapsed().as_nanos() as u64;
     report.timing.rehydrate_bytes = rec.arena.size;
     // The image is loaded right after the arena is reserved (nothing it maps
@@ -649,7 +696,9 @@ fn run(
     // runs dlopen, the longest step of a small replay, meanwhile). Where
     // the backend reads the input's files itself (the host runner), that
     // fill is requested just before: the runner fills, then loads.
-    let mut fill_plan = if backend.fills_from_files(rec.arena.size) {
+    // A backend that cannot scan its own fills is handed scanned bytes.
+    let scans_fills = scan.is_none() || backend.scan_fills(scan);
+    let mut fill_plan = if scans_fills && backend.fills_from_files(rec.arena.size) {
         input_extents(src)
     } else {
         None
@@ -676,8 +725,17 @@ fn run(
                 len: globals_part.len() as u64,
             });
         };
+        // Relocation: declare-target pointers into the arena, rebased.
+        let mut data = data.to_vec();
+        if let (Some(r), Some(p)) = (&rebaser, report.placement.as_mut()) {
+            p.rebased_globals += crate::placement::scan::rebase_global(r, &mut data);
+        }
         globals.push((g.name.as_str(), data));
     }
+    let (launch_args, rebased_args) = match &rebaser {
+        Some(r) => crate::placement::scan::rebase_args(r, &rec.args),
+        None => (rec.args.clone(), 0),
+    };
     // The first launch's globals go right behind the image: a backend that
     // loads it in the background (the host runner) writes them as soon as
     // it is loaded, without waiting for the engine to ask after the fill.
@@ -696,6 +754,7 @@ fn run(
     // do but wait for the backend: before the fill's result where the
     // backend fills the arena, else after the engine's own copy.
     let mut meanwhile = Some(meanwhile);
+    let mut engine_rebased = Vec::new();
     let mut idle = || {
         if let Some(f) = meanwhile.take() {
             f();
@@ -719,11 +778,18 @@ fn run(
         let ns = match filled {
             Some(took) => {
                 report.timing.rehydrate_path = Some(RehydratePath::Files);
+                if let Some(p) = report.placement.as_mut() {
+                    p.rebased_pointers = backend.fill_rebased();
+                }
                 took.as_nanos() as u64
             }
             None => {
                 fill_plan = None;
-                rehydrate(src, backend.as_mut())?;
+                engine_rebased.clear();
+                rehydrate(src, backend.as_mut(), scan.as_ref(), &mut engine_rebased)?;
+                if let Some(p) = report.placement.as_mut() {
+                    p.rebased_pointers = engine_rebased.len() as u64;
+                }
                 report.timing.rehydrate_path = Some(RehydratePath::Engine);
                 let ns = t.elapsed().as_nanos() as u64;
                 idle();
@@ -734,15 +800,32 @@ fn run(
         if rep > 0 {
             write_globals(&mut backend, report)?;
         }
-        let k = backend.launch(&rec.args, &params)?;
+        let k = backend.launch(&launch_args, &params)?;
         report.timing.kernel_ns.push(k.as_nanos() as u64);
         if rep == 0 {
             report.runtime_libraries = backend.runtime_libraries();
         }
     }
 
+    if let Some(p) = report.placement.as_mut() {
+        p.rebased_args = rebased_args;
+    }
     let t = Instant::now();
-    check_output(src, backend.as_mut(), opts, verify, report)?;
+    // Relocation: back to the recorded addresses before hashing, comparing
+    // and saving; in place where the backend can, else on the way down.
+    let translate_down = match &rebaser {
+        Some(r) => match backend.back_translate(r)? {
+            Some(n) => {
+                if let Some(p) = report.placement.as_mut() {
+                    p.back_translated = n;
+                }
+                None
+            }
+            None => Some(*r),
+        },
+        None => None,
+    };
+    check_output(src, backend.as_mut(), opts, verify, translate_down, report)?;
     report.timing.verify_ns = t.elapsed().as_nanos() as u64;
     Ok(())
 }
@@ -759,6 +842,7 @@ fn check_output(
     backend: &mut dyn Backend,
     opts: &ReplayOptions,
     verify: bool,
+    translate: Option<Rebaser>,
     report: &mut ReplayReport,
 ) -> Result<(), ReplayError> {
     let rec = &src.recording;
@@ -787,7 +871,11 @@ fn check_output(
     // recorded output's blake3 (from the manifest) the arena is
     // byte-identical to the output, so the output part need not be read at
     // all. Otherwise the streamed comparison below locates the differences.
-    let arena_hash = backend.arena_hash()?;
+    // (An arena translated on the way down is hashed here, translated.)
+    let arena_hash = match translate {
+        Some(_) => None,
+        None => backend.arena_hash()?,
+    };
     let identical_by_hash =
         verify && arena_hash.is_some() && output_info.as_ref().map(|o| o.blake3) == arena_hash;
     if verify && !identical_by_hash {
@@ -824,6 +912,12 @@ fn check_output(
         let n = PIECE.min((size - off) as usize);
         let actual = &mut actual_buf[..n];
         backend.download(off, actual)?;
+        if let Some(r) = &translate {
+            let n = r.back_translate(actual, off);
+            if let Some(p) = report.placement.as_mut() {
+                p.back_translated += n;
+            }
+        }
         let actual = &*actual;
         if let Some(h) = hasher.as_mut() {
             h.update(actual);

@@ -22,6 +22,7 @@ pub mod engine;
 pub mod error;
 pub mod hash;
 pub mod history;
+pub mod placement;
 pub mod regress;
 pub mod source;
 pub mod verify;

@@ -40,6 +40,8 @@ pub struct RunArgs {
     /// Do not keep replay outputs in the store (then `diff h:ROW` re-runs).
     #[arg(long)]
     pub no_keep_outputs: bool,
+    #[command(flatten)]
+    pub placement: super::placement::PlacementArgs,
 }
 
 impl RunArgs {
@@ -64,17 +66,19 @@ impl RunArgs {
             atol: self.atol,
             max_ulp: None,
         });
-        Ok(RunOptions {
-            replay: ReplayOptions {
-                verify: if tolerance.is_some() {
-                    VerifyMode::On
-                } else {
-                    VerifyMode::Auto
-                },
-                tolerance,
-                timeout,
-                ..ReplayOptions::default()
+        let mut replay = ReplayOptions {
+            verify: if tolerance.is_some() {
+                VerifyMode::On
+            } else {
+                VerifyMode::Auto
             },
+            tolerance,
+            timeout,
+            ..ReplayOptions::default()
+        };
+        self.placement.apply(&mut replay)?;
+        Ok(RunOptions {
+            replay,
             use_cache,
             keep_output: !self.no_keep_outputs,
         })

@@ -35,6 +35,8 @@ pub struct Args {
     /// Print the comparison as JSON (docs/json.md).
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub placement: super::placement::PlacementArgs,
 }
 
 pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
@@ -46,6 +48,7 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         atol: 0.0,
         timeout: None,
         no_keep_outputs: false,
+        placement: args.placement.clone(),
     };
     let opts = DiffOptions {
         part: if args.part == "input" {

@@ -82,6 +82,8 @@ pub struct Args {
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]
+    pub placement: super::placement::PlacementArgs,
+    #[command(flatten)]
     pub ci: super::ciout::CiArgs,
 }
 
@@ -110,7 +112,7 @@ fn options(args: &Args) -> anyhow::Result<ReplayOptions> {
         }
         None => None,
     };
-    Ok(ReplayOptions {
+    let mut opts = ReplayOptions {
         backend: match args.backend {
             BackendArg::Auto => BackendKind::Auto,
             BackendArg::Host => BackendKind::Host,
@@ -141,7 +143,9 @@ fn options(args: &Args) -> anyhow::Result<ReplayOptions> {
         save_output: args.save_output.clone(),
         host_preload: preload_setting(),
         ..ReplayOptions::default()
-    })
+    };
+    args.placement.apply(&mut opts)?;
+    Ok(opts)
 }
 
 /// What the host runner loads before the recording is known: `auto`
@@ -200,6 +204,9 @@ fn print_text(r: &ReplayReport, history_row: Option<i64>) {
             r.num_teams,
             r.num_threads
         );
+    }
+    if let Some(p) = &r.placement {
+        println!("  placement {}", p.summary());
     }
     if !r.runtime_libraries.is_empty() {
         println!("  runtime {}", r.runtime_libraries.join(", "));

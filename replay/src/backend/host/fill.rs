@@ -16,6 +16,11 @@
 //! load, and the threads it starts wait for the loader's lock until the
 //! load ends (see [`fill`]). The wire form of a plan is [`encode`] /
 //! [`decode`].
+//!
+//! Relocated replays (issue 19, [`crate::placement`]): each chunk's
+//! stored pointers are rebased right after it is decoded, while it is in
+//! cache; the few words that straddle two chunks are rebased once all
+//! chunks are in.
 
 use std::os::unix::ffi::OsStrExt;
 use std::time::{Duration, Instant};
@@ -24,6 +29,7 @@ use rrstore_format::chunk::Codec;
 use rrstore_format::extents::{Extent, ExtentReader, PartExtents};
 
 use super::protocol::{Fields, Msg};
+use crate::placement::Rebaser;
 
 /// Fills smaller than this run on the runner's own thread, at once.
 const THREADED_MIN: u64 = 1 << 20;
@@ -35,6 +41,10 @@ const MAX_THREADS: usize = 16;
 /// Why a fill failed: the part offset of the extent and the reason.
 pub type FillError = (u64, String);
 
+/// What a fill did: how long it took, and the arena offsets of the stored
+/// pointers it rebased (empty unless relocated).
+pub type Filled = (Duration, Vec<u64>);
+
 /// Decode `plan` into memory at `base`, on several threads when it is
 /// large; returns how long it took, from when the first of those threads
 /// started: a thread started while the runner's preload (see
@@ -45,7 +55,11 @@ pub type FillError = (u64, String);
 /// # Safety
 /// `base..base + plan.len()` is mapped writable memory that nothing else
 /// reads or writes during the call.
-pub unsafe fn fill(plan: &PartExtents, base: u64) -> Result<Duration, FillError> {
+pub unsafe fn fill(
+    plan: &PartExtents,
+    base: u64,
+    rebaser: Option<&Rebaser>,
+) -> Result<Filled, FillError> {
     let started = Instant::now();
     let total = plan.len();
     let threads = if total < THREADED_MIN {
@@ -56,17 +70,23 @@ pub unsafe fn fill(plan: &PartExtents, base: u64) -> Result<Duration, FillError>
             .min((total / PER_THREAD_MIN).max(1) as usize)
     };
     let runs = plan.split(threads);
-    if runs.len() <= 1 {
-        fill_run(plan, 0..plan.extents.len(), base, 0).map(|()| started.elapsed())
+    let (took, mut rebased) = if runs.len() <= 1 {
+        let mut list = Vec::new();
+        fill_run(plan, 0..plan.extents.len(), base, 0, rebaser, &mut list)
+            .map(|()| (started.elapsed(), list))?
     } else {
         std::thread::scope(|s| {
             let workers: Vec<_> = runs
                 .into_iter()
                 .map(|(run, offset)| {
-                    s.spawn(move || (Instant::now(), fill_run(plan, run, base, offset)))
+                    s.spawn(move || {
+                        let mut list = Vec::new();
+                        let r = fill_run(plan, run, base, offset, rebaser, &mut list);
+                        (Instant::now(), r.map(|()| list))
+                    })
                 })
                 .collect();
-            let mut first = Ok(());
+            let mut first = Ok(Vec::new());
             let mut began = None::<Instant>;
             for w in workers {
                 let r = match w.join() {
@@ -76,13 +96,35 @@ pub unsafe fn fill(plan: &PartExtents, base: u64) -> Result<Duration, FillError>
                     }
                     Err(_) => Err((0, "a fill thread panicked".into())),
                 };
-                if first.is_ok() {
-                    first = r;
+                match (&mut first, r) {
+                    (Ok(all), Ok(list)) => all.extend(list),
+                    (Ok(_), Err(e)) => first = Err(e),
+                    _ => {}
                 }
             }
-            first.map(|()| began.map_or_else(|| started.elapsed(), |b| b.elapsed()))
-        })
+            first.map(|list| {
+                (
+                    began.map_or_else(|| started.elapsed(), |b| b.elapsed()),
+                    list,
+                )
+            })
+        })?
+    };
+    if let Some(r) = rebaser {
+        // The words that straddle two chunks, now that both are in.
+        // SAFETY: `fill`'s contract; the fill threads have ended.
+        let arena = unsafe { std::slice::from_raw_parts_mut(base as *mut u8, total as usize) };
+        let mut at = 0u64;
+        for e in &plan.extents {
+            let word = at - at % 8;
+            if at % 8 != 0 && word + 8 <= total && r.rebase_word_at(arena, 0, word) {
+                rebased.push(word);
+            }
+            at += e.len;
+        }
+        rebased.sort_unstable();
     }
+    Ok((took, rebased))
 }
 
 /// CPUs this process may run on: the affinity mask, one system call
@@ -102,23 +144,39 @@ fn cpus() -> usize {
 /// Decode the extents `run` of `plan`, which start at byte `offset` of the
 /// part, into the memory from `base + offset`. A chunk equal to the one
 /// before it (a run of zero pages) is copied from it: it was verified there.
+/// With a `rebaser`, each chunk's whole words are rebased once it is in
+/// (offsets pushed to `rebased`); a copy is only made from a chunk that had
+/// no pointers (a copy of rebased bytes would need its offsets listed too:
+/// such a chunk is decoded again instead).
 fn fill_run(
     plan: &PartExtents,
     run: std::ops::Range<usize>,
     base: u64,
     mut offset: u64,
+    rebaser: Option<&Rebaser>,
+    rebased: &mut Vec<u64>,
 ) -> Result<(), FillError> {
     let mut reader = ExtentReader::new(plan);
     let mut prev: Option<(&Extent, u64)> = None;
+    let mut prev_rebased = 0usize;
     for i in run {
         let e = &plan.extents[i];
         let at = base + offset;
         let n = usize::try_from(e.len).map_err(|_| (offset, "extent too large".to_string()))?;
+        let before = rebased.len();
         match prev {
-            Some((p, from)) if e.hash.is_some() && p.hash == e.hash && p.len == e.len => {
+            Some((p, from))
+                if e.hash.is_some() && p.hash == e.hash && p.len == e.len && prev_rebased == 0 =>
+            {
                 // SAFETY: both ranges lie in this run's part of the arena
                 // (see below), and they do not overlap (`from + len <= at`).
                 unsafe { std::ptr::copy_nonoverlapping(from as *const u8, at as *mut u8, n) };
+                // Words of another phase than the source's: scan them.
+                if let Some(r) = rebaser.filter(|_| (at - from) % 8 != 0) {
+                    // SAFETY: as for the decode below.
+                    let dst = unsafe { std::slice::from_raw_parts_mut(at as *mut u8, n) };
+                    rebased.extend(r.rebase(dst, offset));
+                }
             }
             _ => {
                 // SAFETY: `fill`'s contract: the plan's bytes from `base`
@@ -128,8 +186,12 @@ fn fill_run(
                 reader
                     .decode_into(i, dst)
                     .map_err(|err| (offset, err.to_string()))?;
+                if let Some(r) = rebaser {
+                    rebased.extend(r.rebase(dst, offset));
+                }
             }
         }
+        prev_rebased = rebased.len() - before;
         prev = Some((e, at));
         offset += e.len;
     }
@@ -151,6 +213,27 @@ pub fn encode(m: &mut Msg, plan: &PartExtents) {
             .u64(e.codec as u64)
             .bytes(e.hash.as_ref().map_or(&[][..], |h| &h[..]));
     }
+}
+
+/// Append the fill's relocation (none, or the recorded base and size; the
+/// new base is the fill's address).
+pub fn encode_rebaser(m: &mut Msg, r: Option<&Rebaser>) {
+    match r {
+        Some(r) => m.u64(1).u64(r.old_base).u64(r.size),
+        None => m.u64(0),
+    };
+}
+
+/// Read what [`encode_rebaser`] wrote, for a fill at `base`.
+pub fn decode_rebaser(f: &mut Fields<'_>, base: u64) -> std::io::Result<Option<Rebaser>> {
+    Ok(match f.u64()? {
+        0 => None,
+        _ => Some(Rebaser {
+            old_base: f.u64()?,
+            new_base: base,
+            size: f.u64()?,
+        }),
+    })
 }
 
 /// Read a plan written by [`encode`].

@@ -188,6 +188,10 @@ pub struct HostBackend {
     forked: bool,
     /// Outcome of the last `Fill`, collected by [`HostBackend::settle`].
     filled: Option<Result<Duration, String>>,
+    /// Relocation (issue 19): the fills rebase stored pointers with it, and
+    /// how many the last one rebased.
+    rebaser: Option<crate::placement::Rebaser>,
+    fill_rebased: u64,
 }
 
 impl HostBackend {
@@ -205,6 +209,8 @@ impl HostBackend {
             dead: None,
             forked: false,
             filled: None,
+            rebaser: None,
+            fill_rebased: 0,
         }
     }
 
@@ -308,10 +314,12 @@ impl HostBackend {
                 }
                 (Pending::Libraries, Err(_)) => Ok(()),
                 (Pending::Fill, Ok(reply)) => {
-                    self.filled = Some(match Fields::new(&reply).u64() {
+                    let mut f = Fields::new(&reply);
+                    self.filled = Some(match f.u64() {
                         Ok(ns) => Ok(Duration::from_nanos(ns)),
                         Err(e) => Err(format!("short reply from the runner: {e}")),
                     });
+                    self.fill_rebased = f.u64().unwrap_or(0);
                     Ok(())
                 }
                 (Pending::Fill, Err((_, why))) => {
@@ -766,6 +774,7 @@ impl Backend for HostBackend {
         let mut m = Msg::op(Op::Fill);
         m.u64(base);
         fill::encode(&mut m, extents);
+        fill::encode_rebaser(&mut m, self.rebaser.as_ref());
         self.send(&m)?;
         self.pending.push(Pending::Fill);
         Ok(())
@@ -888,6 +897,32 @@ impl Backend for HostBackend {
 
     fn runtime_libraries(&self) -> Vec<String> {
         self.libraries.clone()
+    }
+
+    // Relocation (issue 19): the runner scans each chunk it decodes and
+    // translates the output back in place.
+    fn scan_fills(&mut self, rebaser: Option<crate::placement::Rebaser>) -> bool {
+        self.rebaser = rebaser;
+        true
+    }
+
+    fn fill_rebased(&self) -> u64 {
+        self.fill_rebased
+    }
+
+    fn back_translate(
+        &mut self,
+        r: &crate::placement::Rebaser,
+    ) -> Result<Option<u64>, BackendError> {
+        let mut m = Msg::op(Op::Translate);
+        m.u64(r.new_base).u64(r.size).u64(r.old_base);
+        match self.request(&m, None)? {
+            Ok(reply) => Fields::new(&reply)
+                .u64()
+                .map(Some)
+                .map_err(|e| driver("translating the arena back", e)),
+            Err((_, why)) => Err(driver("translating the arena back", why)),
+        }
     }
 }
 
