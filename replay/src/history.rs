@@ -114,6 +114,11 @@ fn row(id: RecordingId, report: &ReplayReport, opts: Option<&ReplayOptions>) -> 
             (report.num_teams, report.num_threads),
             opts,
         ),
+        placement: report
+            .placement
+            .as_ref()
+            .map(|p| p.summary())
+            .unwrap_or_default(),
     }
 }
 

@@ -46,6 +46,11 @@ pub struct HistoryEntry {
     /// empty when nothing did.
     #[serde(default)]
     pub launch_overrides: String,
+    /// Where the arena was placed: `recorded 0xADDR`, or `relocated
+    /// 0xADDR (recorded 0xADDR; rebased ...)`; empty in rows written
+    /// before placement was recorded, and when the replay stopped first.
+    #[serde(default)]
+    pub placement: String,
 }
 
 impl HistoryEntry {
@@ -173,8 +178,8 @@ impl Store {
             .prepare_cached(
                 "INSERT INTO replay_history (recording, image_hash, backend, device, \
                  runtime_versions, started_at, wall_ns, kernel_ns, output_blake3, verdict, detail, \
-                 num_teams, num_threads, launch_overrides) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+                 num_teams, num_threads, launch_overrides, placement) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
             )
             .and_then(|mut s| {
                 s.execute(rusqlite::params![
@@ -192,6 +197,7 @@ impl Store {
                     e.num_teams.map(i),
                     e.num_threads.map(i),
                     e.launch_overrides,
+                    e.placement,
                 ])
             })
             .map_err(self.ierr("appending a replay history row"))?;
@@ -202,7 +208,7 @@ impl Store {
     pub fn history(&self, filter: Option<RecordingId>) -> Result<Vec<HistoryEntry>> {
         let sql = "SELECT id, recording, image_hash, backend, device, runtime_versions, \
                    started_at, wall_ns, kernel_ns, output_blake3, verdict, detail, \
-                   num_teams, num_threads, launch_overrides FROM replay_history";
+                   num_teams, num_threads, launch_overrides, placement FROM replay_history";
         let map = |r: &rusqlite::Row| -> rusqlite::Result<HistoryEntry> {
             let kernel_ns: String = r.get(8)?;
             Ok(HistoryEntry {
@@ -221,6 +227,7 @@ impl Store {
                 num_teams: r.get::<_, Option<i64>>(12)?.map(u),
                 num_threads: r.get::<_, Option<i64>>(13)?.map(u),
                 launch_overrides: r.get(14)?,
+                placement: r.get(15)?,
             })
         };
         let rows = match filter {

@@ -25,6 +25,7 @@ fn entry(n: u8) -> HistoryEntry {
         num_teams: Some(1),
         num_threads: Some(1),
         launch_overrides: String::new(),
+        placement: String::new(),
     }
 }
 

@@ -8,6 +8,10 @@ use std::io::Read;
 
 use serde::Serialize;
 
+use rrstore_format::PartRole;
+
+use crate::error::ReplayError;
+use crate::source::ReplaySource;
 use crate::verify::{arg_pointers, owning_arg};
 
 const PIECE: usize = 1 << 20;
@@ -73,6 +77,31 @@ pub fn scan_input(
     Ok(out)
 }
 
+/// The stored pointers of `src`'s input snapshot (the first `limit`).
+/// A recording without an arena address has none that could be placed.
+pub fn scan_source(src: &mut ReplaySource, limit: usize) -> Result<PointerScan, ReplayError> {
+    let rec = src.recording.clone();
+    let part_err = |source| ReplayError::Part {
+        kernel: rec.kernel.clone(),
+        role: PartRole::Input,
+        source,
+    };
+    let Some(base) = rec.arena.base else {
+        return Ok(PointerScan::default());
+    };
+    let len = rec.part(PartRole::Input).map_or(0, |p| p.len);
+    if len != rec.arena.size {
+        return Err(ReplayError::PartSize {
+            kernel: rec.kernel.clone(),
+            role: PartRole::Input,
+            expected: rec.arena.size,
+            actual: len,
+        });
+    }
+    let mut input = src.parts.open_part(PartRole::Input).map_err(part_err)?;
+    scan_input(&mut input, base, rec.arena.size, &rec.args, limit).map_err(part_err)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -80,7 +109,7 @@ mod tests {
     #[test]
     fn finds_pointers_and_their_buffers() {
         let base = 0x7000_0000_0010u64;
-        let mut arena = vec![0u8; 64];
+        let mut arena = [0u8; 64];
         arena[8..16].copy_from_slice(&(base + 32).to_le_bytes());
         arena[40..48].copy_from_slice(&(base + 64).to_le_bytes()); // one past the end
         let s = scan_input(&mut &arena[..], base, 64, &[u64::MAX, base, base + 32], 10).unwrap();

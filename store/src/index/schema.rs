@@ -2,7 +2,7 @@
 //! version is `PRAGMA user_version`; each migration moves it up by one.
 
 /// Highest schema version this build understands.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 /// Migrations, index i takes the schema from version i to i + 1.
 pub const MIGRATIONS: &[&str] = &[
@@ -133,6 +133,7 @@ INSERT INTO manifests (id, manifest) SELECT id, manifest FROM recordings;
 ALTER TABLE recordings DROP COLUMN manifest;
 "#,
     HISTORY_LAUNCH_COLUMNS,
+    HISTORY_PLACEMENT_COLUMN,
 ];
 
 /// 3 -> 4: the launch a replay used (store/src/history.rs): the effective
@@ -144,4 +145,12 @@ const HISTORY_LAUNCH_COLUMNS: &str = r#"
 ALTER TABLE replay_history ADD COLUMN num_teams INTEGER;
 ALTER TABLE replay_history ADD COLUMN num_threads INTEGER;
 ALTER TABLE replay_history ADD COLUMN launch_overrides TEXT NOT NULL DEFAULT '';
+"#;
+
+/// 4 -> 5: where the replay placed the arena (issue 19,
+/// `rrstore_replay::placement`): `recorded 0xADDR` or `relocated 0xADDR
+/// (...)`; empty in rows written before, and when the replay stopped
+/// before the arena was placed. Additive only.
+const HISTORY_PLACEMENT_COLUMN: &str = r#"
+ALTER TABLE replay_history ADD COLUMN placement TEXT NOT NULL DEFAULT '';
 "#;

@@ -117,7 +117,7 @@ pub unsafe fn fill(
         let mut at = 0u64;
         for e in &plan.extents {
             let word = at - at % 8;
-            if at % 8 != 0 && word + 8 <= total && r.rebase_word_at(arena, 0, word) {
+            if !at.is_multiple_of(8) && word + 8 <= total && r.rebase_word_at(arena, 0, word) {
                 rebased.push(word);
             }
             at += e.len;
@@ -172,7 +172,7 @@ fn fill_run(
                 // (see below), and they do not overlap (`from + len <= at`).
                 unsafe { std::ptr::copy_nonoverlapping(from as *const u8, at as *mut u8, n) };
                 // Words of another phase than the source's: scan them.
-                if let Some(r) = rebaser.filter(|_| (at - from) % 8 != 0) {
+                if let Some(r) = rebaser.filter(|_| !(at - from).is_multiple_of(8)) {
                     // SAFETY: as for the decode below.
                     let dst = unsafe { std::slice::from_raw_parts_mut(at as *mut u8, n) };
                     rebased.extend(r.rebase(dst, offset));
@@ -271,4 +271,122 @@ pub fn decode(f: &mut Fields<'_>) -> std::io::Result<PartExtents> {
         });
     }
     Ok(PartExtents { files, extents })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OLD: u64 = 0x7f1a_fde0_0010;
+    const NEW: u64 = 0x3000_0000_0010;
+
+    /// A 5 MiB input of raw chunks of odd lengths (so words straddle chunk
+    /// and thread boundaries), runs of equal chunks (copied from the one
+    /// before: zeros, and ones holding pointers), pointers everywhere.
+    fn input(dir: &std::path::Path) -> (Vec<u8>, PartExtents) {
+        let size = 5usize << 20;
+        let mut data = vec![0u8; size];
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for w in (0..size - 8).step_by(8).filter(|w| w % 3 == 0) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let v = if x.is_multiple_of(4) {
+                OLD + x % size as u64
+            } else {
+                x
+            };
+            data[w..w + 8].copy_from_slice(&v.to_le_bytes());
+        }
+        // (length, repeat of the chunk before: 0 no, 1 zeroed pair, 2 as is)
+        let pattern = [
+            (10_007usize, 0),
+            (13, 0),
+            (4_099, 0),
+            (4_099, 1),
+            (8_192, 0),
+            (65_537, 0),
+            (65_537, 2),
+            (8_191, 0),
+            (8_191, 2),
+        ];
+        let mut lens = Vec::new();
+        let mut at = 0usize;
+        for &(len, repeat) in pattern.iter().cycle() {
+            if at >= size {
+                break;
+            }
+            let len = len.min(size - at);
+            if repeat > 0 && lens.last() == Some(&len) {
+                let (a, b) = data.split_at_mut(at);
+                if repeat == 1 {
+                    a[at - len..].fill(0);
+                }
+                b[..len].copy_from_slice(&a[at - len..]);
+            }
+            lens.push(len);
+            at += len;
+        }
+        let file = dir.join("input.raw");
+        std::fs::write(&file, &data).unwrap();
+        let mut extents = Vec::new();
+        let mut off = 0u64;
+        for len in lens {
+            let bytes = &data[off as usize..off as usize + len];
+            extents.push(Extent {
+                file: 0,
+                offset: off,
+                stored_len: len as u64,
+                len: len as u64,
+                codec: Codec::Raw,
+                hash: Some(*blake3::hash(bytes).as_bytes()),
+            });
+            off += len as u64;
+        }
+        (
+            data,
+            PartExtents {
+                files: vec![file],
+                extents,
+            },
+        )
+    }
+
+    #[test]
+    fn a_relocated_fill_rebases_exactly_what_a_whole_scan_does() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (data, plan) = input(tmp.path());
+        // Both kinds of repeated chunks are there (copied, or decoded
+        // again because the one before held pointers).
+        let repeats = |zero: bool| {
+            plan.extents
+                .windows(2)
+                .filter(|w| w[0].hash == w[1].hash)
+                .filter(|w| {
+                    let o = w[1].offset as usize;
+                    data[o..o + w[1].len as usize].iter().all(|&b| b == 0) == zero
+                })
+                .count()
+        };
+        assert!(repeats(true) > 10 && repeats(false) > 10);
+        let r = Rebaser {
+            old_base: OLD,
+            new_base: NEW,
+            size: data.len() as u64,
+        };
+        let mut want = data.clone();
+        let want_list = r.rebase(&mut want, 0);
+        assert!(want_list.len() > 10_000);
+        let mut arena = vec![0u8; data.len()];
+        // SAFETY: `arena` is writable memory of the plan's length that
+        // nothing else touches during the call.
+        let (_, list) = unsafe { fill(&plan, arena.as_mut_ptr() as u64, Some(&r)) }.unwrap();
+        assert!(arena == want, "the filled arena differs from a whole scan");
+        assert_eq!(list, want_list);
+        // Without relocation the fill is the input as it is.
+        let mut plain = vec![0u8; data.len()];
+        // SAFETY: as above.
+        let (_, none) = unsafe { fill(&plan, plain.as_mut_ptr() as u64, None) }.unwrap();
+        assert!(plain == data && none.is_empty());
+    }
 }
