@@ -1,14 +1,16 @@
 //! `rrstore-replay`: re-runs one recorded kernel launch in isolation.
 //!
 //! The engine rehydrates the recorded device memory arena at the exact
-//! virtual address it was recorded at (pointers inside the snapshot cannot be
-//! relocated), restores the globals, loads the image, launches the kernel
+//! virtual address it was recorded at (or relocated, with the pointers into
+//! it rebased: [`placement`]), restores the globals, loads the image, launches the kernel
 //! with the recorded arguments and launch configuration, reads the arena back
 //! and compares it with the recorded output.
 //!
 //! * [`source`]: store ID prefix, `.rra` archive or LLVM `.json` ->
 //!   recording + part source.
 //! * [`engine`]: the sequence, overrides, repetitions, timing, verdict.
+//! * [`placement`]: recorded or relocated arena, the pointer scan and
+//!   the back-translation (issue 19).
 //! * [`verify`]: byte-exact and tolerance comparison.
 //! * [`history`]: the replay history row.
 //! * [`regress`]: the regression workflow (replay with another image,
