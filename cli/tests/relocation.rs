@@ -176,6 +176,12 @@ fn history_rows_say_which_placement_was_used() {
     assert_eq!(placements.len(), 2, "{placements:?}");
     assert!(placements[0].starts_with("relocated 0x"), "{placements:?}");
     assert!(placements[1].starts_with("recorded 0x"), "{placements:?}");
+    let o = rrstore(tmp.path(), &["history", d], &[]);
+    let t = text(&o);
+    let lines: Vec<&str> = t.lines().filter(|l| l.contains(" verified ")).collect();
+    assert_eq!(lines.len(), 2, "{t}");
+    assert!(lines[0].contains("  relocated 0x"), "{t}");
+    assert!(!lines[1].contains("relocated"), "{t}");
 }
 
 #[test]

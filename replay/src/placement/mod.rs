@@ -233,6 +233,89 @@ mod tests {
         assert!(e.to_string().contains("overlaps"), "{e}");
     }
 
+    /// A device whose reservations at the bases in `taken` fail (and that
+    /// records what it was asked for), like a runner whose range is held.
+    struct Device {
+        taken: Vec<u64>,
+        asked: Vec<u64>,
+    }
+
+    impl Backend for Device {
+        fn name(&self) -> &'static str {
+            "test"
+        }
+        fn device_description(&self) -> String {
+            String::new()
+        }
+        fn reserve(&mut self, base: u64, size: u64) -> Result<(), BackendError> {
+            self.asked.push(base);
+            if self.taken.contains(&base) {
+                return Err(BackendError::Reserve {
+                    base,
+                    size,
+                    reason: "the range is occupied".into(),
+                });
+            }
+            Ok(())
+        }
+        fn upload(&mut self, _: u64, _: &[u8]) -> Result<(), BackendError> {
+            Ok(())
+        }
+        fn load_image(&mut self, _: &[u8], _: &str) -> Result<(), BackendError> {
+            Ok(())
+        }
+        fn write_global(&mut self, _: &str, _: &[u8]) -> Result<(), BackendError> {
+            Ok(())
+        }
+        fn launch(
+            &mut self,
+            _: &[u64],
+            _: &crate::backend::LaunchParams,
+        ) -> Result<std::time::Duration, BackendError> {
+            Ok(std::time::Duration::ZERO)
+        }
+        fn download(&mut self, _: u64, _: &mut [u8]) -> Result<(), BackendError> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn auto_falls_back_to_the_first_free_candidate_and_recorded_does_not() {
+        let base = 0x7f1a_fde0_0010;
+        let size = 1 << 20;
+        let first = candidates(base, size)[0];
+        // The recorded range and the first candidate are taken.
+        let mut d = Device {
+            taken: vec![base, first],
+            asked: Vec::new(),
+        };
+        let p = place(&mut d, Placement::Auto, base, size, None).unwrap();
+        let second = candidates(base, size)[1];
+        assert_eq!(d.asked, vec![base, first, second]);
+        assert_eq!(p.base, second);
+        assert_eq!(
+            p.rebaser,
+            Some(Rebaser {
+                old_base: base,
+                new_base: second,
+                size
+            })
+        );
+        let e = place(&mut d, Placement::Recorded, base, size, None).unwrap_err();
+        assert!(matches!(e, BackendError::Reserve { base: b, .. } if b == base));
+        // Free: auto keeps the recorded address, relocate never tries it.
+        let mut d = Device {
+            taken: Vec::new(),
+            asked: Vec::new(),
+        };
+        let p = place(&mut d, Placement::Auto, base, size, None).unwrap();
+        assert_eq!((p.base, p.rebaser), (base, None));
+        let to = 0x3000_0000_0010;
+        let p = place(&mut d, Placement::Relocate, base, size, Some(to)).unwrap();
+        assert_eq!(p.base, to);
+        assert_eq!(d.asked, vec![base, to]);
+    }
+
     #[test]
     fn summary_names_the_placement() {
         let r = PlacementReport {
