@@ -98,6 +98,34 @@ fn every_fixture_verifies_relocated_to_a_chosen_address() {
             assert_eq!(p["rebased_pointers"], 4, "{d:?}");
         }
     }
+    // From the store: the runner fills from pack chunks, whose boundaries
+    // fall anywhere (words straddling two chunks), and from a .rra.
+    let dir = rrstore_tests::fixtures().join("llvm22-relocation");
+    let o = rrstore(
+        tmp.path(),
+        &["import", dir.to_str().unwrap(), "--json"],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let imported = json(&o);
+    for r in imported["recordings"].as_array().unwrap() {
+        let id = r["id"].as_str().unwrap();
+        let rra = tmp.path().join(format!("{}.rra", &id[..12]));
+        let o = rrstore(
+            tmp.path(),
+            &["export", id, "-o", rra.to_str().unwrap()],
+            &[],
+        );
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        for spec in [&id[..12], rra.to_str().unwrap()] {
+            let args = ["replay", spec, "--placement", "relocate", "--json"];
+            let o = rrstore(tmp.path(), &args, &[]);
+            assert_eq!(o.status.code(), Some(0), "{spec}: {}", text(&o));
+            let v = json(&o);
+            assert_eq!(v["verdict"], "verified", "{spec}");
+            assert_eq!(v["placement"]["mode"], "relocated", "{spec}");
+        }
+    }
 }
 
 #[test]

@@ -45,7 +45,8 @@ impl Rebaser {
     /// arena offsets of the rebased words, in increasing order.
     pub fn rebase(&self, bytes: &mut [u8], offset: u64) -> Vec<u64> {
         let mut out = Vec::new();
-        self.map_words(bytes, offset, &mut out, Rebaser::forward);
+        let m = Move::new(self.old_base, self.new_base, self.size);
+        map_words(m, bytes, offset, &mut out);
         out
     }
 
@@ -75,73 +76,104 @@ impl Rebaser {
     /// multiple of 8) that points into the new arena; returns how many.
     pub fn back_translate(&self, bytes: &mut [u8], offset: u64) -> u64 {
         let mut out = Vec::new();
-        self.map_words(bytes, offset, &mut out, Rebaser::backward);
+        let m = Move::new(self.new_base, self.old_base, self.size);
+        map_words(m, bytes, offset, &mut out);
         out.len() as u64
-    }
-
-    /// Apply `f` to every whole aligned word of `bytes`, on several threads
-    /// when it is large, pushing the offsets of the words it changed.
-    fn map_words(
-        &self,
-        bytes: &mut [u8],
-        offset: u64,
-        out: &mut Vec<u64>,
-        f: fn(&Rebaser, u64) -> Option<u64>,
-    ) {
-        // Words are aligned to the arena's start; a slice starting mid-word
-        // skips to the next one.
-        let skip = ((8 - offset % 8) % 8) as usize;
-        let Some(body) = bytes.get_mut(skip..) else {
-            return;
-        };
-        let offset = offset + skip as u64;
-        let threads = if body.len() >= PARALLEL_MIN {
-            std::thread::available_parallelism().map_or(1, |n| n.get().min(16))
-        } else {
-            1
-        };
-        if threads < 2 {
-            map_serial(self, body, offset, out, f);
-            return;
-        }
-        let per = (body.len() / threads).div_ceil(8) * 8;
-        let parts: Vec<Vec<u64>> = std::thread::scope(|s| {
-            let handles: Vec<_> = body
-                .chunks_mut(per)
-                .enumerate()
-                .map(|(k, part)| {
-                    let at = offset + (k * per) as u64;
-                    s.spawn(move || {
-                        let mut v = Vec::new();
-                        map_serial(self, part, at, &mut v, f);
-                        v
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().unwrap_or_default())
-                .collect()
-        });
-        for p in parts {
-            out.extend(p);
-        }
     }
 }
 
-fn map_serial(
-    r: &Rebaser,
-    body: &mut [u8],
-    offset: u64,
-    out: &mut Vec<u64>,
-    f: fn(&Rebaser, u64) -> Option<u64>,
-) {
-    for (k, w) in body.chunks_exact_mut(8).enumerate() {
-        let mut b = [0u8; 8];
-        b.copy_from_slice(w);
-        if let Some(v) = f(r, u64::from_le_bytes(b)) {
-            w.copy_from_slice(&v.to_le_bytes());
-            out.push(offset + 8 * k as u64);
+/// Words in `[from, from + size)` move by `to - from`.
+#[derive(Clone, Copy)]
+struct Move {
+    from: u64,
+    size: u64,
+    delta: u64,
+}
+
+impl Move {
+    fn new(from: u64, to: u64, size: u64) -> Move {
+        Move {
+            from,
+            size,
+            delta: to.wrapping_sub(from),
+        }
+    }
+
+    #[inline(always)]
+    fn hits(self, v: u64) -> bool {
+        v.wrapping_sub(self.from) < self.size
+    }
+}
+
+/// Words per block tested at once: almost every block holds no pointer,
+/// and the branch-free test of a whole block vectorizes.
+const BLOCK_WORDS: usize = 64;
+
+fn word(w: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    b.copy_from_slice(w);
+    u64::from_le_bytes(b)
+}
+
+/// Apply `m` to every whole aligned word of `bytes` (arena bytes from
+/// `offset`), on several threads when it is large, pushing the offsets of
+/// the words it moved.
+fn map_words(m: Move, bytes: &mut [u8], offset: u64, out: &mut Vec<u64>) {
+    // Words are aligned to the arena's start; a slice starting mid-word
+    // skips to the next one.
+    let skip = ((8 - offset % 8) % 8) as usize;
+    let Some(body) = bytes.get_mut(skip..) else {
+        return;
+    };
+    let offset = offset + skip as u64;
+    let threads = if body.len() >= PARALLEL_MIN {
+        std::thread::available_parallelism().map_or(1, |n| n.get().min(16))
+    } else {
+        1
+    };
+    if threads < 2 {
+        map_serial(m, body, offset, out);
+        return;
+    }
+    let per = (body.len() / threads).div_ceil(8) * 8;
+    let parts: Vec<Vec<u64>> = std::thread::scope(|s| {
+        let handles: Vec<_> = body
+            .chunks_mut(per)
+            .enumerate()
+            .map(|(k, part)| {
+                let at = offset + (k * per) as u64;
+                s.spawn(move || {
+                    let mut v = Vec::new();
+                    map_serial(m, part, at, &mut v);
+                    v
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_default())
+            .collect()
+    });
+    for p in parts {
+        out.extend(p);
+    }
+}
+
+fn map_serial(m: Move, body: &mut [u8], offset: u64, out: &mut Vec<u64>) {
+    for (b, block) in body.chunks_mut(BLOCK_WORDS * 8).enumerate() {
+        let any = block
+            .chunks_exact(8)
+            .fold(false, |acc, w| acc | m.hits(word(w)));
+        if !any {
+            continue;
+        }
+        let at = offset + (b * BLOCK_WORDS * 8) as u64;
+        for (k, w) in block.chunks_exact_mut(8).enumerate() {
+            let v = word(w);
+            if m.hits(v) {
+                w.copy_from_slice(&v.wrapping_add(m.delta).to_le_bytes());
+                out.push(at + 8 * k as u64);
+            }
         }
     }
 }
