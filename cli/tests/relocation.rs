@@ -1,5 +1,5 @@
 //! `--placement` and `--relocate-to` through the real binary (issue 19):
-//! every bundled host fixture, plus the pointer-chasing and Jacobi
+//! every bundled host fixture (LLVM 22, LLVM 23+ layout, LLVM 19), plus the pointer-chasing and Jacobi
 //! recordings of `tests/fixtures/llvm22-relocation`, replays and verifies
 //! relocated at an address the test chooses, and in `auto` mode with the
 //! recorded range occupied (`RRSTORE_DEBUG_OCCUPY`); the pointer
@@ -42,6 +42,7 @@ fn json(o: &Output) -> serde_json::Value {
 fn all_fixtures() -> Vec<PathBuf> {
     let mut all = descriptors("llvm22-host");
     all.extend(descriptors("upstream-native"));
+    all.extend(descriptors("llvm19-host"));
     all.extend(descriptors("llvm22-relocation"));
     all
 }
@@ -69,7 +70,7 @@ fn is_pointers(d: &Path) -> bool {
 fn every_fixture_verifies_relocated_to_a_chosen_address() {
     let tmp = tempfile::tempdir().unwrap();
     let all = all_fixtures();
-    assert_eq!(all.len(), 27);
+    assert_eq!(all.len(), 29);
     for d in &all {
         let (base, _) = arena(d);
         let to = 0x3000_0000_0000 + base % 4096;
