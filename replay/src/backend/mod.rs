@@ -192,6 +192,23 @@ pub trait Backend {
         false
     }
 
+    /// Whether the next [`reserve`](Self::reserve) may place the arena
+    /// elsewhere than asked when the device will not give that address (a
+    /// GPU driver that ignores the hint): `--placement auto` and
+    /// `relocate` allow it, `recorded` does not. Default: ignored (the
+    /// backend reserves exactly or fails).
+    fn allow_elsewhere(&mut self, allow: bool) {
+        let _ = allow;
+    }
+
+    /// Where the last successful [`reserve`](Self::reserve) put the
+    /// arena's base, when the backend placed it elsewhere than asked
+    /// (only after [`allow_elsewhere`](Self::allow_elsewhere)). Default:
+    /// `None` (exactly where asked).
+    fn placed_elsewhere(&self) -> Option<u64> {
+        None
+    }
+
     /// How many stored pointers the last fill rebased. Default: 0.
     fn fill_rebased(&self) -> u64 {
         0

@@ -150,11 +150,15 @@ pub fn place(
             size,
         }),
     };
+    // A GPU driver may hand back another address than the hint: a
+    // relocation outcome, except under `recorded`.
+    backend.allow_elsewhere(mode != Placement::Recorded);
+    let landed = |backend: &dyn Backend, asked: u64| backend.placed_elsewhere().unwrap_or(asked);
     let first_err = if mode == Placement::Relocate {
         None
     } else {
         match backend.reserve(base, size) {
-            Ok(()) => return Ok(relocated(base)),
+            Ok(()) => return Ok(relocated(landed(backend, base))),
             Err(e @ BackendError::Reserve { .. }) if mode == Placement::Auto => Some(e),
             Err(e) => return Err(e),
         }
@@ -162,12 +166,12 @@ pub fn place(
     if let Some(to) = to {
         check_target(base, size, to)?;
         backend.reserve(to, size)?;
-        return Ok(relocated(to));
+        return Ok(relocated(landed(backend, to)));
     }
     let mut last = first_err;
     for c in candidates(base, size) {
         match backend.reserve(c, size) {
-            Ok(()) => return Ok(relocated(c)),
+            Ok(()) => return Ok(relocated(landed(backend, c))),
             Err(e @ BackendError::Reserve { .. }) => last = Some(e),
             Err(e) => return Err(e),
         }
@@ -234,10 +238,16 @@ mod tests {
     }
 
     /// A device whose reservations at the bases in `taken` fail (and that
-    /// records what it was asked for), like a runner whose range is held.
+    /// records what it was asked for), like a runner whose range is held;
+    /// with `driver_picks`, a device that puts a reservation it is allowed
+    /// to place elsewhere there instead (a GPU driver ignoring the hint).
+    #[derive(Default)]
     struct Device {
         taken: Vec<u64>,
         asked: Vec<u64>,
+        driver_picks: Option<u64>,
+        allowed: bool,
+        elsewhere: Option<u64>,
     }
 
     impl Backend for Device {
@@ -249,7 +259,11 @@ mod tests {
         }
         fn reserve(&mut self, base: u64, size: u64) -> Result<(), BackendError> {
             self.asked.push(base);
-            if self.taken.contains(&base) {
+            if let (Some(at), true) = (self.driver_picks, self.allowed) {
+                self.elsewhere = (at != base).then_some(at);
+                return Ok(());
+            }
+            if self.taken.contains(&base) || self.driver_picks.is_some() {
                 return Err(BackendError::Reserve {
                     base,
                     size,
@@ -277,6 +291,27 @@ mod tests {
         fn download(&mut self, _: u64, _: &mut [u8]) -> Result<(), BackendError> {
             Ok(())
         }
+        fn allow_elsewhere(&mut self, allow: bool) {
+            self.allowed = allow;
+        }
+        fn placed_elsewhere(&self) -> Option<u64> {
+            self.elsewhere
+        }
+    }
+
+    #[test]
+    fn a_driver_that_places_the_arena_elsewhere_relocates_it_unless_recorded() {
+        let base = 0x7f1a_fde0_0010;
+        let at = 0x7e00_0020_0010;
+        let mut d = Device {
+            driver_picks: Some(at),
+            ..Device::default()
+        };
+        let p = place(&mut d, Placement::Auto, base, 4096, None).unwrap();
+        assert_eq!(p.base, at);
+        assert_eq!(p.rebaser.map(|r| r.new_base), Some(at));
+        let e = place(&mut d, Placement::Recorded, base, 4096, None).unwrap_err();
+        assert!(matches!(e, BackendError::Reserve { .. }));
     }
 
     #[test]
@@ -287,7 +322,7 @@ mod tests {
         // The recorded range and the first candidate are taken.
         let mut d = Device {
             taken: vec![base, first],
-            asked: Vec::new(),
+            ..Device::default()
         };
         let p = place(&mut d, Placement::Auto, base, size, None).unwrap();
         let second = candidates(base, size)[1];
@@ -304,10 +339,7 @@ mod tests {
         let e = place(&mut d, Placement::Recorded, base, size, None).unwrap_err();
         assert!(matches!(e, BackendError::Reserve { base: b, .. } if b == base));
         // Free: auto keeps the recorded address, relocate never tries it.
-        let mut d = Device {
-            taken: Vec::new(),
-            asked: Vec::new(),
-        };
+        let mut d = Device::default();
         let p = place(&mut d, Placement::Auto, base, size, None).unwrap();
         assert_eq!((p.base, p.rebaser), (base, None));
         let to = 0x3000_0000_0010;
