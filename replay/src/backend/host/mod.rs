@@ -192,6 +192,9 @@ pub struct HostBackend {
     /// how many the last one rebased.
     rebaser: Option<crate::placement::Rebaser>,
     fill_rebased: u64,
+    /// The arena's blake3 computed with the back-translation, for the
+    /// [`Backend::arena_hash`] that follows it.
+    translated_hash: Option<[u8; 32]>,
 }
 
 impl HostBackend {
@@ -211,6 +214,7 @@ impl HostBackend {
             filled: None,
             rebaser: None,
             fill_rebased: 0,
+            translated_hash: None,
         }
     }
 
@@ -883,6 +887,9 @@ impl Backend for HostBackend {
     }
 
     fn arena_hash(&mut self) -> Result<Option<[u8; 32]>, BackendError> {
+        if let Some(h) = self.translated_hash.take() {
+            return Ok(Some(h));
+        }
         let a = self.arena_at(0, 0)?;
         let mut m = Msg::op(Op::Hash);
         m.u64(a.base).u64(a.size);
@@ -916,12 +923,20 @@ impl Backend for HostBackend {
     ) -> Result<Option<u64>, BackendError> {
         let mut m = Msg::op(Op::Translate);
         m.u64(r.new_base).u64(r.size).u64(r.old_base);
+        let bad = |e: &dyn std::fmt::Display| driver("translating the arena back", e);
         match self.request(&m, None)? {
-            Ok(reply) => Fields::new(&reply)
-                .u64()
-                .map(Some)
-                .map_err(|e| driver("translating the arena back", e)),
-            Err((_, why)) => Err(driver("translating the arena back", why)),
+            Ok(reply) => {
+                let mut f = Fields::new(&reply);
+                let n = f.u64().map_err(|e| bad(&e))?;
+                f.u64().map_err(|e| bad(&e))?;
+                let hash = reply
+                    .get(16..48)
+                    .and_then(|h| <[u8; 32]>::try_from(h).ok())
+                    .ok_or_else(|| bad(&"short reply from the runner"))?;
+                self.translated_hash = Some(hash);
+                Ok(Some(n))
+            }
+            Err((_, why)) => Err(bad(&why)),
         }
     }
 }

@@ -41,7 +41,9 @@ pub enum Op {
     Fill = 9,
     /// new base, size, recorded base: translate the arena's words that
     /// point into it back to the recorded arena, in place (relocated
-    /// replays, `crate::placement`); reply carries how many.
+    /// replays, `crate::placement`), hashing it in the same pass; reply
+    /// carries how many words, how many the last fill rebased, and the
+    /// arena's blake3.
     Translate = 10,
 }
 

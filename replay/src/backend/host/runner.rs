@@ -278,9 +278,16 @@ impl State {
                         let bytes = unsafe {
                             std::slice::from_raw_parts_mut(bytes.as_ptr() as *mut u8, bytes.len())
                         };
-                        let n = r.back_translate(bytes, 0);
+                        // Translated and hashed in one pass: the engine
+                        // asks for the hash next.
+                        let n = std::sync::atomic::AtomicU64::new(0);
+                        let hash = crate::hash::parallel_blake3_prepared(bytes, &|b, at| {
+                            let k = r.back_translate(b, at);
+                            n.fetch_add(k, std::sync::atomic::Ordering::Relaxed);
+                        });
                         let mut m = Msg::ok();
-                        m.u64(n).u64(self.rebased.len() as u64);
+                        m.u64(n.into_inner()).u64(self.rebased.len() as u64);
+                        m.0.extend_from_slice(&hash);
                         m
                     }
                     Err(e) => e,
