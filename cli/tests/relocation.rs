@@ -260,3 +260,25 @@ fn show_pointers_lists_the_stored_pointers() {
     assert!(t.contains("stored pointers: 4"), "{t}");
     assert!(t.contains("0x20028"), "{t}");
 }
+
+#[test]
+fn an_arena_beyond_the_address_space_relocates_in_auto_mode() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = descriptors("llvm22-host")
+        .into_iter()
+        .find(|d| d.to_string_lossy().contains("/globals/"))
+        .unwrap();
+    let j = rrstore_tests::copy_recording(&d, &tmp.path().join("far"));
+    let desc = std::fs::read_to_string(&j).unwrap();
+    let base = descriptor_u64(&desc, "BumpAllocVAStart").to_string();
+    // The arena and the argument pointing into it, beyond any user address
+    // space (LLVM 22 arguments are plain numbers in the descriptor).
+    let far = (1u64 << 57) + (descriptor_u64(&desc, "BumpAllocVAStart") % 4096);
+    std::fs::write(&j, desc.replace(&base, &far.to_string())).unwrap();
+    let o = rrstore(tmp.path(), &["replay", j.to_str().unwrap(), "--json"], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let v = json(&o);
+    assert_eq!(v["verdict"], "verified");
+    assert_eq!(v["placement"]["mode"], "relocated");
+    assert_eq!(v["placement"]["rebased_args"], 1);
+}
