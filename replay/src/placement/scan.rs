@@ -367,3 +367,28 @@ mod tests {
         assert_eq!(&g[..8], &(NEW + 8).to_le_bytes());
     }
 }
+
+/// Throughput of the scan (not a timed test: `cargo test --release -p
+/// rrstore-replay --lib scan_throughput -- --ignored --nocapture` prints
+/// it; BENCHMARKS.md "Relocation").
+#[cfg(test)]
+#[test]
+#[ignore]
+fn scan_throughput() {
+    let r = Rebaser {
+        old_base: 0x7f1a_fde0_0010,
+        new_base: 0x3000_0000_0010,
+        size: 64 << 20,
+    };
+    let mut piece: Vec<u8> = (0..64 << 10).map(|i| (i * 7) as u8).collect();
+    let t = std::time::Instant::now();
+    let mut n = 0;
+    for k in 0..1024u64 {
+        n += r.rebase(&mut piece, k * 65536).len();
+    }
+    let s = t.elapsed().as_secs_f64();
+    println!(
+        "scan of 64 MiB in 64 KiB pieces (in cache): {:.2} GB/s ({n} hits)",
+        (64u64 << 20) as f64 / s / 1e9
+    );
+}

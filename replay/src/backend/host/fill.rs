@@ -80,9 +80,10 @@ pub unsafe fn fill(
                 .into_iter()
                 .map(|(run, offset)| {
                     s.spawn(move || {
+                        let began = Instant::now();
                         let mut list = Vec::new();
                         let r = fill_run(plan, run, base, offset, rebaser, &mut list);
-                        (Instant::now(), r.map(|()| list))
+                        (began, r.map(|()| list))
                     })
                 })
                 .collect();
