@@ -293,9 +293,10 @@ fn code_10_arena_unavailable() {
     let j = copy_recording(GLOBALS, &t.path().join("far"));
     let text = std::fs::read_to_string(&j).unwrap();
     let base = rrstore_tests::descriptor_u64(&text, "BumpAllocVAStart").to_string();
-    // Beyond any user address space.
+    // Beyond any user address space; `--placement auto` (the default)
+    // would relocate it (tests/relocation.rs), `recorded` may not.
     std::fs::write(&j, text.replace(&base, &(1u64 << 57).to_string())).unwrap();
-    let (code, err) = code_of(&s, &["replay", p(&j)]);
+    let (code, err) = code_of(&s, &["replay", p(&j), "--placement", "recorded"]);
     assert_eq!(code, 10, "{err}");
 }
 

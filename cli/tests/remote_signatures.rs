@@ -344,13 +344,22 @@ fn rm_on_a_remote_removes_the_recordings_signatures_and_no_other() {
     let a = root.join("a");
     let rdir = root.join("remote");
     import(&a, &["saxpy", "globals"]);
-    ok(&a, &["remote", "add", "r", &format!("file://{}", rdir.display())]);
+    ok(
+        &a,
+        &["remote", "add", "r", &format!("file://{}", rdir.display())],
+    );
     let (alice_key, alice) = key(root, "alice");
-    ok(&a, &["push", "r", "--all", "--sign", alice_key.to_str().unwrap()]);
+    ok(
+        &a,
+        &["push", "r", "--all", "--sign", alice_key.to_str().unwrap()],
+    );
     let all = ids(&a, None);
     let sig = |id: &str| rdir.join(format!("signatures/{id}/{}", key_id(&alice)));
     assert!(sig(&all[0]).is_file() && sig(&all[1]).is_file());
     ok(&a, &["rm", &format!("r:{}", all[0])]);
-    assert!(!sig(&all[0]).exists(), "the removed recording's signature stays");
+    assert!(
+        !sig(&all[0]).exists(),
+        "the removed recording's signature stays"
+    );
     assert!(sig(&all[1]).is_file(), "another recording's signature went");
 }

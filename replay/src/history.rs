@@ -126,6 +126,11 @@ fn row(id: RecordingId, report: &ReplayReport, opts: Option<&ReplayOptions>) -> 
         // fleet (issue 21): which device of the machine.
         device_ordinal: Some(u64::from(opts.map_or(0, |o| o.device))),
         device_uuid: crate::fleet::devices::uuid_of(&report.backend, opts.map_or(0, |o| o.device)),
+        placement: report
+            .placement
+            .as_ref()
+            .map(|p| p.summary())
+            .unwrap_or_default(),
     }
 }
 

@@ -1,8 +1,8 @@
 //! `rrstore-replay`: re-runs one recorded kernel launch in isolation.
 //!
 //! The engine rehydrates the recorded device memory arena at the exact
-//! virtual address it was recorded at (pointers inside the snapshot cannot be
-//! relocated), restores the globals, loads the image, launches the kernel
+//! virtual address it was recorded at (or relocated, with the pointers into
+//! it rebased: [`placement`]), restores the globals, loads the image, launches the kernel
 //! with the recorded arguments and launch configuration, reads the arena back
 //! and compares it with the recorded output.
 //!
@@ -10,6 +10,8 @@
 //!   recording + part source.
 //! * [`engine`]: the sequence, overrides, repetitions, timing, verdict; it
 //!   names no backend.
+//! * [`placement`]: recorded or relocated arena, the pointer scan and
+//!   the back-translation.
 //! * [`verify`]: byte-exact and tolerance comparison.
 //! * [`history`]: the replay history row.
 //! * [`regress`]: the regression workflow (replay with another image,
@@ -27,6 +29,7 @@ pub mod error;
 pub mod fleet;
 pub mod hash;
 pub mod history;
+pub mod placement;
 pub mod regress;
 pub mod sandbox;
 pub mod source;

@@ -287,7 +287,12 @@ fn an_arena_outside_the_address_space_is_a_reserve_error() {
     let base = rrstore_tests::descriptor_u64(&text, "BumpAllocVAStart");
     let far = 1u64 << 57;
     std::fs::write(&json, text.replace(&base.to_string(), &far.to_string())).unwrap();
-    let r = run(&json, &common::options());
+    // At the recorded address only: `auto` would relocate it.
+    let opts = ReplayOptions {
+        placement: rrstore_replay::placement::Placement::Recorded,
+        ..common::options()
+    };
+    let r = run(&json, &opts);
     match &r.error {
         Some(ReplayError::Backend(BackendError::Reserve { base, reason, .. })) => {
             assert_eq!(*base, far);

@@ -53,6 +53,11 @@ pub struct HistoryEntry {
     /// The device's UUID (`rrstore devices`); empty when unknown.
     #[serde(default)]
     pub device_uuid: String,
+    /// Where the arena was placed: `recorded 0xADDR`, or `relocated
+    /// 0xADDR (recorded 0xADDR; rebased ...)`; empty in rows written
+    /// before placement was recorded, and when the replay stopped first.
+    #[serde(default)]
+    pub placement: String,
 }
 
 impl HistoryEntry {
@@ -179,8 +184,8 @@ impl Store {
             .prepare_cached(
                 "INSERT INTO replay_history (recording, image_hash, backend, device, \
                  runtime_versions, started_at, wall_ns, kernel_ns, output_blake3, verdict, detail, \
-                 num_teams, num_threads, launch_overrides, device_ordinal, device_uuid) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+                 num_teams, num_threads, launch_overrides, device_ordinal, device_uuid, placement) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
             )
             .and_then(|mut s| {
                 s.execute(rusqlite::params![
@@ -200,6 +205,7 @@ impl Store {
                     e.launch_overrides,
                     e.device_ordinal.map(i),
                     e.device_uuid,
+                    e.placement,
                 ])
             })
             .map_err(self.ierr("appending a replay history row"))?;
@@ -210,8 +216,8 @@ impl Store {
     pub fn history(&self, filter: Option<RecordingId>) -> Result<Vec<HistoryEntry>> {
         let sql = "SELECT id, recording, image_hash, backend, device, runtime_versions, \
                    started_at, wall_ns, kernel_ns, output_blake3, verdict, detail, \
-                   num_teams, num_threads, launch_overrides, device_ordinal, device_uuid \
-                   FROM replay_history";
+                   num_teams, num_threads, launch_overrides, device_ordinal, device_uuid, \
+                   placement FROM replay_history";
         let map = |r: &rusqlite::Row| -> rusqlite::Result<HistoryEntry> {
             let kernel_ns: String = r.get(8)?;
             Ok(HistoryEntry {
@@ -232,6 +238,7 @@ impl Store {
                 launch_overrides: r.get(14)?,
                 device_ordinal: r.get::<_, Option<i64>>(15)?.map(u),
                 device_uuid: r.get(16)?,
+                placement: r.get(17)?,
             })
         };
         let rows = match filter {

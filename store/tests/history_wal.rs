@@ -27,6 +27,7 @@ fn entry(n: u8) -> HistoryEntry {
         launch_overrides: String::new(),
         device_ordinal: Some(0),
         device_uuid: String::new(),
+        placement: String::new(),
     }
 }
 

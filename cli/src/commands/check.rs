@@ -42,6 +42,8 @@ pub struct RunArgs {
     pub device: super::fleet::DeviceArgs,
     #[command(flatten)]
     pub parallel: super::fleet::ParallelArgs,
+    #[command(flatten)]
+    pub placement: super::placement::PlacementArgs,
 }
 
 impl RunArgs {
@@ -57,18 +59,20 @@ impl RunArgs {
             atol: self.atol,
             max_ulp: None,
         });
-        Ok(RunOptions {
-            replay: ReplayOptions {
-                verify: if tolerance.is_some() {
-                    VerifyMode::On
-                } else {
-                    VerifyMode::Auto
-                },
-                tolerance,
-                timeout,
-                device: self.device.ordinal()?,
-                ..ReplayOptions::default()
+        let mut replay = ReplayOptions {
+            verify: if tolerance.is_some() {
+                VerifyMode::On
+            } else {
+                VerifyMode::Auto
             },
+            tolerance,
+            timeout,
+            device: self.device.ordinal()?,
+            ..ReplayOptions::default()
+        };
+        self.placement.apply(&mut replay)?;
+        Ok(RunOptions {
+            replay,
             use_cache,
             keep_output: !self.no_keep_outputs,
         })

@@ -39,6 +39,8 @@ pub struct Args {
     pub confine: super::confine::ConfineArgs,
     #[command(flatten)]
     pub device: super::fleet::DeviceArgs,
+    #[command(flatten)]
+    pub placement: super::placement::PlacementArgs,
 }
 
 pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
@@ -52,6 +54,7 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         no_keep_outputs: false,
         device: args.device.clone(),
         parallel: Default::default(),
+        placement: args.placement.clone(),
     };
     let opts = DiffOptions {
         part: if args.part == "input" {

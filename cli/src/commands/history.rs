@@ -84,7 +84,13 @@ fn times(e: &HistoryEntry) -> (String, String) {
 
 fn text_row(e: &HistoryEntry) -> String {
     let (kernel, wall) = times(e);
-    format!(
+    // Relocated replays say so (`relocated 0xADDR`); recorded ones, the
+    // usual case, keep the line as it was.
+    let placement = match e.placement.split(' ').take(2).collect::<Vec<_>>()[..] {
+        ["relocated", addr] => format!("  relocated {addr}"),
+        _ => String::new(),
+    };
+    let row = format!(
         "{:<5} {}  {}  {:<7} {:<16} {:>14} {:>11}  {:<12}  {}",
         e.id,
         utc(e.started_at),
@@ -101,7 +107,8 @@ fn text_row(e: &HistoryEntry) -> String {
             .map(|h| hex(&h)[..12].to_string())
             .unwrap_or_else(|| "-".into()),
         e.launch_text(),
-    )
+    );
+    row + &placement
 }
 
 pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {

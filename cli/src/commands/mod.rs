@@ -6,6 +6,7 @@ pub mod devices;
 pub mod inspect;
 pub mod man;
 pub mod pack;
+pub mod placement;
 pub mod unpack;
 // Store commands.
 pub mod export;

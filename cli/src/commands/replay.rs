@@ -81,6 +81,8 @@ pub struct Args {
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]
+    pub placement: super::placement::PlacementArgs,
+    #[command(flatten)]
     pub ci: super::ciout::CiArgs,
 }
 
@@ -100,7 +102,7 @@ pub enum DTypeArg {
 
 fn options(args: &Args) -> anyhow::Result<ReplayOptions> {
     let timeout = args.confine.apply()?;
-    Ok(ReplayOptions {
+    let mut opts = ReplayOptions {
         backend: match args.backend {
             BackendArg::Auto => BackendKind::Auto,
             BackendArg::Host => BackendKind::Host,
@@ -132,7 +134,10 @@ fn options(args: &Args) -> anyhow::Result<ReplayOptions> {
         backends: backend_config(),
         image: None,
         device: args.device.ordinal()?,
-    })
+        ..ReplayOptions::default()
+    };
+    args.placement.apply(&mut opts)?;
+    Ok(opts)
 }
 
 /// Each backend's configuration: where this command's settings become it.
@@ -205,6 +210,9 @@ fn print_text(
             r.num_teams,
             r.num_threads
         );
+    }
+    if let Some(p) = &r.placement {
+        println!("  placement {}", p.summary());
     }
     if !r.runtime_libraries.is_empty() {
         println!("  runtime {}", r.runtime_libraries.join(", "));

@@ -18,7 +18,14 @@ pub struct Args {
     /// Print inspect's JSON plus a `store` object (docs/json.md).
     #[arg(long)]
     pub json: bool,
+    /// Also list the pointers stored in the input snapshot (8-aligned words
+    /// pointing into the arena: what a relocated replay rebases).
+    #[arg(long)]
+    pub pointers: bool,
 }
+
+/// Stored pointers listed by `--pointers` (all are counted).
+const POINTERS_LISTED: usize = 10_000;
 
 pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
     let store = storeutil::open(globals)?;
@@ -38,6 +45,16 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
             ),
         }
     }
+    let pointers = if args.pointers {
+        let mut src = rrstore_replay::ReplaySource::stored(&store, &args.id)
+            .map_err(super::replay::into_anyhow)?;
+        Some(
+            rrstore_replay::placement::pointers::scan_source(&mut src, POINTERS_LISTED)
+                .map_err(super::replay::into_anyhow)?,
+        )
+    } else {
+        None
+    };
     if args.json {
         let mut v: serde_json::Value = serde_json::from_str(&render_json(&d))?;
         if let Some(obj) = v.as_object_mut() {
@@ -62,6 +79,9 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
                         .collect::<Vec<_>>(),
                 }),
             );
+            if let Some(p) = &pointers {
+                obj.insert("pointers".into(), serde_json::to_value(p)?);
+            }
         }
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(ExitCode::SUCCESS);
@@ -126,5 +146,32 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
             println!("{}", line.trim_end());
         }
     }
+    if let Some(p) = &pointers {
+        print_pointers(p);
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+fn print_pointers(p: &rrstore_replay::placement::pointers::PointerScan) {
+    let arg = |a: Option<usize>| a.map_or("-".to_string(), |i| format!("arg {i}"));
+    println!(
+        "stored pointers: {} (8-aligned words of the input pointing into the arena)",
+        p.total
+    );
+    if !p.pointers.is_empty() {
+        println!("  offset      in        -> target      in");
+    }
+    for s in &p.pointers {
+        let line = format!(
+            "  {:<10}  {:<8}  -> {:<10}  {}",
+            format!("{:#x}", s.offset),
+            arg(s.arg),
+            format!("{:#x}", s.target),
+            arg(s.target_arg)
+        );
+        println!("{}", line.trim_end());
+    }
+    if p.total > p.pointers.len() as u64 {
+        println!("  ({} more not listed)", p.total - p.pointers.len() as u64);
+    }
 }

@@ -199,6 +199,51 @@ pub trait Backend {
     fn runtime_libraries(&self) -> Vec<String> {
         Vec::new()
     }
+
+    // ---- Relocation (issue 19, `crate::placement`) ----
+
+    /// Rebase the stored pointers with `rebaser` in the fills that follow
+    /// ([`start_fill`](Self::start_fill)); `false` when the backend
+    /// cannot, and the engine then hands the bytes over, scanned. Default:
+    /// `false`.
+    fn scan_fills(&mut self, rebaser: Option<crate::placement::Rebaser>) -> bool {
+        let _ = rebaser;
+        false
+    }
+
+    /// Whether the next [`reserve`](Self::reserve) may place the arena
+    /// elsewhere than asked when the device will not give that address (a
+    /// GPU driver that ignores the hint): `--placement auto` and
+    /// `relocate` allow it, `recorded` does not. Default: ignored (the
+    /// backend reserves exactly or fails).
+    fn allow_elsewhere(&mut self, allow: bool) {
+        let _ = allow;
+    }
+
+    /// Where the last successful [`reserve`](Self::reserve) put the
+    /// arena's base, when the backend placed it elsewhere than asked
+    /// (only after [`allow_elsewhere`](Self::allow_elsewhere)). Default:
+    /// `None` (exactly where asked).
+    fn placed_elsewhere(&self) -> Option<u64> {
+        None
+    }
+
+    /// How many stored pointers the last fill rebased. Default: 0.
+    fn fill_rebased(&self) -> u64 {
+        0
+    }
+
+    /// Translate the arena back to the recorded addresses in place, after
+    /// the last launch: how many words, or `None` when the backend cannot
+    /// (the engine then translates the bytes it downloads, and hashes them
+    /// itself). Default: `None`.
+    fn back_translate(
+        &mut self,
+        rebaser: &crate::placement::Rebaser,
+    ) -> Result<Option<u64>, BackendError> {
+        let _ = rebaser;
+        Ok(None)
+    }
 }
 
 pub mod args;

@@ -28,9 +28,10 @@ use std::time::{Instant, SystemTime};
 
 use rrstore_format::PartRole;
 
-use crate::backend::{ArenaRequest, Backend, BackendError, LaunchParams, OpenRequest};
+use crate::backend::{Backend, BackendError, LaunchParams, OpenRequest};
 pub use crate::backend::{BackendConfig, BackendKind};
 use crate::error::ReplayError;
+use crate::placement::PlacementReport;
 use crate::source::ReplaySource;
 pub use options::{ReplayOptions, VerifyMode};
 pub use report::{RehydratePath, ReplayReport, Timing, Verdict};
@@ -63,6 +64,7 @@ pub fn replay(src: &mut ReplaySource, opts: &ReplayOptions) -> ReplayReport {
         tolerance: None,
         output_blake3: None,
         saved_output: None,
+        placement: None,
         started_at,
         timing: Default::default(),
     };
@@ -105,22 +107,31 @@ fn run(
     };
 
     let t = Instant::now();
-    let placed = backend.place(&ArenaRequest {
-        base: plan.base,
-        size: rec.arena.size,
-        image: &image,
-    })?;
+    // The placement step: the recorded address, or another one with the
+    // pointers into the arena rebased (`crate::placement`).
+    crate::placement::occupy::occupy_from_env();
+    let placed = crate::placement::place(
+        backend.as_mut(),
+        opts.placement,
+        plan.base,
+        rec.arena.size,
+        opts.relocate_to,
+        &image,
+    )?;
+    let rebaser = placed.rebaser;
+    let scan = rebaser.filter(|_| crate::placement::scan_enabled());
+    report.placement = Some(PlacementReport {
+        mode: if rebaser.is_some() {
+            "relocated"
+        } else {
+            "recorded"
+        },
+        address: placed.base,
+        recorded_address: plan.base,
+        scan: rebaser.is_some() && scan.is_some(),
+        ..PlacementReport::default()
+    });
     report.timing.reserve_ns = t.elapsed().as_nanos() as u64;
-    // Pointers inside the snapshot are not relocated (yet): the arena is
-    // only usable at its recorded address.
-    if placed.base != plan.base {
-        return Err(BackendError::Reserve {
-            base: plan.base,
-            size: rec.arena.size,
-            reason: format!("the backend placed the arena at {:#x} instead", placed.base),
-        }
-        .into());
-    }
     report.timing.rehydrate_bytes = rec.arena.size;
     // The image is loaded right after the arena is placed (nothing it maps
     // can land there any more) and before anything else, so a backend may
@@ -128,7 +139,13 @@ fn run(
     // runs dlopen, the longest step of a small replay, meanwhile). Only the
     // first fill is announced before: a backend that fills the arena
     // itself starts that first.
-    let extents = rehydrate::input_extents(src);
+    // A backend that cannot rebase what it reads itself is handed the
+    // bytes, rebased by the engine.
+    let extents = if scan.is_none() || backend.scan_fills(scan) {
+        rehydrate::input_extents(src)
+    } else {
+        None
+    };
     rehydrate::begin_fill(src, extents.as_ref(), backend.as_mut())?;
     let t = Instant::now();
     backend.load_image(&image, &rec.kernel)?;
@@ -149,8 +166,17 @@ fn run(
                 len: globals_part.len() as u64,
             });
         };
+        // Declare-target pointers into the arena, rebased.
+        let mut data = data.to_vec();
+        if let (Some(r), Some(p)) = (&rebaser, report.placement.as_mut()) {
+            p.rebased_globals += crate::placement::scan::rebase_global(r, &mut data);
+        }
         globals.push((g.name.as_str(), data));
     }
+    let (launch_args, rebased_args) = match &rebaser {
+        Some(r) => crate::placement::scan::rebase_args(r, &rec.args),
+        None => (rec.args.clone(), 0),
+    };
     // The first launch's globals go right behind the image: a backend that
     // loads it in the background (the host runner) writes them as soon as
     // it is loaded. They live in the image, not the arena, so the fill
@@ -170,7 +196,14 @@ fn run(
         if rep > 0 {
             rehydrate::begin_fill(src, extents.as_ref(), backend.as_mut())?;
         }
-        let filled = rehydrate::fill(src, extents.as_ref(), backend.as_mut())?;
+        let (filled, engine_rebased) =
+            rehydrate::fill(src, extents.as_ref(), backend.as_mut(), scan)?;
+        if let Some(p) = report.placement.as_mut() {
+            p.rebased_pointers = match filled.path {
+                RehydratePath::Files => backend.fill_rebased(),
+                RehydratePath::Engine => engine_rebased.len() as u64,
+            };
+        }
         let ns = filled
             .took
             .map_or_else(|| t.elapsed().as_nanos() as u64, |d| d.as_nanos() as u64);
@@ -179,15 +212,39 @@ fn run(
         if rep > 0 {
             write_globals(&mut backend, report)?;
         }
-        let k = backend.launch(&rec.args, &params)?;
+        let k = backend.launch(&launch_args, &params)?;
         report.timing.kernel_ns.push(k.as_nanos() as u64);
         if rep == 0 {
             report.runtime_libraries = backend.runtime_libraries();
         }
     }
 
+    if let Some(p) = report.placement.as_mut() {
+        p.rebased_args = rebased_args;
+    }
     let t = Instant::now();
-    output::check_output(src, backend.as_mut(), opts, plan.verify, report)?;
+    // Back to the recorded addresses before hashing, comparing and saving;
+    // in place where the backend can, else on the way down.
+    let translate_down = match &rebaser {
+        Some(r) => match backend.back_translate(r)? {
+            Some(n) => {
+                if let Some(p) = report.placement.as_mut() {
+                    p.back_translated = n;
+                }
+                None
+            }
+            None => Some(*r),
+        },
+        None => None,
+    };
+    output::check_output(
+        src,
+        backend.as_mut(),
+        opts,
+        plan.verify,
+        translate_down,
+        report,
+    )?;
     report.timing.verify_ns = t.elapsed().as_nanos() as u64;
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! What a replay can be asked for ([`ReplayOptions`]), and the checks of
 //! the options against the recording made before any backend work.
 
+use crate::placement::Placement;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -43,6 +44,9 @@ pub struct ReplayOptions {
     /// The device ordinal replayed on (`--device`; CUDA/HIP ordinal, 0 is
     /// the host CPU).
     pub device: u32,
+    /// Where the arena goes (`--placement`, `--relocate-to`).
+    pub placement: Placement,
+    pub relocate_to: Option<u64>,
 }
 
 impl Default for ReplayOptions {
@@ -60,6 +64,8 @@ impl Default for ReplayOptions {
             save_output: None,
             image: None,
             device: 0,
+            placement: Placement::Auto,
+            relocate_to: None,
         }
     }
 }
@@ -76,6 +82,9 @@ impl ReplayOptions {
     /// Start the chosen backend's early work before the recording is
     /// opened: see [`BackendConfig::start_early`].
     pub fn start_backend_early(&self) {
+        // A debugging aid of relocation: take the recorded range away
+        // before any runner exists (documented in docs/replay.md).
+        crate::placement::occupy::occupy_from_env();
         self.backends.start_early(self.backend, &self.launch());
     }
 }

@@ -2,6 +2,7 @@
 //! compares it with the recorded output (byte-exact or within tolerance),
 //! hashes it and saves it.
 
+use crate::placement::Rebaser;
 use std::io::{Read, Write};
 
 use rrstore_format::PartRole;
@@ -28,6 +29,7 @@ pub(super) fn check_output(
     backend: &mut dyn Backend,
     opts: &ReplayOptions,
     verify: bool,
+    translate: Option<Rebaser>,
     report: &mut ReplayReport,
 ) -> Result<(), ReplayError> {
     let rec = &src.recording;
@@ -56,7 +58,11 @@ pub(super) fn check_output(
     // recorded output's blake3 (from the manifest) the arena is
     // byte-identical to the output, so the output part need not be read at
     // all. Otherwise the streamed comparison below locates the differences.
-    let arena_hash = backend.arena_hash()?;
+    // (An arena translated on the way down is hashed here, translated.)
+    let arena_hash = match translate {
+        Some(_) => None,
+        None => backend.arena_hash()?,
+    };
     let identical_by_hash =
         verify && arena_hash.is_some() && output_info.as_ref().map(|o| o.blake3) == arena_hash;
     if verify && !identical_by_hash {
@@ -93,6 +99,12 @@ pub(super) fn check_output(
         let n = PIECE.min((size - off) as usize);
         let actual = &mut actual_buf[..n];
         backend.download(off, actual)?;
+        if let Some(r) = &translate {
+            let n = r.back_translate(actual, off);
+            if let Some(p) = report.placement.as_mut() {
+                p.back_translated += n;
+            }
+        }
         let actual = &*actual;
         if let Some(h) = hasher.as_mut() {
             h.update(actual);

@@ -2,6 +2,7 @@
 //! globals) whole, and offering the input snapshot to the backend as an
 //! [`InputSource`] (its files, and its bytes window by window).
 
+use crate::placement::Rebaser;
 use std::io::Read;
 
 use rrstore_format::extents::PartExtents;
@@ -85,32 +86,41 @@ pub(super) fn begin_fill(
     backend: &mut dyn Backend,
 ) -> Result<(), ReplayError> {
     let len = src.recording.arena.size;
-    Ok(backend.begin_fill(&input(len, extents, &mut *src.parts))?)
+    Ok(backend.begin_fill(&input(len, extents, &mut *src.parts, None))?)
 }
 
 /// One fill of the arena from `src`'s input part.
+/// With `scan` (a relocated arena), the bytes the engine hands over are
+/// rebased as they are decoded, while hot in cache; the offsets of the
+/// words rebased so are returned beside the outcome (a backend that reads
+/// the files itself rebases them there: see [`Backend::scan_fills`]).
 pub(super) fn fill(
     src: &mut ReplaySource,
     extents: Option<&PartExtents>,
     backend: &mut dyn Backend,
-) -> Result<FillOutcome, ReplayError> {
+    scan: Option<Rebaser>,
+) -> Result<(FillOutcome, Vec<u64>), ReplayError> {
     let rec = &src.recording;
-    let mut input = input(rec.arena.size, extents, &mut *src.parts);
-    backend.fill(&mut input).map_err(|e| match e {
+    let mut input = input(rec.arena.size, extents, &mut *src.parts, scan);
+    let outcome = backend.fill(&mut input).map_err(|e| match e {
         FillError::Backend(b) => ReplayError::Backend(b),
         FillError::Input(i) => part_error(rec, PartRole::Input)(i.source),
-    })
+    })?;
+    Ok((outcome, input.rebased))
 }
 
 fn input<'a>(
     len: u64,
     extents: Option<&'a PartExtents>,
     parts: &'a mut dyn PartSource,
+    scan: Option<Rebaser>,
 ) -> EngineInput<'a> {
     let random = parts.random_access();
     EngineInput {
         len,
         extents,
+        scan,
+        rebased: Vec::new(),
         piece: if random { WINDOW } else { PIECE },
         bytes: if random {
             Bytes::Random(parts)
@@ -133,6 +143,9 @@ enum Bytes<'a> {
 struct EngineInput<'a> {
     len: u64,
     extents: Option<&'a PartExtents>,
+    /// Relocation: rebase what is read with it, and the offsets rebased.
+    scan: Option<Rebaser>,
+    rebased: Vec<u64>,
     piece: usize,
     bytes: Bytes<'a>,
 }
@@ -159,11 +172,17 @@ impl InputSource for EngineInput<'_> {
         match &mut self.bytes {
             Bytes::Random(parts) => parts
                 .read_part_range_into(PartRole::Input, offset, dst)
-                .map_err(err),
-            Bytes::Stream(r) => r.read_exact(dst).map_err(err),
-            Bytes::Unopened(_) | Bytes::Failed => Err(err(std::io::Error::other(
-                "the input part could not be opened",
-            ))),
+                .map_err(err)?,
+            Bytes::Stream(r) => r.read_exact(dst).map_err(err)?,
+            Bytes::Unopened(_) | Bytes::Failed => {
+                return Err(err(std::io::Error::other(
+                    "the input part could not be opened",
+                )))
+            }
         }
+        if let Some(r) = &self.scan {
+            self.rebased.extend(r.rebase(dst, offset));
+        }
+        Ok(())
     }
 }

@@ -3,6 +3,7 @@
 //! (`docs/json/replay.schema.json`): hashes serialize as hex strings, the
 //! error as its message.
 
+use crate::placement::PlacementReport;
 use std::path::PathBuf;
 
 use serde::{Serialize, Serializer};
@@ -145,6 +146,8 @@ pub struct ReplayReport {
     #[serde(serialize_with = "hex_opt")]
     pub output_blake3: Option<[u8; 32]>,
     pub saved_output: Option<PathBuf>,
+    /// Where the arena was placed (`None` when the replay stopped before).
+    pub placement: Option<PlacementReport>,
     /// Unix seconds.
     pub started_at: i64,
     pub timing: Timing,

@@ -2,7 +2,7 @@
 //! version is `PRAGMA user_version`; each migration moves it up by one.
 
 /// Highest schema version this build understands.
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 /// Migrations, index i takes the schema from version i to i + 1.
 pub const MIGRATIONS: &[&str] = &[
@@ -134,6 +134,7 @@ ALTER TABLE recordings DROP COLUMN manifest;
 "#,
     HISTORY_LAUNCH_COLUMNS,
     HISTORY_DEVICE_COLUMNS,
+    HISTORY_PLACEMENT_COLUMN,
 ];
 
 /// 3 -> 4: the launch a replay used (store/src/history.rs): the effective
@@ -155,4 +156,12 @@ ALTER TABLE replay_history ADD COLUMN launch_overrides TEXT NOT NULL DEFAULT '';
 const HISTORY_DEVICE_COLUMNS: &str = r#"
 ALTER TABLE replay_history ADD COLUMN device_ordinal INTEGER;
 ALTER TABLE replay_history ADD COLUMN device_uuid TEXT NOT NULL DEFAULT '';
+"#;
+
+/// 5 -> 6: where the replay placed the arena (issue 19,
+/// `rrstore_replay::placement`): `recorded 0xADDR` or `relocated 0xADDR
+/// (...)`; empty in rows written before, and when the replay stopped
+/// before the arena was placed. Additive only.
+const HISTORY_PLACEMENT_COLUMN: &str = r#"
+ALTER TABLE replay_history ADD COLUMN placement TEXT NOT NULL DEFAULT '';
 "#;

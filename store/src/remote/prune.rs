@@ -51,7 +51,11 @@ pub fn remove(remote: &Backend, ids: &[RecordingId]) -> Result<Vec<RecordingId>>
     // never left without its manifest by anything but an interrupted rm.
     let mut signatures = Vec::new();
     for id in &gone {
-        signatures.extend(remote.list(&format!("{}{}/", super::signature::SIGNATURES, id.to_hex()))?);
+        signatures.extend(remote.list(&format!(
+            "{}{}/",
+            super::signature::SIGNATURES,
+            id.to_hex()
+        ))?);
     }
     remote.delete_all(&signatures)?;
     Ok(gone)

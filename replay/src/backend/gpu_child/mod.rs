@@ -112,11 +112,13 @@ pub fn open_gpu(
 ) -> Result<Box<dyn Backend>, BackendError> {
     let make: Factory = match name {
         "hip" => Box::new(move || {
-            let b = super::hip::HipBackend::open(device, arena)?.with_recorded_reservation(reserved);
+            let b =
+                super::hip::HipBackend::open(device, arena)?.with_recorded_reservation(reserved);
             Ok(Box::new(b) as Box<dyn Backend>)
         }),
         _ => Box::new(move || {
-            let b = super::cuda::CudaBackend::open(device, arena)?.with_recorded_reservation(reserved);
+            let b =
+                super::cuda::CudaBackend::open(device, arena)?.with_recorded_reservation(reserved);
             Ok(Box::new(b) as Box<dyn Backend>)
         }),
     };

@@ -95,10 +95,13 @@ impl HostBackend {
                     Ok(())
                 }
                 (Pending::Fill, Ok(reply)) => {
-                    self.filled = Some(match Fields::new(&reply).u64() {
+                    let mut f = Fields::new(&reply);
+                    self.filled = Some(match f.u64() {
                         Ok(ns) => Ok(Duration::from_nanos(ns)),
                         Err(e) => Err(format!("short reply from the runner: {e}")),
                     });
+                    // Relocation: how many stored pointers the fill rebased.
+                    self.fill_rebased = f.u64().unwrap_or(0);
                     Ok(())
                 }
                 (Pending::Fill, Err((_, why))) => {

@@ -153,6 +153,13 @@ pub struct HostBackend {
     files_failed: bool,
     /// [`Backend::begin_fill`] asked the runner to fill from files.
     fill_started: bool,
+    /// Relocation (issue 19): the fills rebase stored pointers with it, and
+    /// how many the last one rebased.
+    rebaser: Option<crate::placement::Rebaser>,
+    fill_rebased: u64,
+    /// The arena's blake3 computed with the back-translation, for the
+    /// [`Backend::arena_hash`] that follows it.
+    translated_hash: Option<[u8; 32]>,
 }
 
 impl HostBackend {
@@ -172,6 +179,9 @@ impl HostBackend {
             filled: None,
             files_failed: false,
             fill_started: false,
+            rebaser: None,
+            fill_rebased: 0,
+            translated_hash: None,
         }
     }
 
@@ -461,6 +471,9 @@ impl Backend for HostBackend {
     }
 
     fn arena_hash(&mut self) -> Result<Option<[u8; 32]>, BackendError> {
+        if let Some(h) = self.translated_hash.take() {
+            return Ok(Some(h));
+        }
         let a = self.arena_at(0, 0)?;
         let mut m = Msg::op(Op::Hash);
         m.u64(a.base).u64(a.size);
@@ -475,6 +488,40 @@ impl Backend for HostBackend {
 
     fn runtime_libraries(&self) -> Vec<String> {
         self.libraries.clone()
+    }
+
+    // Relocation (issue 19): the runner scans each chunk it decodes and
+    // translates the output back in place.
+    fn scan_fills(&mut self, rebaser: Option<crate::placement::Rebaser>) -> bool {
+        self.rebaser = rebaser;
+        true
+    }
+
+    fn fill_rebased(&self) -> u64 {
+        self.fill_rebased
+    }
+
+    fn back_translate(
+        &mut self,
+        r: &crate::placement::Rebaser,
+    ) -> Result<Option<u64>, BackendError> {
+        let mut m = Msg::op(Op::Translate);
+        m.u64(r.new_base).u64(r.size).u64(r.old_base);
+        let op = "translating the arena back";
+        match self.request(&m, None)? {
+            Ok(reply) => {
+                let mut f = Fields::new(&reply);
+                let n = f.u64().map_err(|e| malformed(op, e))?;
+                f.u64().map_err(|e| malformed(op, e))?;
+                let hash = reply
+                    .get(16..48)
+                    .and_then(|h| <[u8; 32]>::try_from(h).ok())
+                    .ok_or_else(|| malformed(op, "short reply"))?;
+                self.translated_hash = Some(hash);
+                Ok(Some(n))
+            }
+            Err((_, why)) => Err(driver(op, why)),
+        }
     }
 }
 

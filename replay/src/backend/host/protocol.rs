@@ -34,10 +34,17 @@ pub enum Op {
     /// addr, len: reply carries those arena bytes (when `process_vm_readv`
     /// is forbidden).
     Read = 8,
-    /// addr, extents (`fill::encode`): decode the input part from its
-    /// files into the arena at `addr`; reply carries the nanoseconds it
-    /// took.
+    /// addr, extents (`fill::encode`), relocation
+    /// (`fill::encode_rebaser`): decode the input part from its files into
+    /// the arena at `addr`, rebasing its stored pointers when relocated;
+    /// reply carries the nanoseconds it took and how many it rebased.
     Fill = 9,
+    /// new base, size, recorded base: translate the arena's words that
+    /// point into it back to the recorded arena, in place (relocated
+    /// replays, `crate::placement`), hashing it in the same pass; reply
+    /// carries how many words, how many the last fill rebased, and the
+    /// arena's blake3.
+    Translate = 10,
 }
 
 impl Op {
@@ -52,6 +59,7 @@ impl Op {
             7 => Op::Write,
             8 => Op::Read,
             9 => Op::Fill,
+            10 => Op::Translate,
             _ => return None,
         })
     }

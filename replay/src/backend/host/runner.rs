@@ -23,7 +23,7 @@ use std::ffi::{CStr, CString};
 use std::io::Write;
 use std::os::fd::FromRawFd;
 use std::os::unix::net::UnixStream;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use rrstore_format::extents::PartExtents;
 
@@ -42,6 +42,8 @@ pub fn runner_main(args: &[String]) -> i32 {
     };
     // sandbox (hD): the mode the parent runs under.
     crate::sandbox::set_mode(crate::sandbox::env::mode_here());
+    // Relocation tests (issue 19): take the range away first.
+    crate::placement::occupy::occupy_from_env();
     // SAFETY: the parent passed us this socket's descriptor and nothing else
     // in this process owns it.
     serve(
@@ -109,6 +111,9 @@ struct State {
     filled_files: Vec<std::path::PathBuf>,
     /// The confinement, made ready once the runner is in use (`Reserve`).
     prepared: Option<crate::sandbox::Prepared>,
+    /// Arena offsets of the stored pointers the last fill rebased
+    /// (relocated replays).
+    rebased: Vec<u64>,
 }
 
 impl State {
@@ -121,6 +126,7 @@ impl State {
             preloading: None,
             filled_files: Vec::new(),
             prepared: None,
+            rebased: Vec::new(),
         }
     }
 }
@@ -264,10 +270,12 @@ impl State {
                         self.filled_files.push(file.clone());
                     }
                 }
-                match self.fill(&plan, base) {
-                    Ok(took) => {
+                let rebaser = fill::decode_rebaser(&mut f, base)?;
+                match self.fill(&plan, base, rebaser.as_ref()) {
+                    Ok((took, rebased)) => {
                         let mut m = Msg::ok();
-                        m.u64(took.as_nanos() as u64);
+                        m.u64(took.as_nanos() as u64).u64(rebased.len() as u64);
+                        self.rebased = rebased;
                         m
                     }
                     Err((offset, why)) => Msg::err(
@@ -276,12 +284,47 @@ impl State {
                     ),
                 }
             }
+            Some(Op::Translate) => {
+                let (new_base, size, old_base) = (f.u64()?, f.u64()?, f.u64()?);
+                let r = crate::placement::Rebaser {
+                    old_base,
+                    new_base,
+                    size,
+                };
+                match self.arena_slice(new_base, size) {
+                    Ok(bytes) => {
+                        // SAFETY: `arena_slice` checked the range lies in
+                        // the writable arena mapping; requests are served
+                        // one at a time, so nothing else touches it.
+                        let bytes = unsafe {
+                            std::slice::from_raw_parts_mut(bytes.as_ptr() as *mut u8, bytes.len())
+                        };
+                        // Translated and hashed in one pass: the engine
+                        // asks for the hash next.
+                        let n = std::sync::atomic::AtomicU64::new(0);
+                        let hash = crate::hash::parallel_blake3_prepared(bytes, &|b, at| {
+                            let k = r.back_translate(b, at);
+                            n.fetch_add(k, std::sync::atomic::Ordering::Relaxed);
+                        });
+                        let mut m = Msg::ok();
+                        m.u64(n.into_inner()).u64(self.rebased.len() as u64);
+                        m.0.extend_from_slice(&hash);
+                        m
+                    }
+                    Err(e) => e,
+                }
+            }
             None => Msg::err(ErrKind::Other, &format!("unknown request {op}")),
         })
     }
 
     /// Decode `plan` into the arena at `base`, after checking that it fits.
-    fn fill(&self, plan: &PartExtents, base: u64) -> Result<Duration, fill::FillError> {
+    fn fill(
+        &self,
+        plan: &PartExtents,
+        base: u64,
+        rebaser: Option<&crate::placement::Rebaser>,
+    ) -> Result<fill::Filled, fill::FillError> {
         let total = plan.len();
         let fits = self.arena.is_some_and(|(lo, len)| {
             base >= lo && base.checked_add(total).is_some_and(|e| e <= lo + len)
@@ -295,7 +338,7 @@ impl State {
         // SAFETY: checked just above: `base..base + total` lies in the arena
         // mapping, writable and mapped for the life of the process; requests
         // are served one at a time, so nothing else touches it meanwhile.
-        unsafe { fill::fill(plan, base) }
+        unsafe { fill::fill(plan, base, rebaser) }
     }
 
     /// The arena bytes `addr..addr + len`, or the error reply saying they
