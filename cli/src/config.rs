@@ -6,6 +6,7 @@
 //! timeout = 30              # default --timeout of replay, check, bisect and diff, seconds
 //! remote = "lab"            # default remote of push, pull and `ls :`
 //! require_signed_by = ["ed25519:…"]  # default --require-signed-by of pull
+//! sandbox = "strict"        # default --sandbox of replay, check, bisect and diff
 //! ```
 //!
 //! A missing file is no configuration. An unknown key or a value of the
@@ -28,6 +29,8 @@ pub struct Config {
     /// Public keys `pull` requires a signature by (any of them), unless
     /// the command line gives its own or `--allow-unsigned`.
     pub require_signed_by: Option<Vec<String>>,
+    /// The default `--sandbox` (`auto`, `strict`, `off`).
+    pub sandbox: Option<crate::commands::confine::SandboxArg>,
 }
 
 /// Where the configuration file is looked for.
@@ -98,14 +101,17 @@ pub fn apply(c: &Config, cli: &mut Cli) {
             a.require_signed_by = c.require_signed_by.clone().unwrap_or_default();
         }
     }
-    let timeout = match &mut cli.command {
-        Command::Replay(a) => &mut a.confine.timeout,
-        Command::Check(a) => &mut a.run.confine.timeout,
-        Command::Bisect(a) => &mut a.run.confine.timeout,
-        Command::Diff(a) => &mut a.confine.timeout,
+    let confine = match &mut cli.command {
+        Command::Replay(a) => &mut a.confine,
+        Command::Check(a) => &mut a.run.confine,
+        Command::Bisect(a) => &mut a.run.confine,
+        Command::Diff(a) => &mut a.confine,
         _ => return,
     };
-    if timeout.is_none() {
-        *timeout = c.timeout.map(crate::commands::confine::Timeout::Secs);
+    if confine.timeout.is_none() {
+        confine.timeout = c.timeout.map(crate::commands::confine::Timeout::Secs);
+    }
+    if confine.sandbox.is_none() {
+        confine.sandbox = c.sandbox;
     }
 }

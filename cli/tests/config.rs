@@ -1,6 +1,7 @@
 //! The configuration file through the real binary: `store` is the default
 //! store after `--store` and `$RRSTORE_DIR`, `timeout` the default
-//! `--timeout` of replay/check/bisect, an unknown key or bad value fails
+//! `--timeout` of replay/check/bisect, `sandbox` the default `--sandbox`,
+//! an unknown key or bad value fails
 //! with the file named (exit 4), and `$RRSTORE_CONFIG` names another file.
 
 mod store_common;
@@ -161,4 +162,38 @@ fn a_bad_config_file_is_named_and_exits_4() {
     );
     assert!(store.join("index.sqlite").exists());
     expect_ok(rr(home, &env, &["stats"]), &["stats"]);
+}
+
+#[test]
+fn the_config_file_sets_the_default_sandbox_mode() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path();
+    let store = home.join("store");
+    let saxpy = fixtures().join("llvm22-host/saxpy");
+    write_config(home, &format!("store = {:?}\n", store.to_str().unwrap()));
+    expect_ok(
+        rr(home, &[], &["import", saxpy.to_str().unwrap()]),
+        &["import"],
+    );
+    let id = ls_ids(&store).remove(0);
+    let warned = |o: &Output| String::from_utf8_lossy(&o.stderr).contains("--sandbox off");
+    // Without a `sandbox` key: confined, no warning.
+    let o = rr(home, &[], &["replay", &id]);
+    assert!(!warned(&o), "{}", String::from_utf8_lossy(&o.stderr));
+    // `sandbox = "off"` is the default then, with its warning ...
+    write_config(
+        home,
+        &format!("store = {:?}\nsandbox = \"off\"\n", store.to_str().unwrap()),
+    );
+    let o = rr(home, &[], &["replay", &id]);
+    assert!(warned(&o), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(expect_ok(o, &["replay"]).contains("VERIFIED"));
+    // ... and the command line still wins.
+    let o = rr(home, &[], &["replay", &id, "--sandbox", "auto"]);
+    assert!(!warned(&o), "{}", String::from_utf8_lossy(&o.stderr));
+    // A mode that does not exist is a bad configuration (exit 4).
+    write_config(home, "sandbox = \"maybe\"\n");
+    let (code, err) = expect_failure(rr(home, &[], &["stats"]), &["stats"]);
+    assert_eq!(code, 4, "{err}");
+    assert!(err.contains("sandbox"), "{err}");
 }

@@ -18,9 +18,10 @@ pub struct ConfineArgs {
     pub timeout: Option<Timeout>,
     /// Confine the process that runs the recording's code: auto (whatever
     /// this kernel supports), strict (refuse without Landlock and seccomp),
-    /// off (debugging: the image runs with your rights).
-    #[arg(long, value_enum, default_value = "auto")]
-    pub sandbox: SandboxArg,
+    /// off (debugging: the image runs with your rights) [default: auto, or
+    /// `sandbox` in the configuration].
+    #[arg(long, value_enum)]
+    pub sandbox: Option<SandboxArg>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -29,7 +30,8 @@ pub enum Timeout {
     None,
 }
 
-#[derive(Clone, Copy, Debug, Default, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum SandboxArg {
     #[default]
     Auto,
@@ -54,7 +56,7 @@ impl ConfineArgs {
     /// machine cannot confine; warning under `off`) and return the kernel
     /// time limit.
     pub fn apply(&self) -> anyhow::Result<Option<Duration>> {
-        let mode = match self.sandbox {
+        let mode = match self.sandbox.unwrap_or_default() {
             SandboxArg::Auto => Mode::Auto,
             SandboxArg::Strict => Mode::Strict,
             SandboxArg::Off => Mode::Off,

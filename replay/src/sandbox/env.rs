@@ -35,6 +35,8 @@ const KEEP_PREFIXES: &[&str] = &[
     "GPU_",
     // Test hook of the runtime search (host/libraries.rs).
     "RRSTORE_RUNTIME_SEARCH",
+    // Debugging aid of relocation: the runner takes the range away first.
+    crate::placement::occupy::OCCUPY_ENV,
     MODE_ENV,
 ];
 

@@ -18,7 +18,7 @@ pub const SIGNATURES: &str = "signatures/";
 
 /// Up to this many recordings, [`fetch`] lists each one's signatures
 /// rather than the whole `signatures/` prefix.
-const PER_RECORDING_LISTS: usize = 32;
+const PER_RECORDING_LISTS: usize = 4;
 
 pub fn signature_key(id: &RecordingId, key: &PublicKey) -> String {
     format!("{SIGNATURES}{}/{}", id.to_hex(), key.key_id())
