@@ -10,6 +10,7 @@ mod store_common;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use rrstore_tests::output::{json as json_of, text};
 use store_common::*;
 
 const SAXPY: &str = "llvm22-host/saxpy/__omp_offloading_fe00_9ae056_main_l13.json";
@@ -29,18 +30,6 @@ fn rr(s: &Path, threads: Option<&str>, args: &[&str]) -> Output {
         c.env("OMP_NUM_THREADS", t);
     }
     c.output().unwrap()
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn json_of(o: &Output) -> serde_json::Value {
-    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(o)))
 }
 
 fn fixture(rel: &str) -> String {

@@ -10,6 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use rrstore_tests::output::{json, text};
 use rrstore_tests::{descriptor_u64, descriptors};
 
 fn rrstore(store: &Path, args: &[&str], env: &[(&str, String)]) -> Output {
@@ -25,18 +26,6 @@ fn rrstore(store: &Path, args: &[&str], env: &[(&str, String)]) -> Output {
         c.env(k, v);
     }
     c.output().unwrap()
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn json(o: &Output) -> serde_json::Value {
-    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(o)))
 }
 
 fn all_fixtures() -> Vec<PathBuf> {

@@ -8,6 +8,7 @@ use std::process::{Command, Output};
 use rrstore_tests::fixtures;
 
 use rrstore_tests::descriptors;
+use rrstore_tests::output::{json, text};
 
 /// rrstore with a private store. OMP_NUM_THREADS=2: the fixtures' float
 /// reductions were recorded with two OpenMP threads.
@@ -24,18 +25,6 @@ fn rrstore(store: &Path, args: &[&str]) -> Output {
 
 fn code(o: &Output) -> i32 {
     o.status.code().unwrap_or(-1)
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn json(o: &Output) -> serde_json::Value {
-    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(o)))
 }
 
 const GLOBALS: &str = "llvm22-host/globals/__omp_offloading_fe00_9ae057_main_l13";

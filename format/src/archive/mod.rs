@@ -17,6 +17,7 @@
 //!
 //! [`Recording`]: crate::Recording
 
+mod checks;
 pub mod decode;
 pub mod layout;
 pub mod pool;
