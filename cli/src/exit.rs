@@ -161,6 +161,7 @@ pub fn code_for(err: &anyhow::Error) -> u8 {
             return match e {
                 B::Unavailable(_)
                 | B::Driver { .. }
+                | B::LaunchConfig(_)
                 | B::MissingLibrary { .. }
                 | B::RunnerGone { .. }
                 | B::RunnerReply { .. }

@@ -73,6 +73,10 @@ pub enum BackendError {
     /// driver's or the runner's message).
     #[error("{op} failed: {reason}")]
     Driver { op: String, reason: String },
+    /// The launch configuration cannot run on this device (a zero or
+    /// oversized dimension, more shared memory than a block may have).
+    #[error("the kernel cannot be launched as configured: {0}")]
+    LaunchConfig(String),
     /// The backend was driven out of order or outside its arena: a bug in
     /// rrstore, not in the recording.
     #[error("internal error in the {backend} backend: {what} (a bug: please report it)")]
@@ -81,9 +85,9 @@ pub enum BackendError {
     /// was reported then); nothing more can be run in it.
     #[error("{why}; nothing more can be run in it")]
     RunnerGone { why: String },
-    /// The host runner's reply could not be read: it is not the runner of
+    /// A runner's reply (host runner, GPU child) could not be read: it is not the runner of
     /// this rrstore build.
-    #[error("the host runner's reply to {op} is malformed ({reason}); the runner program is not the one of this rrstore build: reinstall rrstore")]
+    #[error("the replay runner's reply to {op} is malformed ({reason}); the runner program is not the one of this rrstore build: reinstall rrstore")]
     RunnerReply { op: String, reason: String },
     /// Copying bytes into or out of the arena failed (`op` names the way).
     #[error("{op} of {len} bytes at arena offset {offset} failed: {reason}")]

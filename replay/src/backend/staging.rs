@@ -237,9 +237,12 @@ impl<Q: DmaQueue> Staging<Q> {
     pub fn commit(&mut self, dst: u64, len: usize) -> Result<(), BackendError> {
         let t0 = Instant::now();
         if len > self.cap {
-            return Err(BackendError::Driver {
-                op: "staging commit".into(),
-                reason: format!("{len} bytes exceed the {}-byte staging buffer", self.cap),
+            return Err(BackendError::Internal {
+                backend: "gpu".into(),
+                what: format!(
+                    "staging commit of {len} bytes exceeds the {}-byte staging buffer",
+                    self.cap
+                ),
             });
         }
         self.dst = dst;
@@ -446,9 +449,9 @@ impl<Q: DmaQueue> Uploads<Q> {
 }
 
 fn not_reserved(what: &str) -> BackendError {
-    BackendError::Driver {
-        op: what.into(),
-        reason: "no arena reserved yet (reserve must come first)".into(),
+    BackendError::Internal {
+        backend: "gpu".into(),
+        what: format!("{what} before the arena was reserved"),
     }
 }
 
@@ -463,10 +466,10 @@ pub fn arena_address(
 ) -> Result<u64, BackendError> {
     match offset.checked_add(len as u64) {
         Some(end) if end <= size => Ok(base + offset),
-        _ => Err(BackendError::Driver {
-            op: what.into(),
-            reason: format!(
-                "{len} bytes at arena offset {offset:#x} run past the arena's {size} bytes"
+        _ => Err(BackendError::Internal {
+            backend: "gpu".into(),
+            what: format!(
+                "{what}: {len} bytes at arena offset {offset:#x} run past the arena's {size} bytes"
             ),
         }),
     }
@@ -625,12 +628,12 @@ mod tests {
     }
 
     #[test]
-    fn unbound_uploads_say_reserve_comes_first() {
+    fn unbound_uploads_say_the_arena_was_not_reserved() {
         let q = queue(64);
         let mut u: Uploads<&HostQueue> = Uploads::default();
         assert!(u.window(64).unwrap().is_none());
         let e = u.upload(0, &[1; 8]).unwrap_err().to_string();
-        assert!(e.contains("reserve must come first"), "{e}");
+        assert!(e.contains("before the arena was reserved"), "{e}");
         assert!(u.address(0, 8, "download").is_err());
         u.settle().unwrap();
         u.bind(ArenaUploads::new(&q, q.base, 64, 2, 1 << 20).unwrap());

@@ -195,9 +195,9 @@ impl<D: DeviceApi> GpuBackend<D> {
     }
 
     fn loaded<T>(v: Option<T>, op: &str) -> Result<T, BackendError> {
-        v.ok_or_else(|| BackendError::Driver {
-            op: op.into(),
-            reason: "no image loaded yet (load_image must come first)".into(),
+        v.ok_or_else(|| BackendError::Internal {
+            backend: "gpu".into(),
+            what: format!("{op} before the image was loaded"),
         })
     }
 }

@@ -177,8 +177,8 @@ impl ChildBackend {
     }
 
     fn protocol(&self, r: Reply) -> BackendError {
-        BackendError::Driver {
-            op: format!("{} runner", self.name),
+        BackendError::RunnerReply {
+            op: format!("the {} runner's request", self.name),
             reason: format!("unexpected reply {r:?}"),
         }
     }
