@@ -16,7 +16,7 @@ use rrstore_format::RecordingId;
 use rusqlite::OptionalExtension;
 
 use crate::error::{Result, StoreError};
-use crate::index::hash32;
+use crate::index::{hash32, write};
 use crate::objects::PutReport;
 use crate::{HistoryEntry, Store};
 
@@ -45,24 +45,30 @@ impl Store {
     /// Link history row `history_id` to an already stored part (the
     /// recording's output part, when the replay reproduced it exactly).
     pub fn link_output(&mut self, history_id: i64, part: &[u8; 32]) -> Result<()> {
-        let ierr = self.ierr("linking a saved output");
-        let tx = self.conn.transaction().map_err(&ierr)?;
-        let exists = tx
-            .prepare_cached("SELECT 1 FROM parts WHERE hash = ?1")
-            .and_then(|mut s| s.exists([&part[..]]))
-            .map_err(&ierr)?;
-        if !exists {
+        let index = self.index_path();
+        // One `BEGIN IMMEDIATE` transaction: a deferred one that reads
+        // first cannot wait for another writer (`check --jobs` lanes write
+        // at the same time) and fails with "database is locked".
+        let linked =
+            write::in_transaction(&mut self.conn, &index, "linking a saved output", |tx| {
+                let exists = tx
+                    .prepare_cached("SELECT 1 FROM parts WHERE hash = ?1")?
+                    .exists([&part[..]])?;
+                if exists {
+                    tx.execute(
+                        "INSERT OR REPLACE INTO saved_outputs (history_id, part) VALUES (?1, ?2)",
+                        rusqlite::params![history_id, &part[..]],
+                    )?;
+                }
+                Ok(exists)
+            })?;
+        if !linked {
             return Err(StoreError::ObjectNotFound(format!(
                 "part {} is not stored",
                 rrstore_format::id::hex(part)
             )));
         }
-        tx.execute(
-            "INSERT OR REPLACE INTO saved_outputs (history_id, part) VALUES (?1, ?2)",
-            rusqlite::params![history_id, &part[..]],
-        )
-        .map_err(&ierr)?;
-        tx.commit().map_err(&ierr)
+        Ok(())
     }
 
     /// The stored output part of history row `history_id`, if kept.
