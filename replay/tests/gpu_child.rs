@@ -120,7 +120,13 @@ fn main() {
 }
 
 fn a_replay_runs_in_the_child() {
+    assert!(rrstore_replay::sandbox::applied().is_none());
     let mut b = spawn(Launch::Works);
+    // The child says how it was confined, for the replay's report.
+    assert!(
+        rrstore_replay::sandbox::applied().is_some(),
+        "the GPU child did not report its confinement"
+    );
     assert_ne!(
         b.device_description(),
         format!("fake device in process {}", std::process::id()),

@@ -371,15 +371,19 @@ pub fn confine(allow: &Allow) -> Result<Mechanisms, String> {
 /// driver: the host runner's policy plus read access to the driver's
 /// files and the device nodes. A failure under [`Mode::Strict`] ends the
 /// child (its parent reports it as a dead runner, with this message on
-/// the child's stderr).
-pub fn confine_gpu_child() {
-    if let Err(why) = confine(&Allow {
+/// the child's stderr). Returns what it applied, which the child reports
+/// to its parent ([`note_applied`]) for the replay's report.
+pub fn confine_gpu_child() -> Mechanisms {
+    match confine(&Allow {
         gpu: true,
         ..Allow::default()
     }) {
-        eprintln!("rrstore GPU runner: {why}");
-        // SAFETY: ends this forked child without running the parent's
-        // exit handlers.
-        unsafe { libc::_exit(3) };
+        Ok(applied) => applied,
+        Err(why) => {
+            eprintln!("rrstore GPU runner: {why}");
+            // SAFETY: ends this forked child without running the parent's
+            // exit handlers.
+            unsafe { libc::_exit(3) }
+        }
     }
 }

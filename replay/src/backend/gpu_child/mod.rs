@@ -38,7 +38,8 @@ pub type Factory = Box<dyn FnOnce() -> Result<Box<dyn Backend>, BackendError>>;
 /// The child: make the backend, then serve requests until the parent
 /// closes the socket. Returns the child's exit status.
 fn serve(mut sock: UnixStream, window: *mut u8, make: Factory) -> i32 {
-    crate::sandbox::confine_gpu_child(); // sandbox (hD): before the driver loads
+    // Confined before the driver loads; what applied goes into `Ready`.
+    let sandbox = crate::sandbox::confine_gpu_child().0;
     let mut win = Window {
         ptr: window,
         len: WINDOW,
@@ -54,6 +55,7 @@ fn serve(mut sock: UnixStream, window: *mut u8, make: Factory) -> i32 {
     let ready: Result<Reply, BackendError> = Ok(Reply::Ready {
         name: backend.name().into(),
         description: backend.device_description(),
+        sandbox,
     });
     if send(&mut sock, &ready, &[]).is_err() {
         return 0;
@@ -170,7 +172,16 @@ impl ChildBackend {
             ended: None,
         };
         match b.reply(None)? {
-            Reply::Ready { description, .. } => b.description = description,
+            Reply::Ready {
+                description,
+                sandbox,
+                ..
+            } => {
+                b.description = description;
+                // The report says how the GPU child was confined, as it
+                // does for the host runner.
+                crate::sandbox::note_applied(sandbox);
+            }
             other => return Err(b.protocol(other)),
         }
         Ok(b)

@@ -45,9 +45,16 @@ pub(super) struct WireParams {
 
 #[derive(Serialize, Deserialize, Debug)]
 pub(super) enum Reply {
-    Ready { name: String, description: String },
+    Ready {
+        name: String,
+        description: String,
+        /// The sandbox mechanisms the child applied (`sandbox::Mechanisms`).
+        sandbox: u64,
+    },
     Done,
-    Kernel { ns: u64 },
+    Kernel {
+        ns: u64,
+    },
 }
 
 /// An anonymous shared mapping, inherited by the forked child.
