@@ -130,6 +130,16 @@ PY
   fi
 done
 
+echo "== relocation (issue 19): the pointer-chasing and plain recordings relocated on the GPU"
+for CASE in ptrstruct saxpy sparse; do
+  [ -d "$WORK/rec/$CASE" ] || continue
+  RID=$("$BIN" import "$WORK/rec/$CASE" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["recordings"][0]["id"])') || continue
+  timeout 120 "$BIN" replay "$RID" --backend cuda --verify --placement relocate --json >"$WORK/reloc-$CASE.json" 2>"$WORK/reloc-$CASE.err"
+  RC=$?
+  echo "$CASE relocated: rc=$RC $(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); p=r.get("placement") or {}; print(r.get("verdict"), p.get("mode"), hex(p.get("address") or 0), "rebased", p.get("rebased_pointers"), "args", p.get("rebased_args"), "globals", p.get("rebased_globals"))' "$WORK/reloc-$CASE.json" 2>/dev/null || head -2 "$WORK/reloc-$CASE.err")"
+  [ "$RC" = 0 ] || FAIL=1
+done
+
 echo "== auto backend and target checks"
 SAXPY_ID=$("$BIN" import "$WORK/rec/saxpy" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["recordings"][0]["id"])')
 "$BIN" replay "$SAXPY_ID" --backend auto >"$WORK/auto.txt" 2>&1; RC=$?

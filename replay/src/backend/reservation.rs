@@ -7,8 +7,9 @@
 //! landed on the hint). The recorder itself reserved `VAllocSize` bytes at
 //! the recorded address and got it, so that exact request comes first; then
 //! the snapshot's length, then larger ones. Only the snapshot's length is
-//! ever backed with memory. Relocating the arena when every attempt lands
-//! elsewhere is the relocation issue's business, not this module's.
+//! ever backed with memory. When every attempt lands elsewhere, a replay
+//! that may relocate keeps the first such reservation
+//! ([`reserve_placed`]) and the arena is relocated there.
 
 /// Reservation lengths to try for an arena of `len` bytes (already rounded
 /// to the granularity `gran`): the recorded reservation `recorded` (rounded
@@ -40,21 +41,45 @@ pub fn reservation_lengths(len: u64, recorded: Option<u64>, gran: u64) -> Vec<u6
 pub fn reserve_at_hint(
     start: u64,
     lengths: &[u64],
+    reserve: impl FnMut(u64, u64) -> Result<u64, String>,
+    free: impl FnMut(u64, u64),
+) -> Result<u64, Vec<String>> {
+    reserve_placed(start, lengths, false, reserve, free).map(|(len, _)| len)
+}
+
+/// [`reserve_at_hint`], and with `elsewhere` (a relocating replay) the
+/// first reservation the driver placed elsewhere is kept, not freed, for
+/// when no length lands on `start`: the arena is then relocated there
+/// (`crate::placement`). Returns the length and the address reserved.
+pub fn reserve_placed(
+    start: u64,
+    lengths: &[u64],
+    elsewhere: bool,
     mut reserve: impl FnMut(u64, u64) -> Result<u64, String>,
     mut free: impl FnMut(u64, u64),
-) -> Result<u64, Vec<String>> {
+) -> Result<(u64, u64), Vec<String>> {
     let mut attempts = Vec::new();
+    let mut kept: Option<(u64, u64)> = None;
     for &len in lengths {
         match reserve(len, start) {
-            Ok(got) if got == start => return Ok(len),
+            Ok(got) if got == start => {
+                if let Some((l, at)) = kept.take() {
+                    free(at, l);
+                }
+                return Ok((len, start));
+            }
             Ok(got) => {
-                free(got, len);
+                if elsewhere && kept.is_none() {
+                    kept = Some((len, got));
+                } else {
+                    free(got, len);
+                }
                 attempts.push(format!("{len:#x} bytes at {got:#x}"));
             }
             Err(e) => attempts.push(format!("{len:#x} bytes: {e}")),
         }
     }
-    Err(attempts)
+    kept.ok_or(attempts)
 }
 
 #[cfg(test)]
@@ -169,5 +194,43 @@ mod tests {
             ]
         );
         assert!(drv.borrow().live.is_empty());
+    }
+
+    #[test]
+    fn a_relocating_replay_keeps_the_first_reservation_placed_elsewhere() {
+        let start = 0x7e00_0000_0000;
+        let elsewhere = 0x7f00_0000_0000;
+        let drv = std::cell::RefCell::new(FakeDriver {
+            honours_from: u64::MAX,
+            elsewhere,
+            live: Vec::new(),
+            calls: Vec::new(),
+        });
+        let lengths = reservation_lengths(8 * MIB, None, 2 * MIB);
+        let got = reserve_placed(
+            start,
+            &lengths,
+            true,
+            |l, h| drv.borrow_mut().reserve(l, h),
+            |a, l| drv.borrow_mut().free(a, l),
+        );
+        // Every length was tried at the hint first; the first one placed
+        // elsewhere is the one kept, and only it.
+        assert_eq!(got, Ok((8 * MIB, elsewhere)));
+        assert_eq!(drv.borrow().calls, vec![8 * MIB, 64 * MIB, GIB]);
+        assert_eq!(drv.borrow().live, vec![(elsewhere, 8 * MIB)]);
+        // A later length that lands on the hint wins; the kept one is freed.
+        drv.borrow_mut().honours_from = 64 * MIB;
+        drv.borrow_mut().live.clear();
+        drv.borrow_mut().calls.clear();
+        let got = reserve_placed(
+            start,
+            &lengths,
+            true,
+            |l, h| drv.borrow_mut().reserve(l, h),
+            |a, l| drv.borrow_mut().free(a, l),
+        );
+        assert_eq!(got, Ok((64 * MIB, start)));
+        assert_eq!(drv.borrow().live, vec![(start, 64 * MIB)]);
     }
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::api::DeviceApi;
 use crate::backend::placeholder::{occupant_report, round_range};
-use crate::backend::reservation::{reservation_lengths, reserve_at_hint};
+use crate::backend::reservation::{reservation_lengths, reserve_placed};
 use crate::backend::BackendError;
 
 /// A reserved, mapped and accessible device range; released in reverse
@@ -18,6 +18,9 @@ pub struct DeviceArena<D: DeviceApi> {
     len: u64,
     /// Bytes of address space reserved (>= len).
     reserved: u64,
+    /// The arena's base: the recorded one, or where the driver placed the
+    /// reservation (relocated; same offset within the granularity).
+    base: u64,
     memory: Option<D::Memory>,
     mapped: bool,
 }
@@ -27,12 +30,15 @@ impl<D: DeviceApi> DeviceArena<D> {
     /// exactly that address, back it with device memory and make it
     /// readable and writable. `recorded` is the reservation the recorder
     /// made there (`VAllocSize`), asked for first: drivers honour the hint
-    /// for some sizes only.
+    /// for some sizes only. With `elsewhere` (a replay that may relocate),
+    /// a reservation the driver placed elsewhere is kept when none lands
+    /// on the address ([`reserve_placed`]); [`base`](Self::base) says where.
     pub fn create(
         api: &Arc<D>,
         base: u64,
         size: u64,
         recorded: Option<u64>,
+        elsewhere: bool,
     ) -> Result<Self, BackendError> {
         let gran = api.granularity()?.max(1);
         let reserve_err = |reason: String| BackendError::Reserve { base, size, reason };
@@ -44,14 +50,15 @@ impl<D: DeviceApi> DeviceArena<D> {
             ));
         }
         let lengths = reservation_lengths(len, recorded, gran);
-        let landed = reserve_at_hint(
+        let landed = reserve_placed(
             start,
             &lengths,
+            elsewhere,
             |vlen, hint| api.reserve_va(vlen, hint),
             // SAFETY: a misplaced reservation just made, nothing mapped in it.
             |got, vlen| unsafe { api.free_va(got, vlen) },
         );
-        let reserved = landed.map_err(|attempts| {
+        let (reserved, at) = landed.map_err(|attempts| {
             reserve_err(format!(
                 "{} did not reserve the range at {start:#x} (granularity {gran:#x}; attempts: \
                  {}); the range is in use in this process or the driver: {}",
@@ -62,21 +69,27 @@ impl<D: DeviceApi> DeviceArena<D> {
         })?;
         let mut arena = DeviceArena {
             api: api.clone(),
-            start,
+            start: at,
             len,
             reserved,
+            base: at + (base - start),
             memory: None,
             mapped: false,
         };
         let mem = api.create_memory(len)?;
         let mem = arena.memory.insert(mem);
-        api.map_memory(start, len, mem)?;
+        api.map_memory(at, len, mem)?;
         arena.mapped = true;
         Ok(arena)
     }
 
     pub fn start(&self) -> u64 {
         self.start
+    }
+
+    /// Where the arena's first byte is.
+    pub fn base(&self) -> u64 {
+        self.base
     }
 
     /// Bytes of address space the driver reserved.

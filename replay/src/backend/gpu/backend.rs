@@ -23,20 +23,33 @@ impl<D: DeviceApi> Backend for GpuBackend<D> {
         self.api.description()
     }
 
+    // Relocation: a driver that ignores the address hint places the arena
+    // elsewhere; the engine then rebases what points into it.
+    fn allow_elsewhere(&mut self, allow: bool) {
+        self.allow_elsewhere = allow;
+    }
+
+    fn placed_elsewhere(&self) -> Option<u64> {
+        self.placed_elsewhere
+    }
+
     fn reserve(&mut self, base: u64, size: u64) -> Result<(), BackendError> {
         self.api.make_current()?;
         if let Some(mut p) = self.placeholder.take() {
             p.release();
         }
-        self.arena = Some(DeviceArena::create(
+        let arena = self.arena.insert(DeviceArena::create(
             &self.api,
             base,
             size,
             self.recorded_reservation,
+            self.allow_elsewhere,
         )?);
+        let placed = arena.base();
+        self.placed_elsewhere = (placed != base).then_some(placed);
         self.uploads.bind(ArenaUploads::new(
             ApiQueue(self.api.clone()),
-            base,
+            placed,
             size,
             STAGING_BUFFERS,
             D::STAGING_BYTES,

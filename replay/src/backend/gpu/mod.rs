@@ -92,6 +92,11 @@ pub struct GpuBackend<D: DeviceApi> {
     shared_attr: Option<u32>,
     /// A launch timed out and may still run: teardown must not wait on it.
     wedged: bool,
+    /// The replay may relocate: keep a reservation the driver placed
+    /// elsewhere ([`crate::backend::Backend::allow_elsewhere`]).
+    allow_elsewhere: bool,
+    /// Where the arena went when the driver placed it elsewhere.
+    placed_elsewhere: Option<u64>,
 }
 
 impl<D: DeviceApi> GpuBackend<D> {
@@ -149,6 +154,8 @@ impl<D: DeviceApi> GpuBackend<D> {
             static_shared: 0,
             shared_attr: None,
             wedged: false,
+            allow_elsewhere: false,
+            placed_elsewhere: None,
         })
     }
 

@@ -586,6 +586,42 @@ fn reservations_ask_for_the_recorded_size_first_then_fall_back() {
 }
 
 #[test]
+fn a_relocating_replay_keeps_the_reservation_the_driver_placed_elsewhere() {
+    // The driver ignores the hint for every length: with `allow_elsewhere`
+    // (placement auto/relocate) the arena goes where the first reservation
+    // landed, at the recorded offset within the granularity, and uploads
+    // go there.
+    let mut cfg = Config::nvidia();
+    cfg.honours_from = u64::MAX;
+    let base = 0x7e80_0000_0010;
+    let (mut b, log) = open::<CudaLike>(&cfg, Some((base, 8 * MIB)));
+    b.allow_elsewhere(true);
+    b.reserve(base, 8 * MIB).unwrap();
+    assert_eq!(b.placed_elsewhere(), Some(ELSEWHERE + 0x10));
+    // 8 MiB at offset 0x10 span five 2 MiB granules.
+    assert!(at(&log, "map 0x7f0000000000 0xa00000") > 0);
+    b.upload(0, &[7; 16]).unwrap();
+    b.download(0, &mut [0; 16]).unwrap();
+    assert!(
+        count(&log, "htod 0x7f0000000010 16") == 1,
+        "{:?}",
+        log.borrow()
+    );
+    drop(b);
+    // One reservation kept, freed once at teardown; the others at once.
+    assert_eq!(count(&log, "reserve_va"), count(&log, "free_va"));
+    assert_eq!(count(&log, "free_va 0x7f0000000000 0xa00000"), 1);
+
+    // Without it (placement recorded), the same driver is an error.
+    let (mut b, _log) = open::<CudaLike>(&cfg, Some((base, 8 * MIB)));
+    assert!(matches!(
+        b.reserve(base, 8 * MIB),
+        Err(BackendError::Reserve { .. })
+    ));
+    assert_eq!(b.placed_elsewhere(), None);
+}
+
+#[test]
 fn a_held_range_is_released_right_before_the_reservation() {
     let base = 0x7e70_0000_0000;
     let (mut b, log) = open::<HipLike>(&Config::amd(), Some((base, 4096)));

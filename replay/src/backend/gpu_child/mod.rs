@@ -62,7 +62,16 @@ fn serve(mut sock: UnixStream, window: *mut u8, make: Factory) -> i32 {
     }
     while let Ok(Some((req, data))) = recv::<Request>(&mut sock) {
         let r: Result<Reply, BackendError> = match req {
-            Request::Reserve { base, size } => backend.reserve(base, size).map(|()| Reply::Done),
+            Request::Reserve {
+                base,
+                size,
+                elsewhere,
+            } => {
+                backend.allow_elsewhere(elsewhere);
+                backend.reserve(base, size).map(|()| Reply::Reserved {
+                    base: backend.placed_elsewhere().unwrap_or(base),
+                })
+            }
             Request::Upload { offset, len } => backend
                 .upload(offset, win.bytes(len as usize))
                 .map(|()| Reply::Done),
@@ -140,6 +149,10 @@ pub struct ChildBackend {
     description: String,
     /// How the child ended, once it has: every later call reports it.
     ended: Option<BackendError>,
+    /// Relocation: the replay may relocate, and where the child's driver
+    /// placed the arena when not at the address asked.
+    allow_elsewhere: bool,
+    placed_elsewhere: Option<u64>,
 }
 
 impl ChildBackend {
@@ -170,6 +183,8 @@ impl ChildBackend {
             name,
             description: String::new(),
             ended: None,
+            allow_elsewhere: false,
+            placed_elsewhere: None,
         };
         match b.reply(None)? {
             Reply::Ready {
@@ -317,7 +332,26 @@ impl Backend for ChildBackend {
     }
 
     fn reserve(&mut self, base: u64, size: u64) -> Result<(), BackendError> {
-        self.done(&Request::Reserve { base, size }, &[])
+        let req = Request::Reserve {
+            base,
+            size,
+            elsewhere: self.allow_elsewhere,
+        };
+        match self.call(&req, &[], None)? {
+            Reply::Reserved { base: placed } => {
+                self.placed_elsewhere = (placed != base).then_some(placed);
+                Ok(())
+            }
+            other => Err(self.protocol(other)),
+        }
+    }
+
+    fn allow_elsewhere(&mut self, allow: bool) {
+        self.allow_elsewhere = allow;
+    }
+
+    fn placed_elsewhere(&self) -> Option<u64> {
+        self.placed_elsewhere
     }
 
     fn upload(&mut self, offset: u64, data: &[u8]) -> Result<(), BackendError> {

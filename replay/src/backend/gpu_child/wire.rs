@@ -11,6 +11,8 @@ pub(super) enum Request {
     Reserve {
         base: u64,
         size: u64,
+        /// The replay may relocate (`Backend::allow_elsewhere`).
+        elsewhere: bool,
     },
     /// `len` bytes in the window go to the arena at `offset`.
     Upload {
@@ -52,6 +54,10 @@ pub(super) enum Reply {
         sandbox: u64,
     },
     Done,
+    /// The arena is reserved, its first byte at `base`.
+    Reserved {
+        base: u64,
+    },
     Kernel {
         ns: u64,
     },
