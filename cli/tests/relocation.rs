@@ -271,3 +271,63 @@ fn an_arena_beyond_the_address_space_relocates_in_auto_mode() {
     assert_eq!(v["placement"]["mode"], "relocated");
     assert_eq!(v["placement"]["rebased_args"], 1);
 }
+
+/// `--save-output` of a relocated replay: translated back to the recorded
+/// addresses by default (then equal to the recorded output), or as the
+/// device left it with `--save-output-form relocated` (then the stored
+/// pointers hold relocated addresses); the report says which form.
+#[test]
+fn save_output_writes_the_recorded_or_the_relocated_form() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = descriptors("llvm22-relocation")
+        .into_iter()
+        .find(|d| is_pointers(d))
+        .unwrap();
+    let recorded_output = std::fs::read(d.with_extension("original.output")).unwrap();
+    let (base, size) = arena(&d);
+    let to = 0x3000_0000_0000 + base % 4096;
+    let save = |form: Option<&str>| {
+        let out = tmp
+            .path()
+            .join(format!("out-{}.bin", form.unwrap_or("default")));
+        let mut args = vec![
+            "replay".to_string(),
+            d.to_str().unwrap().to_string(),
+            "--placement".into(),
+            "relocate".into(),
+            "--relocate-to".into(),
+            format!("{to:#x}"),
+            "--verify".into(),
+            "--json".into(),
+            "--save-output".into(),
+            out.to_str().unwrap().into(),
+        ];
+        if let Some(f) = form {
+            args.extend(["--save-output-form".into(), f.into()]);
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = rrstore(tmp.path(), &args, &[]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        let v = json(&o);
+        assert_eq!(v["verdict"], "verified");
+        (v["saved_output_form"].clone(), std::fs::read(out).unwrap())
+    };
+    let (form, bytes) = save(None);
+    assert_eq!(form, "recorded");
+    assert!(
+        bytes == recorded_output,
+        "the default form is the recorded output"
+    );
+    let (form, bytes) = save(Some("relocated"));
+    assert_eq!(form, "relocated");
+    let in_new = |w: &[u8]| {
+        let v = u64::from_le_bytes(w.try_into().unwrap());
+        (to..to + size).contains(&v)
+    };
+    let relocated_words = bytes.chunks_exact(8).filter(|w| in_new(w)).count();
+    assert!(
+        relocated_words >= 4,
+        "{relocated_words} words point into the relocated arena"
+    );
+    assert_eq!(bytes.len(), recorded_output.len());
+}

@@ -51,6 +51,12 @@ pub struct Args {
     /// Write the arena after the replay to FILE.
     #[arg(long, value_name = "FILE")]
     pub save_output: Option<PathBuf>,
+    /// Which form `--save-output` writes when the arena was relocated: its
+    /// pointers translated back to the recorded addresses (recorded,
+    /// comparable with the recorded output), or as the device left it at
+    /// the relocated address (relocated).
+    #[arg(long, value_enum, default_value = "recorded", requires = "save_output")]
+    pub save_output_form: SaveForm,
     /// Launch N times (re-uploading the input and globals each time) and
     /// report min/median/mean/standard deviation of the kernel time.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
@@ -131,6 +137,7 @@ fn options(args: &Args) -> anyhow::Result<ReplayOptions> {
         repetitions: args.repetitions,
         timeout,
         save_output: args.save_output.clone(),
+        save_relocated: args.save_output_form == SaveForm::Relocated,
         backends: backend_config(),
         image: None,
         device: args.device.ordinal()?,
@@ -273,7 +280,12 @@ fn print_text(
         }
     }
     if let Some(p) = &r.saved_output {
-        println!("  output saved to {}", p.display());
+        let form = match r.saved_output_form {
+            Some("relocated") => " (as the device left it, at the relocated address)",
+            Some(_) => " (pointers at their recorded addresses)",
+            None => "",
+        };
+        println!("  output saved to {}{form}", p.display());
     }
     // sandbox (hD): the runner's own lines, after it ended, before the verdict.
     kernel_output.print();
@@ -297,6 +309,13 @@ fn print_text(
     if let Some(row) = history_row {
         println!("  history row {row}");
     }
+}
+
+/// `--save-output-form`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum SaveForm {
+    Recorded,
+    Relocated,
 }
 
 pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {

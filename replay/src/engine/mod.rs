@@ -64,6 +64,7 @@ pub fn replay(src: &mut ReplaySource, opts: &ReplayOptions) -> ReplayReport {
         tolerance: None,
         output_blake3: None,
         saved_output: None,
+        saved_output_form: None,
         placement: None,
         started_at,
         timing: Default::default(),
@@ -226,6 +227,9 @@ fn run(
     // Back to the recorded addresses before hashing, comparing and saving;
     // in place where the backend can, else on the way down.
     let translate_down = match &rebaser {
+        // The relocated form is saved from the bytes on their way down,
+        // before they are translated.
+        Some(r) if opts.save_relocated && opts.save_output.is_some() => Some(*r),
         Some(r) => match backend.back_translate(r)? {
             Some(n) => {
                 if let Some(p) = report.placement.as_mut() {

@@ -47,6 +47,10 @@ pub struct ReplayOptions {
     /// Where the arena goes (`--placement`, `--relocate-to`).
     pub placement: Placement,
     pub relocate_to: Option<u64>,
+    /// With a relocated arena, `save_output` gets the bytes as the device
+    /// left them (pointers at the relocated address) instead of translated
+    /// back to the recorded addresses.
+    pub save_relocated: bool,
 }
 
 impl Default for ReplayOptions {
@@ -66,6 +70,7 @@ impl Default for ReplayOptions {
             device: 0,
             placement: Placement::Auto,
             relocate_to: None,
+            save_relocated: false,
         }
     }
 }

@@ -99,6 +99,16 @@ pub(super) fn check_output(
         let n = PIECE.min((size - off) as usize);
         let actual = &mut actual_buf[..n];
         backend.download(off, actual)?;
+        // `--save-output-form relocated`: the bytes as the device left
+        // them, before they are translated back.
+        let save_first = translate.is_some() && opts.save_relocated;
+        if let (true, Some((w, path))) = (save_first, save.as_mut()) {
+            w.write_all(actual)
+                .map_err(|source| ReplayError::SaveOutput {
+                    path: path.to_path_buf(),
+                    source,
+                })?;
+        }
         if let Some(r) = &translate {
             let n = r.back_translate(actual, off);
             if let Some(p) = report.placement.as_mut() {
@@ -109,7 +119,7 @@ pub(super) fn check_output(
         if let Some(h) = hasher.as_mut() {
             h.update(actual);
         }
-        if let Some((w, path)) = save.as_mut() {
+        if let (false, Some((w, path))) = (save_first, save.as_mut()) {
             w.write_all(actual)
                 .map_err(|source| ReplayError::SaveOutput {
                     path: path.to_path_buf(),
@@ -134,6 +144,15 @@ pub(super) fn check_output(
             source,
         })?;
         report.saved_output = Some(path.clone());
+        let relocated = report
+            .placement
+            .as_ref()
+            .is_some_and(|p| p.mode == "relocated");
+        report.saved_output_form = relocated.then_some(if opts.save_relocated {
+            "relocated"
+        } else {
+            "recorded"
+        });
     }
     let mut identical = false;
     report.verdict = match comparer {

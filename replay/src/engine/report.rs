@@ -146,6 +146,10 @@ pub struct ReplayReport {
     #[serde(serialize_with = "hex_opt")]
     pub output_blake3: Option<[u8; 32]>,
     pub saved_output: Option<PathBuf>,
+    /// The form `saved_output` was written in when the arena was
+    /// relocated: `recorded` (translated back) or `relocated`; `None`
+    /// otherwise (the two are the same bytes).
+    pub saved_output_form: Option<&'static str>,
     /// Where the arena was placed (`None` when the replay stopped before).
     pub placement: Option<PlacementReport>,
     /// Unix seconds.
