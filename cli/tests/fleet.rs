@@ -191,8 +191,9 @@ fn shards_1_to_5_are_disjoint_and_complete() {
 fn shard_process(dir: &Path, i: usize, n: usize, name: &str, add: &dyn Fn(&Path)) -> Child {
     let s = dir.join(format!("{name}-node{i}"));
     add(&s);
-    ok(&s, &["pull", "lab", "--all"]);
+    // Each node pulls only what its shard replays.
     let shard = format!("{i}/{n}");
+    ok(&s, &["pull", "lab", "--all", "--shard", &shard]);
     rr(
         &s,
         &[
@@ -224,6 +225,15 @@ fn shard_and_collect(tmp: &Path, n: usize, add: &dyn Fn(&Path)) {
     for mut c in children {
         assert!(c.wait().unwrap().success());
     }
+    // The nodes pulled disjoint shards that together are every recording.
+    let mut pulled: Vec<String> = (0..n)
+        .flat_map(|i| ids(&tmp.join(format!("nightly-node{i}")), None))
+        .collect();
+    assert!((0..n).all(|i| ids(&tmp.join(format!("nightly-node{i}")), None).len() < all.len()));
+    pulled.sort();
+    let mut every = all.clone();
+    every.sort();
+    assert_eq!(pulled, every, "pull --shard: disjoint and complete");
     let collector = tmp.join("collector");
     add(&collector);
     let v = json(

@@ -24,6 +24,11 @@ use crate::Globals;
 pub struct Args {
     #[command(flatten)]
     pub transfer: TransferArgs,
+    /// Of the selected recordings, only those of shard I of N (`I/N`,
+    /// counted from 0; `auto`, `auto/N`, `auto/VAR` from Slurm or
+    /// Kubernetes), the same subset `check --shard` replays (docs/fleet.md).
+    #[arg(long, value_name = "I/N|auto")]
+    pub shard: Option<String>,
     /// Pull only recordings signed by one of these public keys
     /// (`ed25519:HEX`, as `rrstore key show` prints; repeat the flag or
     /// separate keys with commas); default: the configuration's
@@ -42,6 +47,7 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         .map(|k| PublicKey::parse(k))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| crate::exit::UsageError(format!("--require-signed-by: {e}")))?;
+    let shard = args.shard.as_deref().map(super::fleet::shard).transpose()?;
     let mut args = args.transfer;
     let mut store = storeutil::open_or_create(globals)?;
     let name = args.pick_remote(&store, globals.remote.as_deref())?;
@@ -54,11 +60,14 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         label: args.label.clone(),
     };
     let recordings = args.recordings();
-    let wanted = if recordings {
+    let mut wanted = if recordings {
         select(&remote, &sel).map_err(lift).with_context(ctx)?
     } else {
         Selected::default()
     };
+    if let Some(s) = &shard {
+        wanted.recordings.retain(|(id, _)| s.contains(id));
+    }
     let ids: Vec<RecordingId> = wanted.recordings.iter().map(|(id, _)| *id).collect();
     // Signatures of every chosen recording when keys are required (those
     // the store has included); otherwise only of those the pull brings, so
