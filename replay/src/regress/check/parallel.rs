@@ -52,11 +52,37 @@ struct Lane<'a> {
     run: RunOptions,
 }
 
+/// The OpenMP runtime's spin time after a parallel region, set to 0 for the
+/// runners of parallel host lanes unless the user chose a wait policy.
+/// libomp's worker threads otherwise spin for 200 ms after each parallel
+/// region: with two runners on two cores, one runner's idle spinning
+/// takes the core the other's kernel needs (`check --jobs 2` measured
+/// 1.56-1.69x faster than `--jobs 1` with the default and 1.74-1.75x with
+/// 0; BENCHMARKS.md "Session 10"). Only scheduling changes, not what a
+/// kernel computes, and it is not an `OMP_*` launch setting.
+const BLOCKTIME: &str = "KMP_BLOCKTIME";
+
 impl Fleet {
     /// The run options of each lane: one per device, else `jobs` copies.
     pub fn lane_options(&self, run: &RunOptions) -> Vec<RunOptions> {
+        self.lane_options_in(run, &|k| std::env::var_os(k).is_some())
+    }
+
+    /// [`lane_options`](Self::lane_options), with `set(name)` saying
+    /// whether this process' environment sets a variable.
+    fn lane_options_in(&self, run: &RunOptions, set: &dyn Fn(&str) -> bool) -> Vec<RunOptions> {
         if self.devices.is_empty() {
-            return vec![run.clone(); self.jobs.max(1)];
+            let mut run = run.clone();
+            let host = &mut run.replay.backends.host.env;
+            let chosen = set(BLOCKTIME)
+                || set("OMP_WAIT_POLICY")
+                || host
+                    .iter()
+                    .any(|(k, _)| k == BLOCKTIME || k == "OMP_WAIT_POLICY");
+            if self.jobs > 1 && !chosen {
+                host.push((BLOCKTIME.into(), "0".into()));
+            }
+            return vec![run; self.jobs.max(1)];
         }
         self.devices
             .iter()
@@ -142,5 +168,44 @@ mod tests {
             .collect();
         assert_eq!(d, [2, 0, 5]);
         assert_eq!(Fleet::default().lane_options(&run).len(), 1);
+    }
+
+    #[test]
+    fn parallel_host_lanes_do_not_spin_unless_the_user_chose_a_wait_policy() {
+        let run = RunOptions {
+            replay: crate::ReplayOptions::default(),
+            use_cache: false,
+            keep_output: false,
+        };
+        let blocktime = |r: &RunOptions| {
+            r.replay
+                .backends
+                .host
+                .env
+                .iter()
+                .filter(|(k, _)| k == BLOCKTIME)
+                .map(|(_, v)| v.to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+        };
+        let two = Fleet {
+            jobs: 2,
+            ..Fleet::default()
+        };
+        let unset = |_: &str| false;
+        for lane in two.lane_options_in(&run, &unset) {
+            assert_eq!(blocktime(&lane), ["0"]);
+        }
+        // One lane: nothing changes; a policy of the user's: left alone.
+        let one = Fleet::default().lane_options_in(&run, &unset);
+        assert!(blocktime(&one[0]).is_empty());
+        let users = two.lane_options_in(&run, &|k| k == "OMP_WAIT_POLICY");
+        assert!(blocktime(&users[0]).is_empty());
+        let mut own = run.clone();
+        own.replay
+            .backends
+            .host
+            .env
+            .push((BLOCKTIME.into(), "50".into()));
+        assert_eq!(blocktime(&two.lane_options_in(&own, &unset)[0]), ["50"]);
     }
 }
