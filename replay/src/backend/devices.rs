@@ -178,7 +178,7 @@ pub fn hip() -> BackendStatus {
         let devices = devs.into_iter().map(|d| Device {
             index: d.ordinal,
             target: d.gcn_arch_name,
-            uuid: None,
+            uuid: d.uuid.clone(),
             compute_capability: None,
             memory_bytes: Some(d.memory_bytes),
             cores: None,

@@ -14,6 +14,8 @@ pub struct HipDeviceInfo {
     /// `gcnArchName`, e.g. `gfx942:sramecc+:xnack-`.
     pub gcn_arch_name: String,
     pub memory_bytes: u64,
+    /// `GPU-...` (`device_uuid`), `None` when the runtime gives none.
+    pub uuid: Option<String>,
 }
 
 pub(super) fn version_string(v: c_int) -> String {
@@ -77,6 +79,7 @@ pub(super) fn device_info(api: &HipRuntime, ordinal: usize) -> Result<HipDeviceI
         name,
         gcn_arch_name,
         memory_bytes: mem as u64,
+        uuid: device_uuid(&props),
     })
 }
 

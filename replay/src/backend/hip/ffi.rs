@@ -118,6 +118,26 @@ pub const GCN_ARCH_NAME_LEN: usize = 256;
 /// in HIP 6.x; generous room for later additions).
 pub const DEVICE_PROP_BUFFER: usize = 8192;
 
+/// Offset of `hipUUID uuid` (16 bytes) in `hipDeviceProp_tR0600`: right
+/// after the 256-byte `name`, as in CUDA's `cudaDeviceProp`.
+pub const UUID_OFFSET: usize = 256;
+
+/// The device's UUID from a filled `hipDeviceProp_tR0600` buffer, in the
+/// form `rocm-smi` prints (`GPU-` and the unique ID): ROCm fills the 16
+/// bytes with the ASCII hex digits of the GPU's unique ID; other bytes are
+/// written as CUDA's form (`GPU-xxxxxxxx-xxxx-...`). `None` when all zero
+/// (the runtime did not say).
+pub fn device_uuid(props: &[u8]) -> Option<String> {
+    let b: &[u8; 16] = props.get(UUID_OFFSET..UUID_OFFSET + 16)?.try_into().ok()?;
+    if b.iter().all(|&c| c == 0) {
+        return None;
+    }
+    if b.iter().all(u8::is_ascii_hexdigit) {
+        return Some(format!("GPU-{}", String::from_utf8_lossy(b)));
+    }
+    Some(crate::backend::cuda::driver::uuid_text(b))
+}
+
 /// Extract `gcnArchName` from a filled `hipDeviceProp_tR0600` buffer.
 pub fn gcn_arch_name(props: &[u8]) -> Option<String> {
     let cstr = |b: &[u8]| {
@@ -336,6 +356,21 @@ mod tests {
         shifted[1300..1306].copy_from_slice(b"gfx90a");
         assert_eq!(gcn_arch_name(&shifted).unwrap(), "gfx90a");
         assert_eq!(gcn_arch_name(&[0u8; 2000]), None);
+    }
+
+    #[test]
+    fn uuids_are_read_after_the_name_like_rocm_smi_prints_them() {
+        let mut props = vec![0u8; 2000];
+        assert_eq!(device_uuid(&props), None, "all zero: unknown");
+        props[UUID_OFFSET..UUID_OFFSET + 16].copy_from_slice(b"5e8a1c0b2d3f4a69");
+        assert_eq!(device_uuid(&props).unwrap(), "GPU-5e8a1c0b2d3f4a69");
+        let raw: Vec<u8> = (0..16u8).map(|i| i * 17).collect();
+        props[UUID_OFFSET..UUID_OFFSET + 16].copy_from_slice(&raw);
+        assert_eq!(
+            device_uuid(&props).unwrap(),
+            "GPU-00112233-4455-6677-8899-aabbccddeeff"
+        );
+        assert_eq!(device_uuid(&props[..200]), None, "a short buffer");
     }
 
     /// Whether `name` is loaded in this process (dlopen with RTLD_NOLOAD
