@@ -54,16 +54,26 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
             } else {
                 String::new()
             },
-            if report.ok() {
-                "ok".to_string()
-            } else {
-                format!("{} problem(s)", report.problems.len())
-            }
+            super::verify::status_words(report.ok(), report.problems.len())
         );
     }
-    Ok(if report.ok() {
+    Ok(super::verify::exit_code(report.ok()))
+}
+
+/// The end of a verify summary line: `ok`, or how many problems.
+pub(super) fn status_words(ok: bool, problems: usize) -> String {
+    if ok {
+        "ok".to_string()
+    } else {
+        format!("{problems} problem(s)")
+    }
+}
+
+/// A verify's exit status: 0, or exit 5 when anything is damaged.
+pub(super) fn exit_code(ok: bool) -> ExitCode {
+    if ok {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(exit::CORRUPT)
-    })
+    }
 }

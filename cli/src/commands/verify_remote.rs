@@ -8,7 +8,6 @@ use rrstore_store::Store;
 
 use super::remote::{lift, open, progress_bar};
 use super::storeutil::bytes;
-use crate::exit;
 
 /// The remote name of `verify NAME:` (one argument ending in a colon).
 pub fn remote_spec(ids: &[String]) -> Option<&str> {
@@ -53,16 +52,8 @@ pub fn run(store: &Store, name: &str, read_data: bool, json: bool) -> anyhow::Re
             } else {
                 String::new()
             },
-            if report.ok() {
-                "ok".to_string()
-            } else {
-                format!("{} problem(s)", report.problems.len())
-            }
+            super::verify::status_words(report.ok(), report.problems.len())
         );
     }
-    Ok(if report.ok() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(exit::CORRUPT)
-    })
+    Ok(super::verify::exit_code(report.ok()))
 }

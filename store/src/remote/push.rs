@@ -259,21 +259,46 @@ fn push_v2(
         remote.put_all(level.into_iter().map(Ok), &mut |n| meta += n)?;
     }
     remote.put_all(part_objs.into_iter().map(Ok), &mut |n| meta += n)?;
+    put_manifests(
+        store,
+        remote,
+        recs,
+        todo_images,
+        layout::MANIFEST_V2,
+        &mut report,
+    )?;
+    report.metadata_bytes += meta;
+    report.bytes = report.chunk_bytes + report.metadata_bytes;
+    Ok(report)
+}
+
+/// The last stage of a push of either layout, once everything they name is
+/// on the remote: the manifests of `recs` and the image entries of
+/// `images`, in layout `version`, counted into `report` (their bytes
+/// added to `metadata_bytes`).
+pub(super) fn put_manifests(
+    store: &Store,
+    remote: &Backend,
+    recs: Vec<rrstore_format::Recording>,
+    images: Vec<crate::images::ImageInfo>,
+    version: u32,
+    report: &mut TransferReport,
+) -> Result<()> {
     let mut last = Vec::new();
     for rec in recs {
         report.ids.push(rec.id().to_hex());
-        last.push(manifest_object(store, rec, layout::MANIFEST_V2)?);
+        last.push(manifest_object(store, rec, version)?);
     }
     report.recordings = last.len() as u64;
-    for img in todo_images {
-        last.push(image_object(&img, layout::MANIFEST_V2)?);
+    for img in images {
+        last.push(image_object(&img, version)?);
         report.images += 1;
         report.image_hashes.push(img.hash);
     }
+    let mut meta = 0u64;
     remote.put_all(last.into_iter().map(Ok), &mut |n| meta += n)?;
-    report.metadata_bytes = meta;
-    report.bytes = report.chunk_bytes + report.metadata_bytes;
-    Ok(report)
+    report.metadata_bytes += meta;
+    Ok(())
 }
 
 /// Hashes named by the keys under a fanned directory.

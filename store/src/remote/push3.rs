@@ -16,7 +16,7 @@ use super::blobs::Blobs;
 use super::error::Result;
 use super::layout::{self, ChunkRef, PartObject};
 use super::layout3::{self, Entry, Kind};
-use super::push::{image_object, manifest_object, todo, Todo};
+use super::push::{put_manifests, todo, Todo};
 use super::tree;
 use super::{Event, TransferReport};
 use crate::Store;
@@ -199,19 +199,15 @@ pub(super) fn push(
         }
     }
     // Stage 3: manifests and image entries, once the index is stored.
-    let mut last = Vec::new();
-    for rec in recs {
-        report.ids.push(rec.id().to_hex());
-        last.push(manifest_object(store, rec, layout::MANIFEST_VERSION)?);
-    }
-    report.recordings = last.len() as u64;
-    for img in todo_images {
-        last.push(image_object(&img, layout::MANIFEST_VERSION)?);
-        report.images += 1;
-        report.image_hashes.push(img.hash);
-    }
-    remote.put_all(last.into_iter().map(Ok), &mut |n| meta_bytes += n)?;
     report.metadata_bytes = meta_bytes;
+    put_manifests(
+        store,
+        remote,
+        recs,
+        todo_images,
+        layout::MANIFEST_VERSION,
+        &mut report,
+    )?;
     report.bytes = report.chunk_bytes + report.metadata_bytes;
     Ok(report)
 }
