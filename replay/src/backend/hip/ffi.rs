@@ -344,6 +344,125 @@ mod tests {
         assert_eq!((p.type_, p.location.type_, p.location.id), (1, 1, 3));
     }
 
+    /// `tests/gpu/hip_layouts.c` checks these values against a machine's
+    /// HIP headers at compile time (`scripts/hip-check.sh`, the first step
+    /// of docs/gpu.md's AMD check list): its CHECK lines and the constants
+    /// here must say the same, or the check would prove nothing.
+    #[test]
+    fn the_c_layout_check_lists_every_constant() {
+        let c = include_str!("../../../../tests/gpu/hip_layouts.c");
+        let lines: Vec<&str> = c
+            .lines()
+            .filter_map(|l| l.strip_prefix("CHECK(")?.strip_suffix(");"))
+            .collect();
+        let expect: Vec<(&str, i64)> = vec![
+            ("hipSuccess", HIP_SUCCESS.into()),
+            ("hipErrorNoDevice", HIP_ERROR_NO_DEVICE.into()),
+            ("hipErrorInvalidImage", HIP_ERROR_INVALID_IMAGE.into()),
+            ("hipErrorNoBinaryForGpu", HIP_ERROR_NO_BINARY_FOR_GPU.into()),
+            ("hipErrorInvalidSymbol", HIP_ERROR_INVALID_SYMBOL.into()),
+            ("hipErrorNotFound", HIP_ERROR_NOT_FOUND.into()),
+            ("hipErrorNotReady", HIP_ERROR_NOT_READY.into()),
+            (
+                "hipMemAllocationTypePinned",
+                HIP_MEM_ALLOCATION_TYPE_PINNED.into(),
+            ),
+            ("hipMemHandleTypeNone", HIP_MEM_HANDLE_TYPE_NONE.into()),
+            (
+                "hipMemLocationTypeDevice",
+                HIP_MEM_LOCATION_TYPE_DEVICE.into(),
+            ),
+            (
+                "hipMemAccessFlagsProtReadWrite",
+                HIP_MEM_ACCESS_FLAGS_PROT_READ_WRITE.into(),
+            ),
+            (
+                "hipMemAllocationGranularityMinimum",
+                HIP_MEM_ALLOC_GRANULARITY_MINIMUM.into(),
+            ),
+            ("hipStreamNonBlocking", HIP_STREAM_NON_BLOCKING.into()),
+            ("hipEventDefault", HIP_EVENT_DEFAULT.into()),
+            ("hipEventDisableTiming", HIP_EVENT_DISABLE_TIMING.into()),
+            (
+                "hipDeviceAttributeMaxThreadsPerMultiProcessor",
+                HIP_ATTR_MAX_THREADS_PER_MULTIPROCESSOR.into(),
+            ),
+            (
+                "hipDeviceAttributeMultiprocessorCount",
+                HIP_ATTR_MULTIPROCESSOR_COUNT.into(),
+            ),
+            ("hipDeviceAttributeWarpSize", HIP_ATTR_WARP_SIZE.into()),
+            (
+                "hipDeviceAttributeWallClockRate",
+                HIP_ATTR_WALL_CLOCK_RATE.into(),
+            ),
+            ("hipHostMallocDefault", HIP_HOST_MALLOC_DEFAULT.into()),
+            ("sizeof(hipMemLocation)", size_of::<HipMemLocation>() as i64),
+            (
+                "sizeof(((hipMemAllocationProp *)0)->allocFlags)",
+                size_of::<HipMemAllocFlags>() as i64,
+            ),
+            (
+                "offsetof(hipMemAllocationProp, type)",
+                offset_of!(HipMemAllocationProp, type_) as i64,
+            ),
+            (
+                "offsetof(hipMemAllocationProp, requestedHandleType)",
+                offset_of!(HipMemAllocationProp, requested_handle_type) as i64,
+            ),
+            (
+                "offsetof(hipMemAllocationProp, location)",
+                offset_of!(HipMemAllocationProp, location) as i64,
+            ),
+            (
+                "offsetof(hipMemAllocationProp, win32HandleMetaData)",
+                offset_of!(HipMemAllocationProp, win32_handle_meta_data) as i64,
+            ),
+            (
+                "offsetof(hipMemAllocationProp, allocFlags)",
+                offset_of!(HipMemAllocationProp, alloc_flags) as i64,
+            ),
+            (
+                "sizeof(hipMemAllocationProp)",
+                size_of::<HipMemAllocationProp>() as i64,
+            ),
+            (
+                "sizeof(hipMemAccessDesc)",
+                size_of::<HipMemAccessDesc>() as i64,
+            ),
+            (
+                "offsetof(hipMemAccessDesc, flags)",
+                offset_of!(HipMemAccessDesc, flags) as i64,
+            ),
+            ("offsetof(hipDeviceProp_tR0600, uuid)", UUID_OFFSET as i64),
+            (
+                "offsetof(hipDeviceProp_tR0600, gcnArchName)",
+                GCN_ARCH_NAME_OFFSET as i64,
+            ),
+            (
+                "sizeof(((hipDeviceProp_tR0600 *)0)->gcnArchName)",
+                GCN_ARCH_NAME_LEN as i64,
+            ),
+        ];
+        for (name, value) in &expect {
+            let line = format!("{name}, {value}");
+            assert!(
+                lines.contains(&line.as_str()),
+                "hip_layouts.c lacks CHECK({line})"
+            );
+        }
+        let bound = format!("sizeof(hipDeviceProp_tR0600) <= {DEVICE_PROP_BUFFER}, 1");
+        assert!(
+            lines.contains(&bound.as_str()),
+            "hip_layouts.c lacks CHECK({bound})"
+        );
+        assert_eq!(
+            lines.len(),
+            expect.len() + 1,
+            "a CHECK line with no Rust constant beside it"
+        );
+    }
+
     #[test]
     fn gcn_arch_name_is_read_at_its_offset_or_found() {
         let mut props = vec![0u8; DEVICE_PROP_BUFFER];
