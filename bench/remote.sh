@@ -24,7 +24,9 @@
 #     synthetic 3-recording corpus (bench/gen_gpu_recording.py 64/65/66
 #     --output, generated into $W once)
 #   ROUNDS=2 (default)   RR_B=path/to/other/rrstore: also time its pulls,
-#   interleaved with RR's (A/B of two builds on the same server and files)
+#   interleaved with RR's (A/B of two builds on the same server and files;
+#   the timed pushes then write RRX3 index objects, which rrstore before
+#   RRX4 can read: RRSTORE_REMOTE_INDEX_FORMAT=3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -92,7 +94,7 @@ for CORPUS in "${CORPORA[@]}"; do
     $RR --store "$W/$name-full" remote rm lab >/dev/null 2>&1 || true
     $RR --store "$W/$name-full" remote add lab "s3://bench/$p/rr" --endpoint "$EP" --allow-http >/dev/null
     rm -rf "$W/$name-full/remote-cache"
-    run "rrstore push --all" "$LOGICAL" $RR --store "$W/$name-full" push lab --all --json
+    run "rrstore push --all" "$LOGICAL" env ${RR_B:+RRSTORE_REMOTE_INDEX_FORMAT=3} $RR --store "$W/$name-full" push lab --all --json
     client
     restic -q -r "s3:$EP/bench/$p/restic" init >/dev/null
     run "restic backup" "$LOGICAL" restic -q -r "s3:$EP/bench/$p/restic" backup "$CORPUS"
@@ -122,12 +124,17 @@ for CORPUS in "${CORPORA[@]}"; do
 
   # Pulls into a store that holds one similar recording: at most 4 of them.
   echo " pull into a store holding one recording (received = all payloads; missing = stored bytes of the chunks it lacked)"
+  # (to a remote of its own, written as a push writes it by default)
+  $RR --store "$W/$name-full" remote rm lab >/dev/null
+  $RR --store "$W/$name-full" remote add lab "s3://bench/$name-sim/rr" --endpoint "$EP" --allow-http >/dev/null
+  rm -rf "$W/$name-full/remote-cache"
+  $RR --store "$W/$name-full" push lab --all >/dev/null
   entries=$(ls "$CORPUS")
   n=$(echo "$entries" | wc -l)
   for one in $(echo "$entries" | awk -v n="$n" 'NR == 1 || NR == 2 || NR == int((n + 1) / 2) || NR == n' | sort -u); do
     d="$W/one-$one"
     $RR --store "$d" import "$CORPUS/$one" >/dev/null
-    $RR --store "$d" remote add lab "s3://bench/$name-1/rr" --endpoint "$EP" --allow-http >/dev/null
+    $RR --store "$d" remote add lab "s3://bench/$name-sim/rr" --endpoint "$EP" --allow-http >/dev/null
     $RR --store "$d" pull lab --all --json >"$W/one.json"
     b=$(field "$W/one.json" bytes); m=$(field "$W/one.json" missing_stored_bytes)
     r=$( [ "$m" -gt 0 ] && echo "scale=4; $b / $m" | bc || echo "-")

@@ -64,11 +64,16 @@ fn a_cold_pull_of_a_small_recording_reads_only_pieces_of_the_index() {
         "{read} bytes of an index object of {size} read: {r} vs {warm}"
     );
     ok(&f.b, &["verify", "--full"]);
-    same_exports(&f.a, &f.b, &[globals.clone()], f.t.path());
+    same_exports(&f.a, &f.b, std::slice::from_ref(&globals), f.t.path());
     // The cache did not take the partly read object as cached: the next
     // pull (everything) still finds every blob.
     let all = json(&f.b, &["pull", "r", "--all", "--json"]);
-    assert_eq!(all.get("damaged").map_or(0, |d| d.as_array().unwrap().len()), 0, "{all}");
+    assert_eq!(
+        all.get("damaged")
+            .map_or(0, |d| d.as_array().unwrap().len()),
+        0,
+        "{all}"
+    );
     assert_eq!(ids(&f.b, None), f.all_now());
     ok(&f.b, &["verify", "--full"]);
     // A pull writes one local pack, not one per recording.
@@ -101,7 +106,12 @@ fn remotes_holding_rrx3_index_objects_stay_readable() {
     let one = json(&f.b, &["pull", "r", &globals[..12], "--json"]);
     assert_eq!(one["recordings"], 1, "{one}");
     let all = json(&f.b, &["pull", "r", "--all", "--json"]);
-    assert_eq!(all.get("damaged").map_or(0, |d| d.as_array().unwrap().len()), 0, "{all}");
+    assert_eq!(
+        all.get("damaged")
+            .map_or(0, |d| d.as_array().unwrap().len()),
+        0,
+        "{all}"
+    );
     assert_eq!(ids(&f.b, None), f.all_now());
     ok(&f.b, &["verify", "--full"]);
     ok(&f.b, &["verify", "r:", "--read-data"]);

@@ -128,7 +128,10 @@ pub fn encode(entries: &[Entry]) -> Result<([u8; 32], Vec<u8>), String> {
         n: sorted.len() as u64,
     };
     if h.n > MAX_ENTRIES {
-        return Err(format!("{} entries is more than one index object holds", h.n));
+        return Err(format!(
+            "{} entries is more than one index object holds",
+            h.n
+        ));
     }
     let mut b = Vec::with_capacity(h.size() as usize);
     b.extend_from_slice(MAGIC);
@@ -189,7 +192,12 @@ pub fn check_fanout(h: &Header, first: u64, slots: &[u64]) -> Result<(), String>
     let bad = |why: String| Err(format!("damaged fanout: {why}"));
     for (i, w) in slots.windows(2).enumerate() {
         if w[0] > w[1] {
-            return bad(format!("slot {} ({}) > slot {}", first + i as u64, w[0], w[1]));
+            return bad(format!(
+                "slot {} ({}) > slot {}",
+                first + i as u64,
+                w[0],
+                w[1]
+            ));
         }
     }
     for (i, &s) in slots.iter().enumerate() {
@@ -243,7 +251,9 @@ pub fn bucket_entries(h: &Header, bucket: u64, raw: &[u8]) -> Result<Vec<Raw>, S
         let offset = u64::from_le_bytes(off);
         let len = u32::from_le_bytes([e[45], e[46], e[47], e[48]]);
         if h.bucket(&name) != bucket {
-            return Err(format!("damaged fanout: an entry of bucket {bucket} is not in it"));
+            return Err(format!(
+                "damaged fanout: an entry of bucket {bucket} is not in it"
+            ));
         }
         if out
             .last()
@@ -280,7 +290,11 @@ mod tests {
 
     fn entry(i: u32) -> Entry {
         Entry {
-            kind: if i % 3 == 0 { Kind::Node } else { Kind::Chunk },
+            kind: if i.is_multiple_of(3) {
+                Kind::Node
+            } else {
+                Kind::Chunk
+            },
             name: *blake3::hash(&i.to_le_bytes()).as_bytes(),
             pack: [(i % 4) as u8; 32],
             offset: u64::from(i) * 100,
@@ -296,7 +310,10 @@ mod tests {
             assert_eq!(*blake3::hash(&body).as_bytes(), name);
             let h = Header::decode(&body, body.len() as u64).unwrap();
             assert_eq!(h.n, u64::from(n));
-            assert!(h.buckets() * 4 <= (h.n + 3) * 4, "fanout stays small: {h:?}");
+            assert!(
+                h.buckets() * 4 <= (h.n + 3) * 4,
+                "fanout stays small: {h:?}"
+            );
             let mut got = decode(&body).unwrap();
             let mut want = es.clone();
             got.sort_by_key(|e| e.name);

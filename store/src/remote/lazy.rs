@@ -189,7 +189,10 @@ impl Lazy {
             };
             let s = index4::slots(&s);
             if s.len() != 2 {
-                self.damaged(i, format!("damaged fanout: slots {b}, {} unreadable", b + 1));
+                self.damaged(
+                    i,
+                    format!("damaged fanout: slots {b}, {} unreadable", b + 1),
+                );
                 continue;
             }
             if let Err(r) = index4::check_fanout(&h, b, &s) {

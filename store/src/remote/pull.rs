@@ -195,7 +195,7 @@ impl<'a> Session<'a> {
                 self.report.recordings += 1;
                 self.report.ids.push(id.to_hex());
                 self.report.logical_bytes += m.recording.logical_size();
-                super::pull_chunks::pause_point("recording", self.report.recordings as u64);
+                super::pull_chunks::pause_point("recording", self.report.recordings);
             } else {
                 self.report.present += 1;
                 self.report.present_ids.push(id.to_hex());

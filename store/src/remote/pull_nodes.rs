@@ -130,7 +130,15 @@ impl Session<'_> {
         .ok_or_else(|| StoreError::Internal("no local trees".into()))?;
         let mut out = Vec::with_capacity(obj.nchunks.min(1 << 20) as usize);
         for h in &obj.top {
-            if !expand(self.store, known, &self.fetched, remote, h, obj.height, &mut out)? {
+            if !expand(
+                self.store,
+                known,
+                &self.fetched,
+                remote,
+                h,
+                obj.height,
+                &mut out,
+            )? {
                 return Ok(None);
             }
         }

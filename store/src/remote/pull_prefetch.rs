@@ -106,7 +106,8 @@ impl Session<'_> {
             total,
         });
         self.fetch_chunks(&missing, true, progress)?;
-        self.prefetched.extend(objs.into_iter().map(|(h, at, o)| (h, (at, o))));
+        self.prefetched
+            .extend(objs.into_iter().map(|(h, at, o)| (h, (at, o))));
         Ok(())
     }
 }
