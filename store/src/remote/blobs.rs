@@ -3,6 +3,7 @@
 //! neighbouring ranges of a pack coalesced, or as version 2 objects of
 //! their own. Every caller checks what it gets; this module only finds it.
 
+use std::cell::RefCell;
 use std::ops::Range;
 use std::path::Path;
 
@@ -11,6 +12,7 @@ use super::cache::{BadIndex, Cache};
 use super::error::{RemoteError, Result};
 use super::layout;
 use super::layout3::{self, Entry, Kind};
+use super::lazy::Lazy;
 use super::ranges::Got;
 
 /// Ranges of one pack closer than this are fetched with one request.
@@ -27,6 +29,8 @@ pub(crate) struct Blobs<'a> {
     pub cache: Option<Cache>,
     /// Index objects left out of the cache because they are damaged.
     pub bad_index: Vec<BadIndex>,
+    /// A pull's index objects not cached yet, looked up lazily.
+    lazy: RefCell<Lazy>,
 }
 
 /// The layout version of `remote`: 3 with the marker, else 2.
@@ -83,18 +87,43 @@ pub fn describe(e: &Entry) -> String {
 }
 
 impl<'a> Blobs<'a> {
-    /// Open the blobs of `remote`; on a version 3 remote, refresh the
-    /// index cache kept in store directory `dir`.
-    pub fn open(dir: &Path, remote: &'a Backend) -> Result<Blobs<'a>> {
-        let mut b = Blobs {
+    /// The blobs of `remote`, no cache attached yet.
+    pub fn new(remote: &'a Backend) -> Blobs<'a> {
+        Blobs {
             remote,
             cache: None,
             bad_index: Vec::new(),
-        };
+            lazy: RefCell::new(Lazy::default()),
+        }
+    }
+
+    /// Open the blobs of `remote`; on a version 3 remote, refresh the
+    /// index cache kept in store directory `dir`.
+    pub fn open(dir: &Path, remote: &'a Backend) -> Result<Blobs<'a>> {
+        let mut b = Blobs::new(remote);
         if layout_version(remote)? == 3 {
             b.attach(dir)?;
         }
         Ok(b)
+    }
+
+    /// [`Blobs::open`] for a pull: index objects not cached yet are only
+    /// listed, and looked up with ranged GETs as blobs are asked for
+    /// (`lazy`); those read whole on the way join the cache.
+    pub fn open_lazy(dir: &Path, remote: &'a Backend) -> Result<Blobs<'a>> {
+        let mut b = Blobs::new(remote);
+        if layout_version(remote)? == 3 {
+            let mut c = Cache::open(dir, remote)?;
+            let uncached = c.sync_listing(remote)?;
+            b.lazy = RefCell::new(Lazy::new(uncached));
+            b.cache = Some(c);
+        }
+        Ok(b)
+    }
+
+    /// Index objects found damaged while looking blobs up lazily.
+    pub fn lazy_bad(&self) -> Vec<BadIndex> {
+        self.lazy.borrow().bad.clone()
     }
 
     /// Use (and refresh) the index cache.
@@ -121,13 +150,35 @@ impl<'a> Blobs<'a> {
         f: &mut dyn FnMut([u8; 32], String, Found) -> Result<()>,
     ) -> Result<()> {
         let mut packed: Vec<Entry> = Vec::new();
-        let mut own: Vec<String> = Vec::new();
+        let mut misses: Vec<[u8; 32]> = Vec::new();
         for n in names {
             match self.lookup(kind, n)? {
                 Some(e) => packed.push(e),
-                None => own.push(v2_key(kind, n)),
+                None => misses.push(*n),
             }
         }
+        let mut lazy = self.lazy.borrow_mut();
+        if let (Some(c), false) = (&self.cache, lazy.is_empty() || misses.is_empty()) {
+            let mut found = lazy.lookup(self.remote, c, kind, &misses)?;
+            // Objects read whole joined the cache.
+            misses.retain(|n| match found.remove(n) {
+                Some(e) => {
+                    packed.push(e);
+                    false
+                }
+                None => true,
+            });
+            let mut still = Vec::new();
+            for n in misses {
+                match c.lookup(kind, &n)? {
+                    Some(e) => packed.push(e),
+                    None => still.push(n),
+                }
+            }
+            misses = still;
+        }
+        drop(lazy);
+        let own: Vec<String> = misses.iter().map(|n| v2_key(kind, n)).collect();
         if !own.is_empty() {
             let dir = v2_dir(kind);
             self.remote.get_all(own.into_iter(), &mut |key, body| {

@@ -5,7 +5,7 @@
 //! gone from the remote are dropped. Only a copy: deleting it costs one
 //! full refresh.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -18,6 +18,13 @@ use super::layout3::{self, Entry, Kind};
 pub(crate) struct Cache {
     conn: Connection,
     path: PathBuf,
+}
+
+/// An index object listed on the remote and not cached yet.
+#[derive(Clone, Debug)]
+pub struct Uncached {
+    pub key: String,
+    pub size: u64,
 }
 
 /// An index object that could not be used, and why.
@@ -86,10 +93,19 @@ impl Cache {
     /// GET per index object not cached yet. Returns the index objects that
     /// are damaged (left out).
     pub fn refresh(&mut self, remote: &Backend) -> Result<Vec<BadIndex>> {
-        let listed: HashSet<[u8; 32]> = remote
-            .list(layout3::INDEX)?
+        let new = self.sync_listing(remote)?;
+        let keys: Vec<String> = new.into_iter().map(|n| n.key).collect();
+        self.fetch_whole(remote, keys)
+    }
+
+    /// LIST `index/`, drop the rows of cached index objects no longer
+    /// listed, and return the listed ones not cached yet (a pull reads
+    /// those lazily, `lazy`), sorted by key.
+    pub fn sync_listing(&mut self, remote: &Backend) -> Result<Vec<Uncached>> {
+        let listed: HashMap<[u8; 32], u64> = remote
+            .list_sized(layout3::INDEX)?
             .iter()
-            .filter_map(|k| layout3::index_of_key(k))
+            .filter_map(|(k, n)| Some((layout3::index_of_key(k)?, *n)))
             .collect();
         let cached: Vec<(i64, [u8; 32])> = {
             let mut st = self
@@ -104,7 +120,7 @@ impl Cache {
         let have: HashSet<[u8; 32]> = cached.iter().map(|c| c.1).collect();
         let gone: Vec<i64> = cached
             .iter()
-            .filter(|c| !listed.contains(&c.1))
+            .filter(|c| !listed.contains_key(&c.1))
             .map(|c| c.0)
             .collect();
         if !gone.is_empty() {
@@ -125,14 +141,23 @@ impl Cache {
                 reason: e.to_string(),
             })?;
         }
-        let mut new: Vec<String> = listed
+        let mut new: Vec<Uncached> = listed
             .iter()
-            .filter(|h| !have.contains(*h))
-            .map(layout3::index_key)
+            .filter(|(h, _)| !have.contains(*h))
+            .map(|(h, n)| Uncached {
+                key: layout3::index_key(h),
+                size: *n,
+            })
             .collect();
-        new.sort();
+        new.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok(new)
+    }
+
+    /// GET index objects `keys` whole and cache them; returns those that
+    /// are damaged (left out).
+    pub fn fetch_whole(&self, remote: &Backend, keys: Vec<String>) -> Result<Vec<BadIndex>> {
         let mut bad = Vec::new();
-        remote.get_all(new.into_iter(), &mut |key, body| {
+        remote.get_all(keys.into_iter(), &mut |key, body| {
             let Some(name) = layout3::index_of_key(&key) else {
                 return Ok(());
             };
@@ -149,14 +174,17 @@ impl Cache {
         Ok(bad)
     }
 
-    /// Record index object `name` with its entries (one transaction).
-    pub fn add(&mut self, name: &[u8; 32], entries: &[Entry]) -> Result<()> {
+    /// Record index object `name` with its entries (one transaction): it
+    /// is then cached whole, so only ever with all of its entries.
+    pub fn add(&self, name: &[u8; 32], entries: &[Entry]) -> Result<()> {
         let path = self.path.clone();
         let err = |e: rusqlite::Error| RemoteError::Cache {
             path: path.clone(),
             reason: e.to_string(),
         };
-        let tx = self.conn.transaction().map_err(err)?;
+        // `&self`: the cache is used from one thread, and a pull adds index
+        // objects while it looks blobs up.
+        let tx = self.conn.unchecked_transaction().map_err(err)?;
         let fresh = tx
             .execute("INSERT OR IGNORE INTO idx (name) VALUES (?1)", [&name[..]])
             .map_err(err)?;

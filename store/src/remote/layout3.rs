@@ -5,7 +5,8 @@
 //! ```text
 //! rrstore-layout          "rrstore remote layout 3\n"
 //! packs/<ab>/<blake3>     blobs back to back
-//! index/<blake3>          "RRX3" | zstd(n_packs u32 | packs | n u64 | n x entry)
+//! index/<blake3>          "RRX4" (`index4`: sorted, with a fanout), or the older
+//!                         "RRX3" | zstd(n_packs u32 | packs | n u64 | n x entry)
 //! ```
 
 use rrstore_format::id::hex;
@@ -72,8 +73,18 @@ pub struct Entry {
     pub len: u32,
 }
 
-/// Encode an index object; returns (name, body).
+/// Encode an index object ("RRX4"); returns (name, body). Test hook:
+/// `RRSTORE_REMOTE_INDEX_FORMAT=3` writes the older "RRX3" form (to test
+/// that remotes holding it stay readable).
 pub fn encode_index(entries: &[Entry]) -> Result<([u8; 32], Vec<u8>), String> {
+    if std::env::var("RRSTORE_REMOTE_INDEX_FORMAT").as_deref() == Ok("3") {
+        return encode_index_v3(entries);
+    }
+    super::index4::encode(entries)
+}
+
+/// Encode an "RRX3" index object (one zstd frame, unsorted).
+pub fn encode_index_v3(entries: &[Entry]) -> Result<([u8; 32], Vec<u8>), String> {
     let mut packs: Vec<[u8; 32]> = Vec::new();
     let mut number = std::collections::HashMap::new();
     for e in entries {
@@ -104,6 +115,9 @@ pub fn encode_index(entries: &[Entry]) -> Result<([u8; 32], Vec<u8>), String> {
 pub fn decode_index(b: &[u8], name: &[u8; 32]) -> Result<Vec<Entry>, String> {
     if blake3::hash(b).as_bytes() != name {
         return Err("its bytes do not hash to its name".into());
+    }
+    if b.starts_with(super::index4::MAGIC) {
+        return super::index4::decode(b);
     }
     let z = b
         .strip_prefix(&INDEX_MAGIC[..])
@@ -190,14 +204,21 @@ mod tests {
             e(Kind::Node, 2, 9, 7),
             e(Kind::Part, 3, 8, 0),
         ];
-        let (name, body) = encode_index(&es).unwrap();
+        let (name, body) = encode_index_v3(&es).unwrap();
         assert_eq!(decode_index(&body, &name).unwrap(), es);
+        let (name4, body4) = encode_index(&es).unwrap();
+        assert!(body4.starts_with(b"RRX4"));
+        let mut sorted = es.clone();
+        sorted.sort_by_key(|e| e.name);
+        assert_eq!(decode_index(&body4, &name4).unwrap(), sorted);
         assert!(decode_index(&body, &[0; 32]).is_err());
         let mut bad = body.clone();
         bad[5] ^= 1;
         assert!(decode_index(&bad, blake3::hash(&bad).as_bytes()).is_err());
         assert_eq!(index_of_key(&index_key(&name)), Some(name));
         // An entry past any pack's end is refused, not trusted.
+        let (name, body) = encode_index_v3(&[e(Kind::Chunk, 1, 9, u64::MAX)]).unwrap();
+        assert!(decode_index(&body, &name).unwrap_err().contains("past"));
         let (name, body) = encode_index(&[e(Kind::Chunk, 1, 9, u64::MAX)]).unwrap();
         assert!(decode_index(&body, &name).unwrap_err().contains("past"));
     }

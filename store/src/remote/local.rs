@@ -199,6 +199,35 @@ pub(crate) fn check_entry(buf: &[u8], h: &ChunkHash) -> std::result::Result<Entr
     Ok(header)
 }
 
+impl Store {
+    /// Start a pull's writes (spec/STORE.md, "Pull durability"): its
+    /// commits are atomic but not synced one by one (`synchronous=NORMAL`);
+    /// [`Store::xfer_pull_durable`] makes them durable together.
+    pub(crate) fn xfer_pull_begin(&mut self) -> Result<()> {
+        self.conn
+            .pragma_update(None, "synchronous", "normal")
+            .map_err(self.ierr("setting synchronous=normal for a pull"))
+    }
+
+    /// End a pull's writes: one fsync of the index's log makes every commit
+    /// since [`Store::xfer_pull_begin`] durable (frames a checkpoint moved
+    /// into the database file were synced by that checkpoint), then the
+    /// connection is back to `synchronous=FULL`.
+    pub(crate) fn xfer_pull_durable(&mut self) -> Result<()> {
+        let mut wal = self.index_path().into_os_string();
+        wal.push("-wal");
+        let wal = std::path::PathBuf::from(wal);
+        match File::open(&wal) {
+            Ok(f) => f.sync_all().map_err(|e| StoreError::io(&wal, e))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(StoreError::io(&wal, e)),
+        }
+        self.conn
+            .pragma_update(None, "synchronous", "full")
+            .map_err(self.ierr("restoring synchronous=full after a pull"))
+    }
+}
+
 /// A chunk appended to a local pack by a pull, not yet in the index.
 pub(crate) struct PulledChunk {
     pub header: EntryHeader,

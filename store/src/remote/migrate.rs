@@ -130,11 +130,7 @@ pub fn migrate(
     progress(Event::Phase("deleting version 2 objects".into()));
     report.deleted = remote.delete_all(&old)?;
     // Fill this store's cache now: the next push or pull needs no refresh.
-    let mut b = Blobs {
-        remote,
-        cache: None,
-        bad_index: Vec::new(),
-    };
+    let mut b = Blobs::new(remote);
     b.attach(dir)?;
     Ok(report)
 }

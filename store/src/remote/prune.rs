@@ -241,11 +241,7 @@ pub fn prune(dir: &Path, remote: &Backend, progress: &mut dyn FnMut(Event)) -> R
     report.index_objects_deleted = remote.delete_all(&old)?;
     remote.delete_all(&doomed)?;
     // This store's cache follows at once.
-    let mut b = Blobs {
-        remote,
-        cache: None,
-        bad_index: Vec::new(),
-    };
+    let mut b = Blobs::new(remote);
     b.attach(dir)?;
     Ok(report)
 }

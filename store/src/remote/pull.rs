@@ -4,8 +4,11 @@
 //! against the recording ID, nodes against their name, chunks against their
 //! blake3, each new part's bytes against the part's blake3), and a recording
 //! enters the local index only after all of its parts are stored and
-//! verified. Chunks are indexed as they arrive (in batches), so an
-//! interrupted pull does not fetch them again. A recording whose objects
+//! verified. What the recordings lack is first fetched for all of them at
+//! once (`pull_prefetch`), then each is checked and committed in turn.
+//! Chunks are indexed as they arrive (in batches), so an interrupted pull
+//! does not fetch them again; the pull's commits are made durable together
+//! at its end (spec/STORE.md, "Pull durability"). A recording whose objects
 //! are corrupt on the remote is left out and listed in the report's
 //! `damaged`; the others are still pulled.
 
@@ -24,16 +27,16 @@ use super::layout3::Kind;
 use super::list::Selected;
 use super::local::PulledPart;
 use super::pull_chunks::verify_part;
-use super::tree;
 use super::{Damaged, Event, TransferReport};
-use crate::{Store, StoreError};
+use crate::pack::writer::PackWriter;
+use crate::Store;
 
 /// How often one recording or image is pulled again when gc removed
 /// something its commit needs.
 const PULL_ATTEMPTS: u32 = 3;
 
 /// A fetched chunk-list node.
-enum Fetched {
+pub(super) enum Fetched {
     Leaf(Vec<ChunkRef>),
     Inner(Vec<[u8; 32]>),
 }
@@ -46,12 +49,29 @@ pub(crate) struct Session<'a> {
     pub blobs: Blobs<'a>,
     pub report: TransferReport,
     /// Local trees cut with the v1 / v2 scheme, built on first use.
-    v1: Option<Known>,
-    v2: Option<Known>,
+    pub(super) v1: Option<Known>,
+    pub(super) v2: Option<Known>,
     /// Nodes fetched in this pull (never fetched twice).
-    fetched: HashMap<[u8; 32], Fetched>,
+    pub(super) fetched: HashMap<[u8; 32], Fetched>,
     /// Chunk batches indexed so far (`pull_chunks`).
     pub(super) batches: u64,
+    /// The local pack pulled chunks are appended to, kept open across the
+    /// recordings of the pull until it is full (`pull_chunks`).
+    pub(super) pack: Option<PackWriter>,
+    /// The pull's commits are not durable yet (`Store::xfer_pull_durable`).
+    undurable: bool,
+    /// Part objects fetched by the prefetch (`pull_prefetch`), with where.
+    pub(super) prefetched: HashMap<[u8; 32], (String, PartObject)>,
+}
+
+impl Drop for Session<'_> {
+    /// A pull that stops on an error still makes what it committed durable
+    /// and puts the connection back to `synchronous=FULL`.
+    fn drop(&mut self) {
+        if self.undurable {
+            let _ = self.store.xfer_pull_durable();
+        }
+    }
 }
 
 pub(crate) fn corrupt(remote: &Backend, key: &str, reason: String) -> RemoteError {
@@ -79,12 +99,12 @@ pub fn pull(
     if images {
         s.pull_images(progress)?;
     }
-    Ok(s.finish())
+    s.finish()
 }
 
 impl<'a> Session<'a> {
     pub fn new(store: &'a mut Store, remote: &'a Backend) -> Result<Session<'a>> {
-        let blobs = Blobs::open(store.dir(), remote)?;
+        let blobs = Blobs::open_lazy(store.dir(), remote)?;
         let mut report = TransferReport {
             layout: if blobs.cache.is_some() { 3 } else { 2 },
             ..Default::default()
@@ -94,6 +114,7 @@ impl<'a> Session<'a> {
             .iter()
             .map(|b| format!("index object {} left out: {}", b.key, b.reason))
             .collect();
+        store.xfer_pull_begin()?;
         Ok(Session {
             store,
             remote,
@@ -103,17 +124,27 @@ impl<'a> Session<'a> {
             v2: None,
             fetched: HashMap::new(),
             batches: 0,
+            pack: None,
+            undurable: true,
+            prefetched: HashMap::new(),
         })
     }
 
-    /// The report, with `bytes` and `metadata_bytes` from what the remote
-    /// received in total.
-    pub fn finish(mut self) -> TransferReport {
+    /// Make the pull's commits durable (one sync); then the report, with
+    /// `bytes` and `metadata_bytes` from what the remote received in total.
+    pub fn finish(mut self) -> Result<TransferReport> {
+        self.undurable = false;
+        self.store.xfer_pull_durable()?;
+        for b in self.blobs.lazy_bad() {
+            self.report
+                .warnings
+                .push(format!("index object {} left out: {}", b.key, b.reason));
+        }
         let got = self.remote.received.load(Ordering::Relaxed);
         self.report.metadata_bytes = got.saturating_sub(self.report.chunk_bytes);
         self.report.bytes = self.report.chunk_bytes + self.report.metadata_bytes;
         self.report.requests = self.remote.requests.load(Ordering::Relaxed);
-        self.report
+        Ok(std::mem::take(&mut self.report))
     }
 
     pub fn pull_recordings(
@@ -130,6 +161,7 @@ impl<'a> Session<'a> {
                 todo.push((id, m));
             }
         }
+        self.prefetch(&mut todo, progress)?;
         for (id, m) in todo {
             // A damaged recording is left out and reported; the others
             // still come (the caller fails the command at the end).
@@ -163,6 +195,7 @@ impl<'a> Session<'a> {
                 self.report.recordings += 1;
                 self.report.ids.push(id.to_hex());
                 self.report.logical_bytes += m.recording.logical_size();
+                super::pull_chunks::pause_point("recording", self.report.recordings);
             } else {
                 self.report.present += 1;
                 self.report.present_ids.push(id.to_hex());
@@ -230,7 +263,16 @@ impl<'a> Session<'a> {
             }
         }
         let mut objs: HashMap<[u8; 32], (String, PartObject)> = HashMap::new();
-        let names: Vec<[u8; 32]> = need.iter().map(|p| p.0).collect();
+        for (h, _) in &need {
+            if let Some(o) = self.prefetched.remove(h) {
+                objs.insert(*h, o);
+            }
+        }
+        let names: Vec<[u8; 32]> = need
+            .iter()
+            .map(|p| p.0)
+            .filter(|h| !objs.contains_key(h))
+            .collect();
         self.blobs.get(Kind::Part, &names, &mut |h, at, body| {
             let body = body.map_err(|r| corrupt(remote, &at, r))?;
             let obj = layout::decode_part(&body).map_err(|r| corrupt(remote, &at, r))?;
@@ -278,7 +320,7 @@ impl<'a> Session<'a> {
             what: format!("receiving {} chunks", missing.len()),
             total,
         });
-        self.fetch_chunks(&missing, progress)?;
+        self.fetch_chunks(&missing, false, progress)?;
         // Verify every new part's bytes.
         let mut pulled = Vec::new();
         for (hash, len, refs, key) in new_parts {
@@ -297,113 +339,6 @@ impl<'a> Session<'a> {
         }
         Ok(Some(pulled))
     }
-
-    /// The chunk list a part object describes: its tree's nodes derived
-    /// from local parts where their names match, else fetched (level by
-    /// level, concurrently, each checked against its name). `None`: a local
-    /// part changed under us (gc), retry.
-    fn chunk_list(&mut self, obj: &PartObject) -> Result<Option<Vec<ChunkRef>>> {
-        let remote = self.remote;
-        let scheme = if obj.version == 1 { tree::V1 } else { tree::V2 };
-        let slot = if obj.version == 1 {
-            &mut self.v1
-        } else {
-            &mut self.v2
-        };
-        if slot.is_none() {
-            *slot = Some(Known::from_store(self.store, scheme)?);
-        }
-        let known = slot
-            .as_mut()
-            .ok_or_else(|| StoreError::Internal("no local trees".into()))?;
-        let fetched = &mut self.fetched;
-        let blobs = &self.blobs;
-        let mut frontier: Vec<([u8; 32], u8)> = obj.top.iter().map(|h| (*h, obj.height)).collect();
-        let mut asked = HashSet::new();
-        while !frontier.is_empty() {
-            let mut next = Vec::new();
-            let mut get: HashMap<[u8; 32], u8> = HashMap::new();
-            for (h, level) in frontier {
-                if known.contains(&h) {
-                    continue;
-                }
-                match fetched.get(&h) {
-                    Some(Fetched::Inner(c)) if level > 0 => {
-                        next.extend(c.iter().map(|c| (*c, level - 1)))
-                    }
-                    Some(_) => {}
-                    None if asked.insert(h) => {
-                        get.insert(h, level);
-                    }
-                    None => {}
-                }
-            }
-            let names: Vec<[u8; 32]> = get.keys().copied().collect();
-            blobs.get(Kind::Node, &names, &mut |h, at, body| {
-                let body = body
-                    .map_err(|r| corrupt(remote, &at, format!("{r} (a part object names it)")))?;
-                if *blake3::hash(&body).as_bytes() != h {
-                    return Err(corrupt(
-                        remote,
-                        &at,
-                        "its bytes do not hash to its name".into(),
-                    ));
-                }
-                let level = get.get(&h).copied().unwrap_or(0);
-                let node = if level == 0 {
-                    Fetched::Leaf(layout::decode_list(&body).map_err(|r| corrupt(remote, &at, r))?)
-                } else {
-                    let c = layout::decode_inner(&body).map_err(|r| corrupt(remote, &at, r))?;
-                    next.extend(c.iter().map(|c| (*c, level - 1)));
-                    Fetched::Inner(c)
-                };
-                fetched.insert(h, node);
-                Ok(())
-            })?;
-            frontier = next;
-        }
-        let mut out = Vec::with_capacity(obj.nchunks.min(1 << 20) as usize);
-        for h in &obj.top {
-            if !expand(self.store, known, fetched, remote, h, obj.height, &mut out)? {
-                return Ok(None);
-            }
-        }
-        Ok(Some(out))
-    }
-}
-
-/// Append the chunks node `h` (at `level`) covers to `out`. `false`: a
-/// local part changed under us.
-fn expand(
-    store: &Store,
-    known: &mut Known,
-    fetched: &HashMap<[u8; 32], Fetched>,
-    remote: &Backend,
-    h: &[u8; 32],
-    level: u8,
-    out: &mut Vec<ChunkRef>,
-) -> Result<bool> {
-    if known.contains(h) {
-        return Ok(known.expand(store, h, out)?);
-    }
-    match fetched.get(h) {
-        Some(Fetched::Leaf(refs)) if level == 0 => out.extend_from_slice(refs),
-        Some(Fetched::Inner(children)) if level > 0 => {
-            for c in children {
-                if !expand(store, known, fetched, remote, c, level - 1, out)? {
-                    return Ok(false);
-                }
-            }
-        }
-        _ => {
-            return Err(corrupt(
-                remote,
-                &layout::list_key(h),
-                format!("missing or not a node of tree level {level}"),
-            ))
-        }
-    }
-    Ok(true)
 }
 
 pub(crate) fn fetch_manifest(remote: &Backend, id: &RecordingId) -> Result<Manifest> {

@@ -1,7 +1,7 @@
 //! The chunk side of `pull`: download the chunks the store lacks, check
-//! each, append them to a local pack and index them in batches (so an
-//! interrupted pull does not fetch them again), then read each new part
-//! back and check it against its blake3.
+//! each, append them to the pull's local pack and index them in batches
+//! (so an interrupted pull does not fetch them again), then read each new
+//! part back and check it against its blake3.
 
 use rrstore_format::chunk::ChunkHash;
 
@@ -21,7 +21,8 @@ const COMMIT_EVERY: u64 = 64 << 20;
 /// Test hooks (docs/remote.md): `RRSTORE_PULL_BATCH_BYTES` overrides
 /// [`COMMIT_EVERY`]; `RRSTORE_PULL_PAUSE_AFTER_BATCHES=N` makes the pull
 /// announce on stderr and then wait forever once N batches are committed,
-/// so a test can kill it at a known point.
+/// and `RRSTORE_PULL_PAUSE_AFTER_RECORDINGS=N` once N recordings are, so a
+/// test can kill it at a known point.
 fn commit_every() -> u64 {
     std::env::var("RRSTORE_PULL_BATCH_BYTES")
         .ok()
@@ -36,19 +37,35 @@ fn pause_after() -> Option<u64> {
         .and_then(|v| v.parse().ok())
 }
 
+/// The recordings test hook: pause once `n` recordings are committed.
+pub(super) fn pause_point(what: &str, n: u64) {
+    let at: Option<u64> = std::env::var("RRSTORE_PULL_PAUSE_AFTER_RECORDINGS")
+        .ok()
+        .and_then(|v| v.parse().ok());
+    if at == Some(n) {
+        eprintln!("rrstore: committed {what} {n}; pausing (RRSTORE_PULL_PAUSE_AFTER_RECORDINGS)");
+        loop {
+            std::thread::sleep(std::time::Duration::from_secs(3600));
+        }
+    }
+}
+
 impl Session<'_> {
-    /// Download `missing` chunks, check each, append them to a new local
-    /// pack and index them in batches.
+    /// Download `missing` chunks, check each, append them to the pull's
+    /// local pack and index them in batches. `quiet` (prefetch): a chunk
+    /// that is missing or fails its check is left out, not an error.
     pub(super) fn fetch_chunks(
         &mut self,
         missing: &[ChunkHash],
+        quiet: bool,
         progress: &mut dyn FnMut(Event),
     ) -> Result<()> {
         let remote = self.remote;
         let dir = self.store.dir().to_path_buf();
         let every = commit_every();
         let pause = pause_after();
-        let mut writer: Option<PackWriter> = None;
+        // One pack for the whole pull (until full), not one per recording.
+        let mut writer: Option<PackWriter> = self.pack.take();
         let mut batch: Vec<PulledChunk> = Vec::new();
         let mut since_commit = 0u64;
         let store = &mut *self.store;
@@ -76,10 +93,15 @@ impl Session<'_> {
             Ok(())
         };
         let blobs = &self.blobs;
-        blobs.get(Kind::Chunk, missing, &mut |h, key, body| {
-            let body =
-                body.map_err(|r| corrupt(remote, &key, format!("{r} (a chunk list names it)")))?;
-            let header = check_entry(&body, &h).map_err(|r| corrupt(remote, &key, r))?;
+        let got = blobs.get(Kind::Chunk, missing, &mut |h, key, body| {
+            let checked = body
+                .map_err(|r| format!("{r} (a chunk list names it)"))
+                .and_then(|body| check_entry(&body, &h).map(|header| (body, header)));
+            let (body, header) = match checked {
+                Ok(c) => c,
+                Err(_) if quiet => return Ok(()),
+                Err(r) => return Err(corrupt(remote, &key, r)),
+            };
             if writer.as_ref().is_none_or(|w| w.len() >= PACK_TARGET_SIZE) {
                 if writer.is_some() {
                     flush(store, &mut writer, &mut batch)?;
@@ -106,8 +128,14 @@ impl Session<'_> {
                 since_commit = 0;
             }
             Ok(())
-        })?;
-        flush(store, &mut writer, &mut batch)
+        });
+        // Chunks received before an error are indexed too, so a pull
+        // started again does not fetch them again.
+        let flushed = flush(store, &mut writer, &mut batch);
+        got?;
+        flushed?;
+        self.pack = writer;
+        Ok(())
     }
 }
 

@@ -47,11 +47,7 @@ pub(super) fn push(
     progress(Event::Phase("taking a shared lock".into()));
     let _lock = remote.lock_shared()?;
     progress(Event::Phase("reading the remote's index".into()));
-    let mut blobs = Blobs {
-        remote,
-        cache: None,
-        bad_index: Vec::new(),
-    };
+    let mut blobs = Blobs::new(remote);
     blobs.attach(store.dir())?;
     report.warnings = blobs
         .bad_index

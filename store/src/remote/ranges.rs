@@ -47,7 +47,21 @@ impl Backend {
         let path = self.path(key);
         self.count(1);
         let want = r.end - r.start;
-        match self.store.get_range(&path, r.clone()).await {
+        // On the runtime's workers, so bodies keep arriving while the
+        // caller's thread checks and stores what came before.
+        let (store, p, range) = (self.store.clone(), path.clone(), r.clone());
+        let got = self
+            .rt
+            .spawn(async move { store.get_range(&p, range).await })
+            .await
+            .map_err(|e| RemoteError::Request {
+                remote: self.name.clone(),
+                url: self.url.clone(),
+                what: format!("reading {key} bytes {}..{}", r.start, r.end),
+                detail: e.to_string(),
+                hint: "",
+            })?;
+        match got {
             Ok(b) => {
                 self.received.fetch_add(b.len() as u64, Ordering::Relaxed);
                 if (b.len() as u64) < want {

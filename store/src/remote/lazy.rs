@@ -1,0 +1,329 @@
+//! Cold lookups in index objects a pull has not cached (spec/REMOTE.md,
+//! "Index objects with a fanout"): for a few blob names, ranged GETs of
+//! an RRX4 object's header, the fanout slots and entries of the buckets
+//! the names fall in, and the pack names the matches use, instead of the
+//! whole object. An object is fetched whole (and then cached) when the
+//! lookups would read a good part of it anyway, or when it is an older
+//! RRX3 object. What a ranged lookup learns is kept for this pull only:
+//! the cache holds index objects whole or not at all.
+
+use std::collections::{BTreeSet, HashMap};
+use std::ops::Range;
+
+use super::backend::Backend;
+use super::cache::{BadIndex, Cache, Uncached};
+use super::error::Result;
+use super::index4::{self, Header, Raw, ENTRY, HEADER};
+use super::layout3::{Entry, Kind};
+use super::ranges::Got;
+
+/// Ranges of one index object closer than this are read with one request.
+const GAP: u64 = 256;
+/// Read an object whole once the lookups' estimated bytes reach this
+/// fraction (1/N) of its size.
+const WHOLE_FRACTION: u64 = 4;
+
+/// An uncached index object and what this pull has read of it.
+struct Object {
+    at: Uncached,
+    header: Option<Header>,
+    /// Buckets read: their entries.
+    buckets: HashMap<u64, Vec<Raw>>,
+    packs: HashMap<u32, [u8; 32]>,
+}
+
+/// The uncached index objects of one pull.
+#[derive(Default)]
+pub(crate) struct Lazy {
+    objects: Vec<Object>,
+    /// Objects found damaged while looking up (left out from then on).
+    pub bad: Vec<BadIndex>,
+}
+
+/// One ranged read: which object, which bytes.
+type Want = (usize, Range<u64>);
+
+impl Lazy {
+    pub fn new(uncached: Vec<Uncached>) -> Lazy {
+        Lazy {
+            objects: uncached
+                .into_iter()
+                .map(|at| Object {
+                    at,
+                    header: None,
+                    buckets: HashMap::new(),
+                    packs: HashMap::new(),
+                })
+                .collect(),
+            bad: Vec::new(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.objects.is_empty()
+    }
+
+    /// Where blobs `names` of `kind` are, as far as the uncached index
+    /// objects say (names none lists are left out). Objects read whole on
+    /// the way are added to `cache`.
+    pub fn lookup(
+        &mut self,
+        remote: &Backend,
+        cache: &Cache,
+        kind: Kind,
+        names: &[[u8; 32]],
+    ) -> Result<HashMap<[u8; 32], Entry>> {
+        if names.is_empty() || self.objects.is_empty() {
+            return Ok(HashMap::new());
+        }
+        self.read_whole_where_cheaper(remote, cache, names.len() as u64)?;
+        self.read_headers(remote)?;
+        // Old RRX3 objects turned up by their headers: read whole.
+        self.read_whole_where_cheaper(remote, cache, names.len() as u64)?;
+        self.read_buckets(remote, names)?;
+        let mut raw: Vec<(usize, Raw)> = Vec::new();
+        for (i, o) in self.objects.iter().enumerate() {
+            let Some(h) = &o.header else { continue };
+            for n in names {
+                let found = o.buckets.get(&h.bucket(n)).into_iter().flatten();
+                if let Some(r) = found.into_iter().find(|r| r.name == *n && r.kind == kind) {
+                    raw.push((i, r.clone()));
+                }
+            }
+        }
+        self.read_packs(remote, &raw)?;
+        let mut out = HashMap::new();
+        for (i, r) in raw {
+            let o = &self.objects[i];
+            let Some(h) = &o.header else { continue };
+            let e = r.resolve(h, |p| {
+                o.packs
+                    .get(&p)
+                    .copied()
+                    .ok_or_else(|| format!("pack number {p} was not read"))
+            });
+            match e {
+                Ok(e) => {
+                    out.entry(e.name).or_insert(e);
+                }
+                Err(reason) => self.damaged(i, reason),
+            }
+        }
+        self.drop_damaged();
+        Ok(out)
+    }
+
+    /// Read whole (and cache) the objects a lookup of `n` names would read
+    /// a good part of, and those known to be RRX3.
+    fn read_whole_where_cheaper(&mut self, remote: &Backend, cache: &Cache, n: u64) -> Result<()> {
+        let mut whole = Vec::new();
+        self.objects.retain(|o| {
+            let per_name = match &o.header {
+                Some(h) => 8 + ENTRY * (h.n / h.buckets() + 2) + 32,
+                None => 8 + ENTRY * 3 + 32,
+            };
+            let old = o.header.is_none() && o.at.size < HEADER;
+            let take = old || n.saturating_mul(per_name) * WHOLE_FRACTION >= o.at.size;
+            if take {
+                whole.push(o.at.key.clone());
+            }
+            !take
+        });
+        if !whole.is_empty() {
+            self.bad.extend(cache.fetch_whole(remote, whole)?);
+        }
+        Ok(())
+    }
+
+    fn read_headers(&mut self, remote: &Backend) -> Result<()> {
+        let wants: Vec<Want> = (0..self.objects.len())
+            .filter(|&i| self.objects[i].header.is_none())
+            .map(|i| (i, 0..HEADER))
+            .collect();
+        let got = self.read(remote, &wants)?;
+        let mut old = Vec::new();
+        for ((i, _), b) in wants.iter().zip(got) {
+            let Some(b) = b else { continue };
+            if b.starts_with(b"RRX3") {
+                old.push(*i);
+                continue;
+            }
+            match Header::decode(&b, self.objects[*i].at.size) {
+                Ok(h) => self.objects[*i].header = Some(h),
+                Err(reason) => self.damaged(*i, reason),
+            }
+        }
+        // Marked by a size below any header: read whole next.
+        for i in old {
+            self.objects[i].at.size = 0;
+        }
+        self.drop_damaged();
+        Ok(())
+    }
+
+    /// Read the fanout slots, then the entries, of the buckets `names` fall
+    /// in (those not read yet).
+    fn read_buckets(&mut self, remote: &Backend, names: &[[u8; 32]]) -> Result<()> {
+        let mut need: Vec<(usize, u64)> = Vec::new();
+        for (i, o) in self.objects.iter().enumerate() {
+            let Some(h) = &o.header else { continue };
+            let bs: BTreeSet<u64> = names
+                .iter()
+                .map(|n| h.bucket(n))
+                .filter(|b| !o.buckets.contains_key(b))
+                .collect();
+            need.extend(bs.into_iter().map(|b| (i, b)));
+        }
+        let slots: Vec<Want> = need
+            .iter()
+            .filter_map(|&(i, b)| {
+                let h = self.objects[i].header?;
+                Some((i, h.slot_at(b)..h.slot_at(b + 2)))
+            })
+            .collect();
+        let got = self.read(remote, &slots)?;
+        let mut entries: Vec<(usize, u64, Want)> = Vec::new();
+        for (&(i, b), s) in need.iter().zip(got) {
+            let (Some(s), Some(h)) = (s, self.objects[i].header) else {
+                continue;
+            };
+            let s = index4::slots(&s);
+            if s.len() != 2 {
+                self.damaged(
+                    i,
+                    format!("damaged fanout: slots {b}, {} unreadable", b + 1),
+                );
+                continue;
+            }
+            if let Err(r) = index4::check_fanout(&h, b, &s) {
+                self.damaged(i, r);
+                continue;
+            }
+            entries.push((i, b, (i, h.entry_at(s[0])..h.entry_at(s[1]))));
+        }
+        let wants: Vec<Want> = entries.iter().map(|e| e.2.clone()).collect();
+        let got = self.read(remote, &wants)?;
+        for ((i, b, _), raw) in entries.into_iter().zip(got) {
+            let (Some(raw), Some(h)) = (raw, self.objects[i].header) else {
+                continue;
+            };
+            match index4::bucket_entries(&h, b, &raw) {
+                Ok(rs) => {
+                    self.objects[i].buckets.insert(b, rs);
+                }
+                Err(r) => self.damaged(i, r),
+            }
+        }
+        Ok(())
+    }
+
+    /// Read the names of the packs `raw` entries use (those not read yet).
+    fn read_packs(&mut self, remote: &Backend, raw: &[(usize, Raw)]) -> Result<()> {
+        let mut need: BTreeSet<(usize, u32)> = BTreeSet::new();
+        for (i, r) in raw {
+            let o = &self.objects[*i];
+            if let Some(h) = &o.header {
+                if r.pack < h.n_packs && !o.packs.contains_key(&r.pack) {
+                    need.insert((*i, r.pack));
+                }
+            }
+        }
+        let need: Vec<(usize, u32)> = need.into_iter().collect();
+        let wants: Vec<Want> = need
+            .iter()
+            .filter_map(|&(i, p)| {
+                let h = self.objects[i].header?;
+                Some((i, h.pack_at(p)..h.pack_at(p + 1)))
+            })
+            .collect();
+        let got = self.read(remote, &wants)?;
+        for ((i, p), b) in need.into_iter().zip(got) {
+            if let Some(b) = b {
+                let mut h = [0u8; 32];
+                h.copy_from_slice(&b);
+                self.objects[i].packs.insert(p, h);
+            }
+        }
+        Ok(())
+    }
+
+    /// Ranged reads, neighbours of one object coalesced; each want's bytes,
+    /// or `None` where its object was gone (pruned since the listing: left
+    /// out) or short (damaged: reported).
+    fn read(&mut self, remote: &Backend, wants: &[Want]) -> Result<Vec<Option<Vec<u8>>>> {
+        let mut order: Vec<usize> = (0..wants.len()).collect();
+        order.sort_by_key(|&w| (wants[w].0, wants[w].1.start));
+        let mut reqs: Vec<(String, Range<u64>)> = Vec::new();
+        let mut members: Vec<Vec<usize>> = Vec::new();
+        let mut obj_of: Vec<usize> = Vec::new();
+        for w in order {
+            let (i, r) = &wants[w];
+            if r.is_empty() {
+                continue;
+            }
+            if let (Some(last), Some(m), Some(&o)) =
+                (reqs.last_mut(), members.last_mut(), obj_of.last())
+            {
+                if o == *i && r.start <= last.1.end + GAP {
+                    last.1.end = last.1.end.max(r.end);
+                    m.push(w);
+                    continue;
+                }
+            }
+            reqs.push((self.objects[*i].at.key.clone(), r.clone()));
+            members.push(vec![w]);
+            obj_of.push(*i);
+        }
+        let mut out: Vec<Option<Vec<u8>>> = wants
+            .iter()
+            .map(|(_, r)| r.is_empty().then(Vec::new))
+            .collect();
+        let mut broken: Vec<(usize, String)> = Vec::new();
+        let mut gone: Vec<usize> = Vec::new();
+        remote.get_ranges_all(&reqs, &mut |q, got| {
+            let start = reqs[q].1.start;
+            match got {
+                Got::Bytes(b) => {
+                    for &w in &members[q] {
+                        let r = &wants[w].1;
+                        let s = (r.start - start) as usize;
+                        out[w] = b.get(s..s + (r.end - r.start) as usize).map(<[u8]>::to_vec);
+                    }
+                }
+                Got::Missing => gone.push(obj_of[q]),
+                Got::Short(size, _) => broken.push((
+                    obj_of[q],
+                    format!("it is {size} bytes, shorter than listed"),
+                )),
+            }
+            Ok(())
+        })?;
+        for (i, reason) in broken {
+            self.damaged(i, reason);
+        }
+        for i in gone {
+            // Removed by a prune since the listing: as if never listed.
+            self.objects[i].header = None;
+            self.objects[i].at.size = u64::MAX;
+        }
+        Ok(out)
+    }
+
+    /// Object `i` is damaged: name it; it is left out.
+    fn damaged(&mut self, i: usize, reason: String) {
+        let o = &mut self.objects[i];
+        if !self.bad.iter().any(|b| b.key == o.at.key) {
+            self.bad.push(BadIndex {
+                key: o.at.key.clone(),
+                reason,
+            });
+        }
+        o.header = None;
+        o.at.size = u64::MAX;
+    }
+
+    /// Forget the objects found damaged or gone.
+    fn drop_damaged(&mut self) {
+        self.objects.retain(|o| o.at.size != u64::MAX);
+    }
+}

@@ -1,0 +1,113 @@
+//! The first stage of `pull`: fetch, for all the recordings of a pull at
+//! once, what they lack before any is committed: their manifests, the
+//! part objects, the chunk-list nodes level by level, and the chunks (into
+//! the pull's local pack, indexed in batches). Done per recording, each of
+//! these was a round trip of its own: 27 recordings cost ~100 sequential
+//! rounds. Nothing here decides a recording's fate: what fails to arrive
+//! or to check is left out silently, and the per-recording stage
+//! (`pull::fetch_parts`) fetches it again and reports it for the
+//! recording that needs it.
+
+use std::collections::{HashMap, HashSet};
+
+use rrstore_format::chunk::ChunkHash;
+use rrstore_format::RecordingId;
+
+use super::error::Result;
+use super::layout::{self, Manifest, PartObject};
+use super::layout3::Kind;
+use super::pull::Session;
+use super::Event;
+
+impl Session<'_> {
+    /// Prefetch for `todo` (manifests filled in where missing, those that
+    /// fail left `None` for the per-recording stage to report).
+    pub(super) fn prefetch(
+        &mut self,
+        todo: &mut [(RecordingId, Option<Manifest>)],
+        progress: &mut dyn FnMut(Event),
+    ) -> Result<()> {
+        let remote = self.remote;
+        let want: Vec<String> = todo
+            .iter()
+            .filter(|(_, m)| m.is_none())
+            .map(|(id, _)| layout::recording_key(id))
+            .collect();
+        if !want.is_empty() {
+            let mut got: HashMap<String, Manifest> = HashMap::new();
+            remote.get_all(want.into_iter(), &mut |key, body| {
+                let id = todo
+                    .iter()
+                    .find(|(id, _)| layout::recording_key(id) == key)
+                    .map(|t| t.0);
+                if let (Some(id), Some(body)) = (id, body) {
+                    if let Ok(m) = layout::decode_manifest(&body, &id) {
+                        got.insert(key, m);
+                    }
+                }
+                Ok(())
+            })?;
+            for (id, m) in todo.iter_mut() {
+                if m.is_none() {
+                    *m = got.remove(&layout::recording_key(id));
+                }
+            }
+        }
+        let mut parts: Vec<([u8; 32], u64)> = Vec::new();
+        let mut seen = HashSet::new();
+        for (_, m) in todo.iter() {
+            for p in m.iter().flat_map(|m| &m.recording.parts) {
+                if seen.insert(p.blake3) && !self.store.has_part(&p.blake3)? {
+                    parts.push((p.blake3, p.len));
+                }
+            }
+        }
+        if parts.is_empty() {
+            return Ok(());
+        }
+        progress(Event::Phase(format!(
+            "fetching the chunk lists of {} parts",
+            parts.len()
+        )));
+        let names: Vec<[u8; 32]> = parts.iter().map(|p| p.0).collect();
+        let mut objs: Vec<([u8; 32], String, PartObject)> = Vec::new();
+        self.blobs.get(Kind::Part, &names, &mut |h, at, body| {
+            if let Some(obj) = body.ok().and_then(|b| layout::decode_part(&b).ok()) {
+                objs.push((h, at, obj));
+            }
+            Ok(())
+        })?;
+        // Nodes of every part's tree, one round per level for all parts.
+        for v in [1, 2] {
+            let tops: Vec<&PartObject> = objs
+                .iter()
+                .map(|o| &o.2)
+                .filter(|o| (o.version == 1) == (v == 1))
+                .collect();
+            self.fetch_nodes(&tops, true)?;
+        }
+        // The chunks they list that the store lacks, all at once.
+        let mut missing: Vec<ChunkHash> = Vec::new();
+        let mut total = 0u64;
+        let mut queued = HashSet::new();
+        for (_, _, obj) in &objs {
+            let Some(chunks) = self.chunk_list_quiet(obj)? else {
+                continue;
+            };
+            for (h, len) in chunks {
+                if queued.insert(h) && !self.store.has_chunk(&h)? {
+                    missing.push(h);
+                    total += u64::from(len);
+                }
+            }
+        }
+        progress(Event::Start {
+            what: format!("receiving {} chunks", missing.len()),
+            total,
+        });
+        self.fetch_chunks(&missing, true, progress)?;
+        self.prefetched
+            .extend(objs.into_iter().map(|(h, at, o)| (h, (at, o))));
+        Ok(())
+    }
+}
