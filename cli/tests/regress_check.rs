@@ -297,10 +297,9 @@ fn the_replay_cache_reuses_only_runs_with_the_same_settings() {
     assert_eq!(sides(&v), (false.into(), false.into()), "{v:#}");
     let (_, v) = check(&s, &base);
     assert_eq!(sides(&v), (true.into(), true.into()), "{v:#}");
-    // Each setting a verdict or a kernel time depends on is another key:
-    // replayed the first time, reused the second.
-    let settings: [&[&str]; 5] = [
-        &["--repetitions", "2"],
+    // Each setting a verdict depends on is another key: replayed the first
+    // time, reused the second.
+    let settings: [&[&str]; 4] = [
         &[
             "--tolerance",
             "--dtype",
@@ -324,9 +323,9 @@ fn the_replay_cache_reuses_only_runs_with_the_same_settings() {
     }
     // A plain `replay` row keeps no settings key: never reused.
     let id = rec_id(&s, SCALE);
-    ok(&s, &["replay", &id, "--repetitions", "7"]);
+    ok(&s, &["replay", &id, "--timeout", "45"]);
     let mut args = base.to_vec();
-    args.extend_from_slice(&["--repetitions", "7"]);
+    args.extend_from_slice(&["--timeout", "45"]);
     let (_, v) = check(&s, &args);
     assert_eq!(row(&v, "_l13")["baseline"]["cached"], false, "{v:#}");
 }

@@ -10,7 +10,8 @@
 //! settings key): a run whose row has an output hash (or crashed / timed
 //! out) is not repeated; the caller says which launches are the same and
 //! gives the settings key it stored with [`Store::set_run_key`]
-//! (`replay_keys`; docs/regress.md "The replay cache").
+//! (`replay_keys`; docs/regress.md "The replay cache"), or none to find a
+//! reference run of any settings.
 
 use std::path::Path;
 
@@ -107,7 +108,7 @@ impl Store {
         &self,
         recording: &RecordingId,
         image: &[u8; 32],
-        key: &str,
+        key: Option<&str>,
         same_launch: &dyn Fn(&HistoryEntry) -> bool,
     ) -> Result<Option<HistoryEntry>> {
         for e in self.history(Some(*recording))?.into_iter().rev() {
@@ -116,7 +117,7 @@ impl Store {
                 && CACHEABLE.contains(&e.verdict.as_str())
                 && (e.output_blake3.is_some()
                     || matches!(e.verdict.as_str(), "crashed" | "timed-out"));
-            if reusable && self.run_key(e.id)?.as_deref() == Some(key) {
+            if reusable && (key.is_none() || self.run_key(e.id)?.as_deref() == key) {
                 return Ok(Some(e));
             }
         }

@@ -153,7 +153,23 @@ pub fn cached(
 ) -> Result<Option<HistoryEntry>, RegressError> {
     let rec = store.recording(id)?;
     let key = settings_key(opts);
-    Ok(store.cached_run(id, image, &key, &|e| {
+    Ok(store.cached_run(id, image, Some(&key), &|e| {
+        crate::history::same_launch(e, &rec, opts) && same_device(e, opts)
+    })?)
+}
+
+/// The newest completed (or crashed, timed-out) history row of `id` with
+/// image `image` on the launch and device `opts` give, whatever its other
+/// settings (a `replay` row too): a reference to compare a new run's time
+/// and output with, never reused in its place.
+pub fn previous(
+    store: &Store,
+    id: &RecordingId,
+    image: &[u8; 32],
+    opts: &ReplayOptions,
+) -> Result<Option<HistoryEntry>, RegressError> {
+    let rec = store.recording(id)?;
+    Ok(store.cached_run(id, image, None, &|e| {
         crate::history::same_launch(e, &rec, opts) && same_device(e, opts)
     })?)
 }
