@@ -71,9 +71,9 @@ pub fn load() -> anyhow::Result<Config> {
         ))
     })?;
     if let Some(t) = c.timeout {
-        if !(t > 0.0 && t.is_finite()) {
+        if !crate::commands::confine::valid_timeout(t) {
             return Err(rrstore_store::StoreError::Invalid(format!(
-                "the configuration file {} sets timeout = {t}: it must be a positive number of seconds",
+                "the configuration file {} sets timeout = {t}: it must be a number of seconds, at least 0.001 (1 ms)",
                 p.display()
             ))
             .into());

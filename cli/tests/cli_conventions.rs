@@ -185,7 +185,7 @@ fn record_json_is_the_import_summary_and_the_exit_status() {
 
 /// `rrstore --store STORE args...` with configuration file `config`.
 fn with_config(config: &Path, store: &Path, args: &[&str]) -> std::process::Output {
-    std::process::Command::new(bin())
+    store_common::command()
         .arg("--store")
         .arg(store)
         .args(args)

@@ -17,7 +17,7 @@ fn rr(home: &Path, env: &[(&str, &str)], args: &[&str]) -> Output {
 }
 
 fn rr_cmd(home: &Path, env: &[(&str, &str)], args: &[&str]) -> Command {
-    let mut c = Command::new(bin());
+    let mut c = store_common::command();
     c.args(args)
         .env("HOME", home)
         .env("XDG_CONFIG_HOME", home.join("config"))
@@ -130,7 +130,15 @@ fn a_bad_config_file_is_named_and_exits_4() {
     write_config(home, "timeout = -1\n");
     let (code, err) = expect_failure(rr(home, &[], &["stats"]), &["stats"]);
     assert_eq!(code, 4, "{err}");
-    assert!(err.contains("positive number of seconds"), "{err}");
+    assert!(err.contains("at least 0.001"), "{err}");
+    // Shorter than a replay can keep: refused, not silently unlimited.
+    write_config(home, "timeout = 0.0004\n");
+    let (code, err) = expect_failure(rr(home, &[], &["stats"]), &["stats"]);
+    assert_eq!(code, 4, "{err}");
+    assert!(
+        err.contains("timeout = 0.0004") && err.contains("1 ms"),
+        "{err}"
+    );
 
     // A configuration file that is there but unreadable: exit 3, named.
     // (As root every file is readable, so only for other users.)

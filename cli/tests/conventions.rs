@@ -10,7 +10,7 @@ use std::process::Command;
 use store_common::*;
 
 fn rrstore(args: &[&str]) -> std::process::Output {
-    Command::new(bin()).args(args).output().unwrap()
+    store_common::command().args(args).output().unwrap()
 }
 
 fn git(args: &[&str]) -> Option<String> {

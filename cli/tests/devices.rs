@@ -1,13 +1,10 @@
 //! `rrstore devices` through the real binary: on a machine without a GPU
 //! driver it lists the host, says why CUDA and HIP are not usable, and exits 0.
 
-use std::process::Command;
+mod store_common;
 
 fn rrstore(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_rrstore"))
-        .args(args)
-        .output()
-        .unwrap()
+    store_common::command().args(args).output().unwrap()
 }
 
 fn have(paths: &[&str]) -> bool {
@@ -75,7 +72,7 @@ fn json_is_an_array_of_backends() {
 /// `rrstore devices` with the runtime search (test hook
 /// RRSTORE_RUNTIME_SEARCH) limited to `dir`.
 fn devices_searching(dir: &std::path::Path) -> serde_json::Value {
-    let o = Command::new(env!("CARGO_BIN_EXE_rrstore"))
+    let o = store_common::command()
         .args(["devices", "--json"])
         .env("RRSTORE_RUNTIME_SEARCH", dir)
         .output()
@@ -95,7 +92,7 @@ fn host_is_unavailable_without_an_offload_runtime() {
         "{why}"
     );
     // The text form says so too.
-    let o = Command::new(env!("CARGO_BIN_EXE_rrstore"))
+    let o = store_common::command()
         .arg("devices")
         .env("RRSTORE_RUNTIME_SEARCH", t.path())
         .output()

@@ -92,6 +92,12 @@ fn code_2_bad_command_line() {
     assert_eq!(code, 2, "{err}");
     let (code, err) = code_of(&s, &["check", "--timeout", "0"]);
     assert_eq!(code, 2, "{err}");
+    // Below 1 ms a limit cannot be kept: refused, not silently unlimited.
+    for short in ["0.0005", "1e-10"] {
+        let (code, err) = code_of(&s, &["replay", p(&j), "--timeout", short]);
+        assert_eq!(code, 2, "--timeout {short}: {err}");
+        assert!(err.contains("1 ms"), "{err}");
+    }
     for flag in ["--num-threads", "--num-teams"] {
         let (code, err) = fails(&s, &["replay", p(&j), flag, "0"]);
         assert_eq!(code, 2, "{flag} 0: {err}");
@@ -354,7 +360,7 @@ fn code_14_remote_unreachable() {
             "--allow-http",
         ],
     );
-    let o = Command::new(bin())
+    let o = store_common::command()
         .arg("--store")
         .arg(&s)
         .args(["push", "down", "--all"])
@@ -473,7 +479,7 @@ fn into_closed_pipe(store: &Path, args: &[&str]) -> (Option<i32>, String) {
     let mut reader = Command::new("true").stdin(Stdio::piped()).spawn().unwrap();
     let write_end = reader.stdin.take().unwrap();
     reader.wait().unwrap();
-    let o: Output = Command::new(bin())
+    let o: Output = store_common::command()
         .arg("--store")
         .arg(store)
         .args(args)

@@ -8,7 +8,7 @@
 mod store_common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use rrstore_tests::output::{json as json_of, text};
 use store_common::*;
@@ -19,7 +19,7 @@ const REDUCTION: &str = "llvm22-host/reduction/__omp_offloading_fe00_9ae058_main
 /// `rrstore --store S args...` with `OMP_NUM_THREADS` set as given (removed
 /// when None), so the test does not depend on the caller's environment.
 fn rr(s: &Path, threads: Option<&str>, args: &[&str]) -> Output {
-    let mut c = Command::new(bin());
+    let mut c = store_common::command();
     c.arg("--store").arg(s).args(args).env_remove("RRSTORE_DIR");
     for (k, _) in std::env::vars_os() {
         if k.to_string_lossy().starts_with("OMP_") {

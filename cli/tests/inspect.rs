@@ -1,7 +1,9 @@
 //! `rrstore inspect` through the real binary, on real fixtures of every
 //! generation and on a real archive.
 
-use std::process::{Command, Output};
+mod store_common;
+
+use std::process::Output;
 
 use rrstore_format::archive::{write_path, WriteOptions};
 use rrstore_format::llvm;
@@ -9,10 +11,7 @@ use rrstore_format::llvm;
 use rrstore_tests::fixtures;
 
 fn rrstore(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_rrstore"))
-        .args(args)
-        .output()
-        .unwrap()
+    store_common::command().args(args).output().unwrap()
 }
 
 fn ok_stdout(args: &[&str]) -> String {

@@ -83,10 +83,7 @@ fn every_json_flag_has_help_text() {
     for c in commands {
         let mut args = c.to_vec();
         args.push("--help");
-        let o = std::process::Command::new(bin())
-            .args(&args)
-            .output()
-            .unwrap();
+        let o = store_common::command().args(&args).output().unwrap();
         let help = String::from_utf8_lossy(&o.stdout);
         let lines: Vec<&str> = help.lines().collect();
         let at = lines
@@ -107,10 +104,7 @@ fn every_json_flag_has_help_text() {
 /// `--store`'s help names every place the default store comes from.
 #[test]
 fn store_help_names_the_default_locations() {
-    let o = std::process::Command::new(bin())
-        .arg("--help")
-        .output()
-        .unwrap();
+    let o = store_common::command().arg("--help").output().unwrap();
     let help = String::from_utf8_lossy(&o.stdout);
     for want in [
         "$RRSTORE_DIR",

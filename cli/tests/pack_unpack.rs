@@ -1,14 +1,13 @@
 //! `rrstore pack` / `rrstore unpack` through the real binary: every fixture
 //! comes back byte for byte, and bad input gives the documented exit codes.
 
+mod store_common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 fn rrstore(args: &[&std::ffi::OsStr]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_rrstore"))
-        .args(args)
-        .output()
-        .unwrap()
+    store_common::command().args(args).output().unwrap()
 }
 
 fn run_ok(args: &[&std::ffi::OsStr]) -> String {

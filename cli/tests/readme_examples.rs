@@ -451,6 +451,10 @@ impl Sandbox {
             .env("RRSTORE_DIR", t.join("store"))
             .env("XDG_DATA_HOME", t.join("xdg"))
             .env("HOME", t)
+            // The user's configuration stays out (`$XDG_CONFIG_HOME` wins
+            // over HOME).
+            .env("XDG_CONFIG_HOME", t.join("config"))
+            .env_remove("RRSTORE_CONFIG")
             .env("REMOTE_DIR", t.join("remote"))
             .env("D7E4_KERNEL", &self.d7e4_kernel)
             .env(

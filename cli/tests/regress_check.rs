@@ -211,7 +211,7 @@ fn check_times_repetitions_and_compares_medians_with_the_baseline() {
 fn check_threads(s: &std::path::Path, threads: &str, args: &[&str]) -> serde_json::Value {
     let mut a = vec!["--store", s.to_str().unwrap(), "check", "--json"];
     a.extend_from_slice(args);
-    let o = std::process::Command::new(store_common::bin())
+    let o = store_common::command()
         .args(&a)
         .env_remove("RRSTORE_DIR")
         .env("OMP_NUM_THREADS", threads)
@@ -255,7 +255,7 @@ fn the_replay_cache_reuses_only_runs_with_the_same_launch() {
     // A replay of the recorded image with --num-threads is the newest row
     // of (recording, image), but not the launch check gives it.
     let id = rec_id(&s, SCALE);
-    let o = std::process::Command::new(store_common::bin())
+    let o = store_common::command()
         .args([
             "--store",
             s.to_str().unwrap(),
@@ -281,4 +281,51 @@ fn the_replay_cache_reuses_only_runs_with_the_same_launch() {
         b["launch"].as_str().unwrap().contains("OMP_NUM_THREADS=2"),
         "{v:#}"
     );
+}
+
+#[test]
+fn the_replay_cache_reuses_only_runs_with_the_same_settings() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = tmp.path().join("store");
+    setup(&s);
+    let base = ["--image", "build-2", "--kernel", SCALE, "--use-cache"];
+    let sides = |v: &serde_json::Value| {
+        let r = row(v, "_l13");
+        (r["run"]["cached"].clone(), r["baseline"]["cached"].clone())
+    };
+    let (_, v) = check(&s, &base);
+    assert_eq!(sides(&v), (false.into(), false.into()), "{v:#}");
+    let (_, v) = check(&s, &base);
+    assert_eq!(sides(&v), (true.into(), true.into()), "{v:#}");
+    // Each setting a verdict depends on is another key: replayed the first
+    // time, reused the second.
+    let settings: [&[&str]; 4] = [
+        &[
+            "--tolerance",
+            "--dtype",
+            "f32",
+            "--rtol",
+            "1e-3",
+            "--atol",
+            "0",
+        ],
+        &["--timeout", "30"],
+        &["--sandbox", "off"],
+        &["--placement", "recorded"],
+    ];
+    for extra in settings {
+        let mut args = base.to_vec();
+        args.extend_from_slice(extra);
+        let (_, v) = check(&s, &args);
+        assert_eq!(sides(&v), (false.into(), false.into()), "{extra:?}: {v:#}");
+        let (_, v) = check(&s, &args);
+        assert_eq!(sides(&v), (true.into(), true.into()), "{extra:?}: {v:#}");
+    }
+    // A plain `replay` row keeps no settings key: never reused.
+    let id = rec_id(&s, SCALE);
+    ok(&s, &["replay", &id, "--timeout", "45"]);
+    let mut args = base.to_vec();
+    args.extend_from_slice(&["--timeout", "45"]);
+    let (_, v) = check(&s, &args);
+    assert_eq!(row(&v, "_l13")["baseline"]["cached"], false, "{v:#}");
 }

@@ -7,14 +7,16 @@
 //! (`RRSTORE_NO_POINTER_REBASE`); `show --pointers` lists their pointers;
 //! the history row says which placement was used.
 
+mod store_common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use rrstore_tests::output::{json, text};
 use rrstore_tests::{descriptor_u64, descriptors};
 
 fn rrstore(store: &Path, args: &[&str], env: &[(&str, String)]) -> Output {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_rrstore"));
+    let mut c = store_common::command();
     c.arg("--store")
         .arg(store)
         .args(args)

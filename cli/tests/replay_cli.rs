@@ -2,8 +2,10 @@
 //! fixture from its .json, from the store by ID prefix and from a .rra; the
 //! exit code of each failure; history rows in text and JSON.
 
+mod store_common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use rrstore_tests::fixtures;
 
@@ -13,7 +15,7 @@ use rrstore_tests::output::{json, text};
 /// rrstore with a private store. OMP_NUM_THREADS=2: the fixtures' float
 /// reductions were recorded with two OpenMP threads.
 fn rrstore(store: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_rrstore"))
+    store_common::command()
         .arg("--store")
         .arg(store)
         .args(args)
@@ -99,7 +101,7 @@ fn every_preload_setting_verifies() {
     let store = tmp.path().join("store");
     let d = fixtures().join(format!("{GLOBALS}.json"));
     for setting in ["auto", "libz.so.1", "off", "libdoes-not-exist.so.0"] {
-        let o = Command::new(env!("CARGO_BIN_EXE_rrstore"))
+        let o = store_common::command()
             .arg("--store")
             .arg(&store)
             .args(["replay", d.to_str().unwrap(), "--json"])

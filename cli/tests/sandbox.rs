@@ -7,9 +7,11 @@
 //! attempt prints what became of it; every one must fail, nothing may
 //! outlive the replay, and the verdict and exit code are rrstore's.
 
+mod store_common;
+
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use rrstore_tests::fixtures;
 
@@ -104,7 +106,7 @@ fn daemons() -> Vec<String> {
 }
 
 fn rrstore(store: &Path, home: &Path, tmp: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_rrstore"))
+    store_common::command()
         .arg("--store")
         .arg(store)
         .args(args)
@@ -263,4 +265,60 @@ fn strict_replays_fully_confined_or_refuses_and_off_warns() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["sandbox"]["mode"], "off");
     assert_eq!(v["sandbox"]["applied"], serde_json::json!([]));
+}
+
+/// The OpenMP runtime of a confined runner registers itself in `/dev/shm`,
+/// else `/tmp`, neither of which a confined runner may write: it falls back
+/// to its environment. With more than one OpenMP thread the replay still
+/// verifies, and nothing of that reaches the user (no runtime warning in
+/// the kernel's output).
+#[test]
+fn openmp_threads_under_the_sandbox_verify_and_stay_quiet() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let run = |env: &[(&str, &str)], args: &[&str]| {
+        let mut c = store_common::command();
+        c.arg("--store").arg(&store).args(args);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        c.output().unwrap()
+    };
+    let o = run(&[], &["devices", "--json"]);
+    let devices: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let full = devices[0]["sandbox"]
+        .as_str()
+        .unwrap()
+        .ends_with("replays run fully confined");
+    let modes: &[&str] = if full { &["auto", "strict"] } else { &["auto"] };
+    // saxpy with 4 threads; reduction with the 2 it was recorded with (its
+    // float sum is bit-reproducible only with that count).
+    let cases = [
+        (
+            "llvm22-host/saxpy/__omp_offloading_fe00_9ae056_main_l13.json",
+            "4",
+        ),
+        (
+            "llvm22-host/reduction/__omp_offloading_fe00_9ae058_main_l10.json",
+            "2",
+        ),
+    ];
+    for mode in modes {
+        for (rec, threads) in cases {
+            let j = fixtures().join(rec);
+            let o = run(
+                &[("OMP_NUM_THREADS", threads), ("KMP_WARNINGS", "1")],
+                &["replay", j.to_str().unwrap(), "--sandbox", mode, "--json"],
+            );
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(0), "{mode} {rec}: {err}");
+            let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+            assert_eq!(v["verdict"], "verified", "{mode} {rec}: {v}");
+            assert_eq!(
+                v["kernel_output"], "",
+                "{mode} {rec}: the runtime spoke: {v}"
+            );
+            assert!(!err.contains("OMP:"), "{mode} {rec}: {err}");
+        }
+    }
 }

@@ -5,7 +5,7 @@
 mod store_common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use rrstore_format::llvm;
@@ -14,7 +14,7 @@ use store_common::*;
 use rrstore_tests::XorShift;
 
 fn spawn(store: &Path, args: &[&str]) -> Child {
-    Command::new(bin())
+    store_common::command()
         .arg("--store")
         .arg(store)
         .args(args)

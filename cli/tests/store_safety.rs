@@ -389,7 +389,7 @@ fn store_errors_name_no_flag_and_the_cli_adds_the_store_hint() {
     assert!(err.contains("hint: pass --store DIR"), "{err}");
     assert_eq!(code, 7, "{err}");
 
-    let o = Command::new(bin())
+    let o = store_common::command()
         .args(["ls"])
         .env_remove("RRSTORE_DIR")
         .env_remove("XDG_DATA_HOME")

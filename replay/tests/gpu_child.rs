@@ -83,6 +83,7 @@ impl Backend for Fake {
 fn spawn(mode: Launch) -> ChildBackend {
     ChildBackend::spawn(
         "fake",
+        rrstore_replay::sandbox::Mode::Auto,
         Box::new(move || {
             Ok(Box::new(Fake {
                 mode,
@@ -120,11 +121,10 @@ fn main() {
 }
 
 fn a_replay_runs_in_the_child() {
-    assert!(rrstore_replay::sandbox::applied().is_none());
     let mut b = spawn(Launch::Works);
     // The child says how it was confined, for the replay's report.
     assert!(
-        rrstore_replay::sandbox::applied().is_some(),
+        b.sandbox_applied().is_some(),
         "the GPU child did not report its confinement"
     );
     assert_ne!(
@@ -193,6 +193,7 @@ fn a_timeout_the_child_reports_ends_the_child() {
 fn a_backend_that_cannot_start_says_why() {
     let e = ChildBackend::spawn(
         "fake",
+        rrstore_replay::sandbox::Mode::Auto,
         Box::new(|| Err(BackendError::Unavailable("no fake device here".into()))),
     )
     .err()
@@ -208,6 +209,7 @@ fn the_real_gpu_backends_report_a_missing_runtime_from_the_child() {
     // backends fail to start in the child and say why, as in process.
     let hip = open_gpu(
         "hip",
+        rrstore_replay::sandbox::Mode::Auto,
         0,
         Some((0x7e00_0000_0000, 1 << 20)),
         Some(1 << 30),
@@ -222,7 +224,14 @@ fn the_real_gpu_backends_report_a_missing_runtime_from_the_child() {
         ),
     }
     let timeout = Some(Duration::from_secs(2));
-    match open_gpu("cuda", 0, Some((0x7e00_0000_0000, 1 << 20)), None, timeout) {
+    match open_gpu(
+        "cuda",
+        rrstore_replay::sandbox::Mode::Auto,
+        0,
+        Some((0x7e00_0000_0000, 1 << 20)),
+        None,
+        timeout,
+    ) {
         Err(BackendError::Unavailable(m)) => assert!(m.contains("libcuda"), "{m}"),
         Err(e) => panic!("unexpected error: {e}"),
         Ok(b) => eprintln!(

@@ -53,6 +53,8 @@ pub struct GcReport {
     pub packs_deleted: u64,
     pub packs_rewritten: u64,
     pub orphans_deleted: u64,
+    /// Recovery chunk lists (`meta/parts/`) of parts no recording names.
+    pub part_lists_removed: u64,
     /// Pack bytes on disk before and after.
     pub bytes_before: u64,
     pub bytes_after: u64,
@@ -133,6 +135,7 @@ impl Store {
             ..Default::default()
         };
         self.gc_mark(&mut report)?;
+        report.part_lists_removed = self.sweep_part_lists(false)?;
         self.gc_packs(&mut report, opts.max_unused_percent)?;
         self.gc_orphans(&mut report, false)?;
         report.bytes_after = self.stats()?.pack_bytes;
@@ -186,6 +189,7 @@ impl Store {
             }
         }
         self.gc_orphans(&mut report, true)?;
+        report.part_lists_removed = self.sweep_part_lists(true)?;
         report.bytes_after = report.bytes_before.saturating_sub(freed);
         Ok(report)
     }

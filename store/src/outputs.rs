@@ -6,9 +6,12 @@
 //! linked to the history row (`saved_outputs`): an output equal to the
 //! recorded output just points at the recording's output part, any other
 //! is stored chunk-deduplicated (usually only the few chunks that differ
-//! are new). The replay cache key is (recording ID, image hash, launch): a
-//! run whose row has an output hash (or crashed / timed out) is not
-//! repeated; the caller says which launches are the same.
+//! are new). The replay cache key is (recording ID, image hash, launch,
+//! settings key): a run whose row has an output hash (or crashed / timed
+//! out) is not repeated; the caller says which launches are the same and
+//! gives the settings key it stored with [`Store::set_run_key`]
+//! (`replay_keys`; docs/regress.md "The replay cache"), or none to find a
+//! reference run of any settings.
 
 use std::path::Path;
 
@@ -105,14 +108,37 @@ impl Store {
         &self,
         recording: &RecordingId,
         image: &[u8; 32],
+        key: Option<&str>,
         same_launch: &dyn Fn(&HistoryEntry) -> bool,
     ) -> Result<Option<HistoryEntry>> {
-        Ok(self.history(Some(*recording))?.into_iter().rev().find(|e| {
-            &e.image_hash == image
-                && same_launch(e)
+        for e in self.history(Some(*recording))?.into_iter().rev() {
+            let reusable = &e.image_hash == image
+                && same_launch(&e)
                 && CACHEABLE.contains(&e.verdict.as_str())
                 && (e.output_blake3.is_some()
-                    || matches!(e.verdict.as_str(), "crashed" | "timed-out"))
-        }))
+                    || matches!(e.verdict.as_str(), "crashed" | "timed-out"));
+            if reusable && (key.is_none() || self.run_key(e.id)?.as_deref() == key) {
+                return Ok(Some(e));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Store the settings key of history row `history_id` (what, beyond
+    /// the row's own columns, its result depends on).
+    pub fn set_run_key(&self, history_id: i64, key: &str) -> Result<()> {
+        self.conn()
+            .prepare_cached("INSERT OR REPLACE INTO replay_keys (history_id, key) VALUES (?1, ?2)")
+            .and_then(|mut s| s.execute(rusqlite::params![history_id, key]))
+            .map_err(self.ierr("recording a replay's settings key"))?;
+        Ok(())
+    }
+
+    /// The settings key of history row `history_id`, if it has one.
+    pub fn run_key(&self, history_id: i64) -> Result<Option<String>> {
+        self.conn()
+            .prepare_cached("SELECT key FROM replay_keys WHERE history_id = ?1")
+            .and_then(|mut s| s.query_row([history_id], |r| r.get(0)).optional())
+            .map_err(self.ierr("reading a replay's settings key"))
     }
 }

@@ -41,19 +41,18 @@ fn index_err(dir: &Path, context: &str) -> impl Fn(rusqlite::Error) -> StoreErro
     }
 }
 
-/// Write `path` through a temporary file in its directory: fill, rename.
-/// `fill` gets a hasher fed with everything written, whose digest is
-/// appended as the trailer. Not fsynced: these files back up the index
-/// against its loss, not against a crash (which the index survives on its
-/// own), and an fsync per file made importing a small recording about 2.5
-/// times slower
-/// (spec/STORE.md, "Recovery metadata").
+/// Write `path` through a temporary file in its directory: fill, fsync,
+/// rename, fsync the directory. `fill` gets a hasher fed with everything
+/// written, whose digest is appended as the trailer. Durable on return:
+/// gc's safety check and `repair` rely on the recording files, and a part
+/// list that exists is never rewritten, so it must be complete whenever
+/// its name is there (spec/STORE.md, "Recovery metadata").
 fn write_atomic(
     path: &Path,
     fill: impl FnOnce(&mut dyn FnMut(&[u8]) -> std::io::Result<()>) -> Result<()>,
 ) -> Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(|e| StoreError::io(dir, e))?;
+    create_dir_durable(dir)?;
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
     let tmp = dir.join(format!(
         ".{}.tmp-{}",
@@ -70,13 +69,47 @@ fn write_atomic(
         })?;
         out.write_all(hasher.finalize().as_bytes())
             .and_then(|_| out.flush())
+            .and_then(|_| out.get_ref().sync_all())
             .map_err(|e| StoreError::io(&tmp, e))?;
         std::fs::rename(&tmp, path).map_err(|e| StoreError::io(path, e))
     })();
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
-    result
+    result?;
+    sync_dir(dir)
+}
+
+/// fsync directory `dir`, so that a rename or unlink in it is durable.
+fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| StoreError::io(dir, e))
+}
+
+/// Create `dir` and the missing directories above it, each made durable
+/// in its parent (`meta/`, `meta/<kind>/` and the fan directory appear
+/// with the first file written there).
+fn create_dir_durable(dir: &Path) -> Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    let mut missing = Vec::new();
+    let mut d = dir;
+    while !d.is_dir() {
+        missing.push(d);
+        match d.parent() {
+            Some(p) if !p.as_os_str().is_empty() => d = p,
+            _ => break,
+        }
+    }
+    std::fs::create_dir_all(dir).map_err(|e| StoreError::io(dir, e))?;
+    for m in missing.iter().rev() {
+        if let Some(parent) = m.parent().filter(|p| !p.as_os_str().is_empty()) {
+            sync_dir(parent)?;
+        }
+    }
+    Ok(())
 }
 
 /// Path of a part's chunk list.
@@ -182,12 +215,19 @@ pub fn write_recording(conn: &Connection, dir: &Path, id: &RecordingId) -> Resul
     })
 }
 
-/// Remove a recording's metadata file (after `rm` committed).
+/// Remove a recording's metadata file (after `rm` committed), durably: a
+/// file that came back after a crash would make gc refuse to run (its
+/// recording looks lost from the index).
 pub fn remove_recording(dir: &Path, id: &RecordingId) -> Result<()> {
-    let path = recording_path(dir, id);
-    match std::fs::remove_file(&path) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(StoreError::io(&path, e)),
-        _ => Ok(()),
+    remove_durable(&recording_path(dir, id))
+}
+
+/// Unlink `path` (gone already is fine) and fsync its directory.
+fn remove_durable(path: &Path) -> Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(StoreError::io(path, e)),
+        Ok(()) => sync_dir(path.parent().unwrap_or(Path::new("."))),
     }
 }
 
@@ -358,4 +398,73 @@ impl crate::Store {
         }
         Ok(())
     }
+}
+
+impl crate::Store {
+    /// gc's sweep of `meta/parts/`: remove the chunk lists of parts no
+    /// recording in the index names any more (`repair` reads only those a
+    /// recording names; a part kept for an image or a saved output needs
+    /// none). Each file is checked and removed while this process holds
+    /// the index's write lock, so no import or pull can commit a recording
+    /// that names the part in between; one that commits after writes the
+    /// list again (it writes a missing one after its commit). Returns how
+    /// many were (with `dry_run`: would be) removed.
+    pub(crate) fn sweep_part_lists(&mut self, dry_run: bool) -> Result<u64> {
+        let dir = self.dir().to_path_buf();
+        let files = list(&dir, META_PARTS)?;
+        if files.is_empty() {
+            return Ok(0);
+        }
+        if dry_run {
+            return sweep_unnamed(&self.conn, &dir, &files, true);
+        }
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(index_err(&dir, "gc: locking the index to sweep meta/parts"))?;
+        let removed = sweep_unnamed(&tx, &dir, &files, false)?;
+        // Nothing was written: ending it only releases the lock.
+        tx.rollback().map_err(index_err(
+            &dir,
+            "gc: unlocking the index after sweeping meta/parts",
+        ))?;
+        Ok(removed)
+    }
+}
+
+/// Of the part lists `files`, those whose part no recording in `conn`'s
+/// index names: unlinked (directories fsynced after), or with `dry_run`
+/// only counted. Returns how many.
+fn sweep_unnamed(conn: &Connection, dir: &Path, files: &[PathBuf], dry_run: bool) -> Result<u64> {
+    let ierr = index_err(dir, "gc: checking the parts' recovery chunk lists");
+    let mut named = conn
+        .prepare_cached("SELECT 1 FROM recording_parts WHERE part = ?1")
+        .map_err(&ierr)?;
+    let mut removed = 0;
+    let mut dirs = std::collections::BTreeSet::new();
+    for p in files {
+        let name = p.file_name().map(|n| n.to_string_lossy().into_owned());
+        // A name that is not a part hash is not ours to judge.
+        let Some(hash) = name.as_deref().and_then(rrstore_format::id::parse_hex32) else {
+            continue;
+        };
+        if named.exists([&hash[..]]).map_err(&ierr)? {
+            continue;
+        }
+        removed += 1;
+        if dry_run {
+            continue;
+        }
+        match std::fs::remove_file(p) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(StoreError::io(p, e)),
+            _ => {}
+        }
+        if let Some(d) = p.parent() {
+            dirs.insert(d.to_path_buf());
+        }
+    }
+    for d in &dirs {
+        sync_dir(d)?;
+    }
+    Ok(removed)
 }

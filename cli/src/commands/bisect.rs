@@ -156,8 +156,8 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         args.ci
             .write(&rrstore_report::suite::from_bisect(&reports, &labels, now))?;
     }
+    let total: u32 = reports.iter().map(|r| r.replays).sum();
     if args.json {
-        let total: u32 = reports.iter().map(|r| r.replays).sum();
         let v = serde_json::json!({
             "recordings": reports,
             "replays": total,
@@ -165,7 +165,8 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else if reports.len() > 1 {
         // sandbox (hD): what the runners printed, apart from the summary.
-        super::confine::KernelOutput::take().print();
+        super::confine::KernelOutput::take_after_runs(opts.run.replay.backends.sandbox, total > 0)
+            .print();
         println!("first image that changed each kernel:");
         for r in &reports {
             println!(

@@ -48,7 +48,7 @@ pub struct RunArgs {
 
 impl RunArgs {
     pub fn options(&self, use_cache: bool) -> anyhow::Result<RunOptions> {
-        let timeout = self.confine.apply()?;
+        let confinement = self.confine.apply()?;
         let tolerance = self.tolerance.then(|| Tolerance {
             dtype: if self.dtype.as_deref() == Some("f64") {
                 DType::F64
@@ -66,10 +66,11 @@ impl RunArgs {
                 VerifyMode::Auto
             },
             tolerance,
-            timeout,
+            timeout: confinement.timeout,
             device: self.device.ordinal()?,
             ..ReplayOptions::default()
         };
+        replay.backends.sandbox = confinement.sandbox;
         self.placement.apply(&mut replay)?;
         Ok(RunOptions {
             replay,
@@ -277,7 +278,11 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         // sandbox (hD): what the runners printed, apart from the table.
-        super::confine::KernelOutput::take().print();
+        super::confine::KernelOutput::take_after_runs(
+            opts.run.replay.backends.sandbox,
+            report.replays > 0,
+        )
+        .print();
         let head = [
             "kernel",
             "recording",

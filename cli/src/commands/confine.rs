@@ -12,7 +12,7 @@ pub const DEFAULT_TIMEOUT_S: f64 = 600.0;
 
 #[derive(clap::Args, Clone, Debug, Default)]
 pub struct ConfineArgs {
-    /// Kill a kernel after SECS seconds (a regression for check), or
+    /// Kill a kernel after SECS seconds (at least 0.001; a regression for check), or
     /// `none` for no limit [default: 600, or `timeout` in the configuration].
     #[arg(long, value_name = "SECS|none", value_parser = parse_timeout)]
     pub timeout: Option<Timeout>,
@@ -39,23 +39,45 @@ pub enum SandboxArg {
     Off,
 }
 
+/// The shortest `--timeout`: the runners' waits count in milliseconds at
+/// best (a socket read timeout that rounds to zero would mean "no limit"),
+/// so a shorter limit is refused rather than silently not applied.
+pub const MIN_TIMEOUT_S: f64 = 0.001;
+
 fn parse_timeout(s: &str) -> Result<Timeout, String> {
     if s == "none" {
         return Ok(Timeout::None);
     }
     match s.parse::<f64>() {
-        Ok(v) if v > 0.0 && v.is_finite() => Ok(Timeout::Secs(v)),
+        Ok(v) if v.is_finite() && v >= MIN_TIMEOUT_S => Ok(Timeout::Secs(v)),
+        Ok(v) if v > 0.0 && v.is_finite() => Err(format!(
+            "`{s}` is shorter than the shortest limit a replay can keep, {MIN_TIMEOUT_S} s (1 ms): give at least 0.001"
+        )),
         _ => Err(format!(
             "expected a positive number of seconds or `none`, got `{s}`"
         )),
     }
 }
 
+/// Whether `secs` is a timeout `--timeout` would accept (the configuration
+/// file's `timeout` is held to the same rule).
+pub fn valid_timeout(secs: f64) -> bool {
+    secs.is_finite() && secs >= MIN_TIMEOUT_S
+}
+
+/// What the flags settled: the kernel time limit and the sandbox mode,
+/// which go into the replay's options (no process-wide setting: each
+/// replay's backend configuration carries its mode).
+#[derive(Clone, Copy, Debug)]
+pub struct Confinement {
+    pub timeout: Option<Duration>,
+    pub sandbox: Mode,
+}
+
 impl ConfineArgs {
-    /// Set the process-wide sandbox mode (refusing under `strict` what this
-    /// machine cannot confine; warning under `off`) and return the kernel
-    /// time limit.
-    pub fn apply(&self) -> anyhow::Result<Option<Duration>> {
+    /// The sandbox mode (refusing under `strict` what this machine cannot
+    /// confine; warning under `off`) and the kernel time limit.
+    pub fn apply(&self) -> anyhow::Result<Confinement> {
         let mode = match self.sandbox.unwrap_or_default() {
             SandboxArg::Auto => Mode::Auto,
             SandboxArg::Strict => Mode::Strict,
@@ -71,20 +93,23 @@ impl ConfineArgs {
                 "warning: --sandbox off: the recording's code runs with your rights (files, network, environment)"
             );
         }
-        sandbox::set_mode(mode);
-        Ok(match self.timeout {
-            Some(Timeout::Secs(s)) => Some(Duration::from_secs_f64(s)),
-            Some(Timeout::None) => None,
-            None => Some(Duration::from_secs_f64(DEFAULT_TIMEOUT_S)),
+        Ok(Confinement {
+            timeout: match self.timeout {
+                Some(Timeout::Secs(s)) => Some(Duration::from_secs_f64(s)),
+                Some(Timeout::None) => None,
+                None => Some(Duration::from_secs_f64(DEFAULT_TIMEOUT_S)),
+            },
+            sandbox: mode,
         })
     }
 }
 
-/// What the replay's runners printed, and how the last one was confined:
-/// shown apart from rrstore's own lines, after the runner ended.
+/// What the replay's runners printed, and how they were confined: shown
+/// apart from rrstore's own lines, after the runner ended.
 pub struct KernelOutput {
     bytes: Vec<u8>,
     dropped: u64,
+    mode: Mode,
     applied: Option<sandbox::Mechanisms>,
 }
 
@@ -92,13 +117,25 @@ pub struct KernelOutput {
 pub const PREFIX: &str = "  kernel| ";
 
 impl KernelOutput {
-    pub fn take() -> KernelOutput {
+    /// The runners' output so far, and `applied`: how the replay's runner
+    /// confined itself under `mode` (its report), or, for commands that
+    /// ran many replays, None: then what runners under `mode` apply on this
+    /// machine ([`sandbox::Probe`]; a runner's report can only narrow it).
+    pub fn take(mode: Mode, applied: Option<sandbox::Mechanisms>) -> KernelOutput {
         let (bytes, dropped) = sandbox::output::take();
         KernelOutput {
             bytes,
             dropped,
-            applied: sandbox::applied(),
+            mode,
+            applied,
         }
+    }
+
+    /// [`take`](Self::take) after the replays of a regression command
+    /// under `mode` (`ran`: at least one replay ran; none: nothing to say).
+    pub fn take_after_runs(mode: Mode, ran: bool) -> KernelOutput {
+        let expected = ran.then(|| sandbox::Probe::current().mechanisms(mode));
+        KernelOutput::take(mode, expected)
     }
 
     /// Print the runner's lines, prefixed, and a partial confinement.
@@ -126,7 +163,7 @@ impl KernelOutput {
             o.insert(
                 "sandbox".into(),
                 serde_json::json!({
-                    "mode": sandbox::mode().as_str(),
+                    "mode": self.mode.as_str(),
                     "applied": m.names(),
                     "missing": if m.0 == 0 { Vec::new() } else { m.missing() },
                 }),
@@ -143,7 +180,8 @@ mod tests {
     fn timeouts_parse_as_seconds_or_none() {
         assert_eq!(parse_timeout("0.5"), Ok(Timeout::Secs(0.5)));
         assert_eq!(parse_timeout("none"), Ok(Timeout::None));
-        for bad in ["0", "-1", "inf", "NaN", "soon"] {
+        assert_eq!(parse_timeout("0.001"), Ok(Timeout::Secs(0.001)));
+        for bad in ["0", "-1", "inf", "NaN", "soon", "0.0009", "1e-10"] {
             assert!(parse_timeout(bad).is_err(), "{bad}");
         }
     }

@@ -75,7 +75,8 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&r)?);
     } else {
         // sandbox (hD): what the runners printed, apart from the comparison.
-        super::confine::KernelOutput::take().print();
+        super::confine::KernelOutput::take_after_runs(opts.run.replay.backends.sandbox, true)
+            .print();
         for (name, s) in [("A", &r.a), ("B", &r.b)] {
             println!(
                 "{name}: {} {} ({}), {} bytes, blake3 {}{}",

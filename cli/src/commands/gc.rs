@@ -63,24 +63,26 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
     };
     if r.dry_run {
         println!(
-            "dry run, nothing changed: would remove {} chunk(s) of {} part(s); would delete {} pack(s), rewrite {}, {} orphan(s); packs {} -> about {}{}",
+            "dry run, nothing changed: would remove {} chunk(s) of {} part(s); would delete {} pack(s), rewrite {}, {} orphan(s), {} recovery list(s); packs {} -> about {}{}",
             r.chunks_removed,
             r.parts_removed,
             r.packs_deleted,
             r.packs_rewritten,
             r.orphans_deleted,
+            r.part_lists_removed,
             bytes(r.bytes_before),
             bytes(r.bytes_after),
             kept_text(&r)
         );
     } else {
         println!(
-            "removed {} chunk(s) of {} part(s); deleted {} pack(s), rewrote {}, {} orphan(s){busy}; packs {} -> {}{}",
+            "removed {} chunk(s) of {} part(s); deleted {} pack(s), rewrote {}, {} orphan(s), {} recovery list(s){busy}; packs {} -> {}{}",
             r.chunks_removed,
             r.parts_removed,
             r.packs_deleted,
             r.packs_rewritten,
             r.orphans_deleted,
+            r.part_lists_removed,
             bytes(r.bytes_before),
             bytes(r.bytes_after),
             kept_text(&r)

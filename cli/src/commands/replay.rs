@@ -107,7 +107,8 @@ pub enum DTypeArg {
 }
 
 fn options(args: &Args) -> anyhow::Result<ReplayOptions> {
-    let timeout = args.confine.apply()?;
+    let confinement = args.confine.apply()?;
+    let timeout = confinement.timeout;
     let mut opts = ReplayOptions {
         backend: match args.backend {
             BackendArg::Auto => BackendKind::Auto,
@@ -138,7 +139,7 @@ fn options(args: &Args) -> anyhow::Result<ReplayOptions> {
         timeout,
         save_output: args.save_output.clone(),
         save_relocated: args.save_output_form == SaveForm::Relocated,
-        backends: backend_config(),
+        backends: backend_config(confinement.sandbox),
         image: None,
         device: args.device.ordinal()?,
         ..ReplayOptions::default()
@@ -148,12 +149,13 @@ fn options(args: &Args) -> anyhow::Result<ReplayOptions> {
 }
 
 /// Each backend's configuration: where this command's settings become it.
-fn backend_config() -> BackendConfig {
+fn backend_config(sandbox: rrstore_replay::sandbox::Mode) -> BackendConfig {
     BackendConfig {
         host: HostSettings {
             preload: preload_setting(),
             ..HostSettings::default()
         },
+        sandbox,
     }
 }
 
@@ -343,7 +345,7 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         into_anyhow(e).context(format!("cannot open recording `{}`{hint}", args.recording))
     })?;
     let mut report = rrstore_replay::replay(&mut src, &opts);
-    let kernel_output = super::confine::KernelOutput::take();
+    let kernel_output = super::confine::KernelOutput::take(opts.backends.sandbox, report.sandbox);
     let row = match rrstore_replay::history::record_for(&store, src.id, &report, &opts) {
         Ok(row) => Some(row),
         // A read-only store is read, not written: the verdict still stands.

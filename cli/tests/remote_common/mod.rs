@@ -194,7 +194,7 @@ pub fn fixtures() -> PathBuf {
 /// `rrstore --store STORE args...` with test AWS credentials in the
 /// environment.
 pub fn rr(store: &Path, args: &[&str]) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_rrstore"));
+    let mut c = store_common::command();
     c.arg("--store")
         .arg(store)
         .args(args)

@@ -11,9 +11,40 @@ pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_rrstore")
 }
 
+/// The home directory every test's `rrstore` runs with: empty, one per test
+/// process, so no user configuration (`~/.config/rrstore/config.toml`,
+/// `$XDG_CONFIG_HOME`, `$RRSTORE_CONFIG`) or default store
+/// (`~/.local/share/rrstore`, `$XDG_DATA_HOME`) of whoever runs the tests
+/// can change what a command does.
+pub fn isolated_home() -> &'static Path {
+    static HOME: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    HOME.get_or_init(|| {
+        tempfile::Builder::new()
+            .prefix("rrstore-test-home")
+            .tempdir()
+            .unwrap()
+    })
+    .path()
+}
+
+/// `rrstore` as every test runs it: [`isolated_home`] as `HOME`, its
+/// `config/` as `XDG_CONFIG_HOME`, and none of the variables that point
+/// at a user's store or configuration. A test that needs a configuration
+/// sets `HOME`/`XDG_CONFIG_HOME` itself after this.
+pub fn command() -> Command {
+    let home = isolated_home();
+    let mut c = Command::new(bin());
+    c.env("HOME", home)
+        .env("XDG_CONFIG_HOME", home.join("config"))
+        .env("XDG_DATA_HOME", home.join("data"))
+        .env_remove("RRSTORE_CONFIG")
+        .env_remove("RRSTORE_DIR");
+    c
+}
+
 /// Run `rrstore --store STORE args...`.
 pub fn run(store: &Path, args: &[&str]) -> Output {
-    Command::new(bin())
+    command()
         .arg("--store")
         .arg(store)
         .args(args)

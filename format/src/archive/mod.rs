@@ -10,7 +10,8 @@
 //!
 //! * [`layout`]: the byte layout (constants, header, trailer, manifest, index).
 //! * [`writer`]: [`write()`] / [`write_path`], a pipelined streaming writer.
-//! * [`reader`]: [`Reader`], validated on open, a [`crate::PartSource`].
+//! * [`reader`]: [`Reader`], validated on open; [`serve`]: its parts, as a
+//!   [`crate::PartSource`] and chunk by chunk ([`Chunks`]).
 //! * [`decode`]: verified chunk decoding and the decode-ahead part stream.
 //! * [`scan`]: parallel FastCDC + chunk and stream blake3 in one read, on a
 //!   [`pool`] of workers that also compress (shared with the store importer).
@@ -23,9 +24,11 @@ pub mod layout;
 pub mod pool;
 pub mod reader;
 pub mod scan;
+pub mod serve;
 pub mod writer;
 
-pub use reader::{ChunkInfo, Chunks, Reader, StoredChunk};
+pub use reader::{ChunkInfo, Reader, StoredChunk};
+pub use serve::Chunks;
 pub use writer::{
     write, write_path, write_path_unhashed, write_unhashed, WriteOptions, WriteStats, LEVELS,
 };

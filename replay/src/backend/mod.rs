@@ -204,6 +204,13 @@ pub trait Backend {
         Vec::new()
     }
 
+    /// How the process that runs the image confined itself, as it reported
+    /// it ([`crate::sandbox::narrowed`]); None before it reported, and for
+    /// backends that run no such process. Default: None.
+    fn sandbox_applied(&self) -> Option<crate::sandbox::Mechanisms> {
+        None
+    }
+
     // ---- Relocation (issue 19, `crate::placement`) ----
 
     /// Rebase the stored pointers with `rebaser` in the fills that follow

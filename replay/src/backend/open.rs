@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use super::host::config::HostSettings;
+use super::host::config::{HostConfig, HostSettings};
 use super::host::{spare, HostBackend};
 use super::{gpu_child, Backend, BackendError, BackendKind};
 
@@ -14,6 +14,11 @@ use super::{gpu_child, Backend, BackendError, BackendKind};
 #[derive(Clone, Debug, Default)]
 pub struct BackendConfig {
     pub host: HostSettings,
+    /// How the process that runs the recording's code confines itself
+    /// (host runner and GPU child alike): this replay's, not the
+    /// process's, so lanes of one process may differ
+    /// ([`crate::sandbox`]; `--sandbox`).
+    pub sandbox: crate::sandbox::Mode,
 }
 
 /// The user's launch-configuration overrides, which some backends apply
@@ -48,7 +53,7 @@ impl BackendConfig {
         match kind {
             BackendKind::Host | BackendKind::Auto => {
                 crate::fleet::devices::host_only(req.device)?;
-                Ok(Box::new(HostBackend::new(self.host.config(&req.launch)?)))
+                Ok(Box::new(HostBackend::new(self.host_config(&req.launch)?)))
             }
             // GPU backends hold the arena range before their runtime
             // initializes. HIP (and CUDA under a timeout) run in a child
@@ -59,6 +64,7 @@ impl BackendConfig {
                 spare::end_spare();
                 gpu_child::open_gpu(
                     kind.as_str(),
+                    self.sandbox,
                     req.device,
                     Some(req.arena),
                     req.recorded_reservation,
@@ -80,9 +86,20 @@ impl BackendConfig {
     /// backend as usual.
     pub fn start_early(&self, kind: BackendKind, launch: &LaunchOverrides) {
         if matches!(kind, BackendKind::Auto | BackendKind::Host) {
-            if let Ok(config) = self.host.config(launch) {
+            if let Ok(config) = self.host_config(launch) {
                 spare::prestart(&config);
             }
         }
+    }
+
+    /// The host backend's configuration for `launch`, with the sandbox
+    /// mode in the runner's environment ([`crate::sandbox::env::mode_setting`]):
+    /// a spare runner started under another mode does not fit it.
+    fn host_config(&self, launch: &LaunchOverrides) -> Result<HostConfig, BackendError> {
+        let mut config = self.host.config(launch)?;
+        config
+            .env
+            .push(crate::sandbox::env::mode_setting(self.sandbox));
+        Ok(config)
     }
 }

@@ -51,6 +51,7 @@ pub fn replay(src: &mut ReplaySource, opts: &ReplayOptions) -> ReplayReport {
         backend: String::new(),
         device: String::new(),
         runtime_libraries: Vec::new(),
+        sandbox: None,
         image_blake3: None,
         arena_base: rec.arena.base,
         arena_size: rec.arena.size,
@@ -213,7 +214,11 @@ fn run(
         if rep > 0 {
             write_globals(&mut backend, report)?;
         }
-        let k = backend.launch(&launch_args, &params)?;
+        let k = backend.launch(&launch_args, &params);
+        // Known once the load's reply came, which a launch waits for (a
+        // crashed launch included).
+        report.sandbox = backend.sandbox_applied();
+        let k = k?;
         report.timing.kernel_ns.push(k.as_nanos() as u64);
         if rep == 0 {
             report.runtime_libraries = backend.runtime_libraries();

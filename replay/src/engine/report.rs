@@ -125,6 +125,11 @@ pub struct ReplayReport {
     pub backend: String,
     pub device: String,
     pub runtime_libraries: Vec<String>,
+    /// How the runner of this replay confined itself, as it reported it
+    /// (None when no runner reported); shown by the CLI beside the
+    /// sandbox mode, not serialized here.
+    #[serde(skip)]
+    pub sandbox: Option<crate::sandbox::Mechanisms>,
     /// blake3 of the image run; `None` when the replay stopped before it.
     #[serde(serialize_with = "hex_opt")]
     pub image_blake3: Option<[u8; 32]>,

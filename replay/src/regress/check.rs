@@ -141,7 +141,7 @@ fn check_one(
         }
         None => {
             let recorded_image = super::run::image_hash(store, &id, None)?;
-            let prev = super::run::cached(store, &id, &recorded_image, &run_opts.replay)?;
+            let prev = super::run::previous(store, &id, &recorded_image, &run_opts.replay)?;
             let r = run(store, &id, None, run_opts)?;
             let prev = prev.map(|e| Run::from_history(&e));
             (r, prev.filter(|p| p.row != 0))

@@ -2,10 +2,13 @@
 //! one), through the replay cache and keeping its output.
 //!
 //! Cache: the key is (recording ID, image hash, launch: team and thread
-//! counts and overrides, `OMP_*` included); the newest history row for it
+//! counts and overrides, `OMP_*` included; device: ordinal, and UUID where
+//! both sides know it; [`settings_key`]: backend, verification, tolerance,
+//! timeout, sandbox, placement); the newest history row for it
 //! that has an output hash (or crashed / timed out) is reused instead of
 //! replaying. Rows with the verdict `error` (the replay could not start) are
-//! never reused. Kept outputs: a run's arena is written to a scratch file in
+//! never reused, nor rows without a settings key (written by `replay`, or
+//! before keys were kept). docs/regress.md, "The replay cache". Kept outputs: a run's arena is written to a scratch file in
 //! the store's `tmp/` by the engine's `--save-output` path, then linked to
 //! its history row: by reference when it equals the recorded output (no
 //! bytes stored), else as a chunk-deduplicated object.
@@ -94,8 +97,54 @@ pub fn image_hash(
     }
 }
 
+/// What a replay's result depends on beyond the recording, the image, the
+/// launch and the device (the history row's own columns): kept with each
+/// row the regression commands write, and part of the cache key. Leaves
+/// out what changes only where the output goes or how fast the input gets
+/// in (`--save-output`, the host runner's arena I/O and preload, its
+/// `KMP_*` wait policy), and the number of launches: every launch starts
+/// from the same input, so the output and verdict are those of one, and a
+/// reused row's kernel times are the launches it measured (a time
+/// comparison with too few says so), which lets `check` reuse `bisect`'s
+/// one-launch runs.
+pub fn settings_key(opts: &ReplayOptions) -> String {
+    let tolerance = match &opts.tolerance {
+        None => "exact".to_string(),
+        Some(t) => format!(
+            "{:?}:rtol={:e}:atol={:e}:ulp={}",
+            t.dtype,
+            t.rtol,
+            t.atol,
+            t.max_ulp.map_or("-".to_string(), |u| u.to_string())
+        ),
+    };
+    let timeout = opts
+        .timeout
+        .map_or("none".to_string(), |t| format!("{}ns", t.as_nanos()));
+    let relocate_to = opts
+        .relocate_to
+        .map_or(String::new(), |a| format!("@{a:#x}"));
+    format!(
+        "v1 backend={} verify={:?} tolerance={tolerance} timeout={timeout} sandbox={} placement={}{relocate_to} ignore_limits={}",
+        opts.backend.as_str(),
+        opts.verify,
+        opts.backends.sandbox.as_str(),
+        opts.placement.as_str(),
+        opts.ignore_limits,
+    )
+}
+
+/// Whether history row `e` ran on the device `opts` asks for: the same
+/// ordinal, and the same UUID where the row and this machine both know
+/// one (another machine's host, a renumbered GPU).
+fn same_device(e: &HistoryEntry, opts: &ReplayOptions) -> bool {
+    let uuid = crate::fleet::devices::uuid_of(&e.backend, opts.device);
+    e.device_ordinal == Some(u64::from(opts.device))
+        && (uuid.is_empty() || e.device_uuid.is_empty() || uuid == e.device_uuid)
+}
+
 /// The newest reusable history row of `id` with image `image` that ran with
-/// the launch `opts` gives it.
+/// the launch, device and settings `opts` give it.
 pub fn cached(
     store: &Store,
     id: &RecordingId,
@@ -103,7 +152,26 @@ pub fn cached(
     opts: &ReplayOptions,
 ) -> Result<Option<HistoryEntry>, RegressError> {
     let rec = store.recording(id)?;
-    Ok(store.cached_run(id, image, &|e| crate::history::same_launch(e, &rec, opts))?)
+    let key = settings_key(opts);
+    Ok(store.cached_run(id, image, Some(&key), &|e| {
+        crate::history::same_launch(e, &rec, opts) && same_device(e, opts)
+    })?)
+}
+
+/// The newest completed (or crashed, timed-out) history row of `id` with
+/// image `image` on the launch and device `opts` give, whatever its other
+/// settings (a `replay` row too): a reference to compare a new run's time
+/// and output with, never reused in its place.
+pub fn previous(
+    store: &Store,
+    id: &RecordingId,
+    image: &[u8; 32],
+    opts: &ReplayOptions,
+) -> Result<Option<HistoryEntry>, RegressError> {
+    let rec = store.recording(id)?;
+    Ok(store.cached_run(id, image, None, &|e| {
+        crate::history::same_launch(e, &rec, opts) && same_device(e, opts)
+    })?)
 }
 
 /// Replay recording `id` with `image` (None: the recorded image).
@@ -148,6 +216,7 @@ pub fn run(
     // store is written below.
     drop(src);
     let row = crate::history::record_for(store, *id, &report, &ropts)?;
+    store.set_run_key(row, &settings_key(&ropts))?;
     // The index's log, when due, is folded back between replays, off any
     // replay's own time.
     store.fold_history_log();

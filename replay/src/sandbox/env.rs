@@ -63,10 +63,10 @@ pub fn runner_env(
     scratch_base: Option<&Path>,
 ) -> Vec<(OsString, OsString)> {
     let mut env: Vec<(OsString, OsString)> = std::env::vars_os()
-        .filter(|(k, _)| mode == Mode::Off || keeps(k))
+        .filter(|(k, _)| k != MODE_ENV && (mode == Mode::Off || keeps(k)))
         .collect();
-    env.extend(extra.iter().cloned());
-    env.push((MODE_ENV.into(), mode.as_str().into()));
+    env.extend(extra.iter().filter(|(k, _)| k != MODE_ENV).cloned());
+    env.push(mode_setting(mode));
     if let Some(dir) = scratch_base {
         env.push((SCRATCH_ENV.into(), dir.into()));
     }
@@ -85,7 +85,26 @@ pub fn replace_here(env: &[(OsString, OsString)]) {
     }
 }
 
-/// The mode an executed runner was started under (from its environment).
+/// The entry of a runner's extra environment that asks for `mode`: how a
+/// backend's configuration hands the replay's sandbox mode to the runner
+/// it starts ([`super::RunnerStart`]) and on to the runner itself.
+pub fn mode_setting(mode: Mode) -> (OsString, OsString) {
+    (MODE_ENV.into(), mode.as_str().into())
+}
+
+/// The mode `extra` asks for (its last [`mode_setting`] entry), else
+/// [`Mode::Auto`].
+pub fn mode_in(extra: &[(OsString, OsString)]) -> Mode {
+    extra
+        .iter()
+        .rev()
+        .find(|(k, _)| k == MODE_ENV)
+        .and_then(|(_, v)| Mode::parse(v.to_str()?))
+        .unwrap_or_default()
+}
+
+/// The mode a runner (executed or forked) was started under (from its
+/// environment).
 pub fn mode_here() -> Mode {
     std::env::var(MODE_ENV)
         .ok()

@@ -25,7 +25,6 @@ pub mod output;
 pub mod syscalls;
 
 use std::ffi::OsString;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 
 /// How much confinement a replay asks for.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -48,22 +47,6 @@ impl Mode {
         }
     }
 
-    fn from_u8(v: u8) -> Mode {
-        match v {
-            1 => Mode::Strict,
-            2 => Mode::Off,
-            _ => Mode::Auto,
-        }
-    }
-
-    fn as_u8(self) -> u8 {
-        match self {
-            Mode::Auto => 0,
-            Mode::Strict => 1,
-            Mode::Off => 2,
-        }
-    }
-
     pub fn parse(s: &str) -> Option<Mode> {
         match s {
             "auto" => Some(Mode::Auto),
@@ -72,20 +55,6 @@ impl Mode {
             _ => None,
         }
     }
-}
-
-/// The process-wide mode: set once by the command before it replays,
-/// inherited by forked runners, passed to executed ones in their
-/// environment ([`env::MODE_ENV`]). Process-wide because it is the user's
-/// policy for every runner this process starts, whatever the backend.
-static MODE: AtomicU8 = AtomicU8::new(0);
-
-pub fn set_mode(mode: Mode) {
-    MODE.store(mode.as_u8(), Ordering::Relaxed);
-}
-
-pub fn mode() -> Mode {
-    Mode::from_u8(MODE.load(Ordering::Relaxed))
 }
 
 /// The confinement mechanisms, as a bit set.
@@ -209,30 +178,18 @@ pub fn require(mode: Mode) -> Result<(), SandboxError> {
     })
 }
 
-/// The mechanisms the last confined runner said it applied, intersected
-/// with those this process expected of it (a runner's reply is written
-/// after the image's constructors ran, so it may only narrow the set).
-/// `None` before any runner reported.
-static APPLIED: AtomicU64 = AtomicU64::new(u64::MAX);
-
-/// Record a runner's report of what it applied.
-pub fn note_applied(reported: u64) {
-    let expected = Probe::current().mechanisms(mode()).0;
-    APPLIED.store(reported & expected, Ordering::Relaxed);
-}
-
-/// What the last runner applied (see [`note_applied`]); `None` when no
-/// runner reported since the process started.
-pub fn applied() -> Option<Mechanisms> {
-    match APPLIED.load(Ordering::Relaxed) {
-        u64::MAX => None,
-        m => Some(Mechanisms(m)),
-    }
+/// What a runner started under `mode` applied, from its report: the
+/// mechanisms it said it applied, intersected with those this process
+/// expected of it (a runner's reply is written after the image's
+/// constructors ran, so it may only narrow the set). Each backend keeps
+/// the result for its replay's report ([`crate::backend::Backend::sandbox_applied`]).
+pub fn narrowed(mode: Mode, reported: u64) -> Mechanisms {
+    Mechanisms(reported & Probe::current().mechanisms(mode).0)
 }
 
 /// What a runner about to start gets: its output capture, its scratch
 /// directory (none under [`Mode::Off`]) and its environment, under the
-/// process-wide mode.
+/// mode its replay's configuration asks for.
 pub struct RunnerStart {
     pub output: output::Capture,
     /// Where the runner makes its scratch directory ([`env::scratch_for`]).
@@ -241,9 +198,12 @@ pub struct RunnerStart {
 }
 
 impl RunnerStart {
-    /// For a runner whose replay sets `extra` in its environment.
+    /// For a runner whose replay sets `extra` in its environment; the
+    /// sandbox mode is `extra`'s ([`env::mode_setting`], put there by the
+    /// backend configuration), [`Mode::Auto`] when it names none. Nothing
+    /// process-wide: two replays of one process may run under two modes.
     pub fn new(extra: &[(OsString, OsString)]) -> std::io::Result<RunnerStart> {
-        let mode = mode();
+        let mode = env::mode_in(extra);
         let scratch_base = (mode != Mode::Off).then(env::scratch_base);
         let env = env::runner_env(mode, extra, scratch_base.as_deref());
         Ok(RunnerStart {
@@ -270,6 +230,7 @@ pub struct Allow<'a> {
 /// its preload thread loads the offload runtime (on `Reserve`), not when it
 /// loads the image. Applied by [`Prepared::apply`].
 pub struct Prepared {
+    mode: Mode,
     scratch: Option<std::path::PathBuf>,
     ruleset: Result<Option<landlock::RulesetCreated>, String>,
     filters: Result<syscalls::Filters, String>,
@@ -277,14 +238,18 @@ pub struct Prepared {
 }
 
 impl Prepared {
-    /// Prepare (nothing under [`Mode::Off`]). Safe on any thread: it reads
-    /// the environment but does not change it.
+    /// Prepare, under the mode this runner was started with
+    /// ([`env::mode_here`]: its environment, set by [`RunnerStart`]);
+    /// nothing under [`Mode::Off`]. Safe on any thread: it reads the
+    /// environment but does not change it.
     pub fn new(gpu: bool) -> Option<Prepared> {
-        if mode() == Mode::Off {
+        let mode = env::mode_here();
+        if mode == Mode::Off {
             return None;
         }
         let scratch = env::make_scratch();
         Some(Prepared {
+            mode,
             ruleset: fs::prepare(gpu, scratch.as_deref()).map_err(|e| e.to_string()),
             filters: syscalls::prepare().map_err(|e| e.to_string()),
             scratch,
@@ -292,17 +257,14 @@ impl Prepared {
         })
     }
 
-    /// Confine this process as the process-wide [`mode`] asks, allowing
+    /// Confine this process as its mode asks, allowing
     /// also `read_files`, and return what was applied. Call it with one
     /// thread running (it sets `TMPDIR`; Landlock before ABI 8 restricts
     /// only the calling thread and those it starts; seccomp covers every
     /// thread). Under [`Mode::Strict`] a mechanism that fails is an error;
     /// under [`Mode::Auto`] it is left out of the result.
     pub fn apply(self, read_files: &[std::path::PathBuf]) -> Result<Mechanisms, String> {
-        let mode = mode();
-        if mode == Mode::Off {
-            return Ok(Mechanisms(0));
-        }
+        let mode = self.mode;
         // Set when the runner started (`env::runner_env`, its own group).
         let mut m = Mechanisms::ENV | Mechanisms::PROCESS_GROUP;
         let mut failed = Vec::new();
@@ -371,8 +333,9 @@ pub fn confine(allow: &Allow) -> Result<Mechanisms, String> {
 /// driver: the host runner's policy plus read access to the driver's
 /// files and the device nodes. A failure under [`Mode::Strict`] ends the
 /// child (its parent reports it as a dead runner, with this message on
-/// the child's stderr). Returns what it applied, which the child reports
-/// to its parent ([`note_applied`]) for the replay's report.
+/// the child's stderr). The mode is the child's environment's
+/// ([`env::mode_here`]). Returns what it applied, which the child reports
+/// to its parent ([`narrowed`]) for the replay's report.
 pub fn confine_gpu_child() -> Mechanisms {
     match confine(&Allow {
         gpu: true,

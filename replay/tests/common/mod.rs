@@ -28,6 +28,7 @@ pub fn options() -> ReplayOptions {
                 env: vec![("OMP_NUM_THREADS".into(), "2".into())],
                 ..HostSettings::default()
             },
+            ..BackendConfig::default()
         },
         ..ReplayOptions::default()
     }

@@ -2,7 +2,7 @@
 //! version is `PRAGMA user_version`; each migration moves it up by one.
 
 /// Highest schema version this build understands.
-pub const SCHEMA_VERSION: i64 = 6;
+pub const SCHEMA_VERSION: i64 = 7;
 
 /// Migrations, index i takes the schema from version i to i + 1.
 pub const MIGRATIONS: &[&str] = &[
@@ -135,6 +135,7 @@ ALTER TABLE recordings DROP COLUMN manifest;
     HISTORY_LAUNCH_COLUMNS,
     HISTORY_DEVICE_COLUMNS,
     HISTORY_PLACEMENT_COLUMN,
+    REPLAY_KEYS_TABLE,
 ];
 
 /// 3 -> 4: the launch a replay used (store/src/history.rs): the effective
@@ -164,4 +165,19 @@ ALTER TABLE replay_history ADD COLUMN device_uuid TEXT NOT NULL DEFAULT '';
 /// before the arena was placed. Additive only.
 const HISTORY_PLACEMENT_COLUMN: &str = r#"
 ALTER TABLE replay_history ADD COLUMN placement TEXT NOT NULL DEFAULT '';
+"#;
+
+/// 6 -> 7: the settings a replay of the regression commands ran with,
+/// beyond the launch (backend, device, verification, tolerance,
+/// repetitions, timeout, sandbox, placement: `rrstore_replay::regress::run`),
+/// as one text key per history row, so the replay cache reuses a row only
+/// for a replay that would get the same result. Rows without one (other
+/// replays, rows written before) are never reused. A table of its own
+/// rather than a `replay_history` column: only the cache reads it.
+/// Additive only.
+const REPLAY_KEYS_TABLE: &str = r#"
+CREATE TABLE replay_keys (
+    history_id INTEGER PRIMARY KEY,
+    key        TEXT NOT NULL
+);
 "#;

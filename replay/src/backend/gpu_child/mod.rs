@@ -116,6 +116,7 @@ fn serve(mut sock: UnixStream, window: *mut u8, make: Factory) -> i32 {
 /// other threads (a child could not be forked safely).
 pub fn open_gpu(
     name: &'static str,
+    sandbox: crate::sandbox::Mode,
     device: u32,
     arena: Option<(u64, u64)>,
     reserved: Option<u64>,
@@ -135,7 +136,7 @@ pub fn open_gpu(
     };
     let in_child = name == "hip" || timeout.is_some();
     if in_child && super::host::process::single_threaded() {
-        Ok(Box::new(ChildBackend::spawn(name, make)?))
+        Ok(Box::new(ChildBackend::spawn(name, sandbox, make)?))
     } else {
         make()
     }
@@ -153,6 +154,8 @@ pub struct ChildBackend {
     /// placed the arena when not at the address asked.
     allow_elsewhere: bool,
     placed_elsewhere: Option<u64>,
+    /// How the child confined itself, as it reported it.
+    sandbox: Option<crate::sandbox::Mechanisms>,
 }
 
 impl ChildBackend {
@@ -161,7 +164,12 @@ impl ChildBackend {
     /// while starting (no device, no runtime) come back as they are. This
     /// process must run a single thread (a forked child of a multi-threaded
     /// one may deadlock on a lock another thread held).
-    pub fn spawn(name: &'static str, make: Factory) -> Result<Self, BackendError> {
+    /// The child confines itself as `confinement` asks.
+    pub fn spawn(
+        name: &'static str,
+        confinement: crate::sandbox::Mode,
+        make: Factory,
+    ) -> Result<Self, BackendError> {
         if !super::host::process::single_threaded() {
             return Err(BackendError::Unavailable(format!(
                 "cannot fork the {name} runner process: this process runs more than one thread"
@@ -175,8 +183,9 @@ impl ChildBackend {
         };
         let mut window = Window::new(WINDOW).map_err(unavailable)?;
         let shared = window.bytes(0).as_mut_ptr();
-        let runner =
-            RunnerProcess::fork(&[], move |sock| serve(sock, shared, make)).map_err(unavailable)?;
+        let mode = [crate::sandbox::env::mode_setting(confinement)];
+        let runner = RunnerProcess::fork(&mode, move |sock| serve(sock, shared, make))
+            .map_err(unavailable)?;
         let mut b = ChildBackend {
             runner: Some(runner),
             window,
@@ -185,6 +194,7 @@ impl ChildBackend {
             ended: None,
             allow_elsewhere: false,
             placed_elsewhere: None,
+            sandbox: None,
         };
         match b.reply(None)? {
             Reply::Ready {
@@ -195,7 +205,7 @@ impl ChildBackend {
                 b.description = description;
                 // The report says how the GPU child was confined, as it
                 // does for the host runner.
-                crate::sandbox::note_applied(sandbox);
+                b.sandbox = Some(crate::sandbox::narrowed(confinement, sandbox));
             }
             other => return Err(b.protocol(other)),
         }
@@ -325,6 +335,10 @@ fn readable_within(sock: &UnixStream, limit: Duration) -> bool {
 impl Backend for ChildBackend {
     fn name(&self) -> &'static str {
         self.name
+    }
+
+    fn sandbox_applied(&self) -> Option<crate::sandbox::Mechanisms> {
+        self.sandbox
     }
 
     fn device_description(&self) -> String {

@@ -91,7 +91,9 @@ impl HostBackend {
                 (Pending::Libraries, Err(_)) => Ok(()),
                 // The load's reply says how the runner confined itself.
                 (Pending::Load { .. }, Ok(reply)) => {
-                    crate::sandbox::note_applied(Fields::new(&reply).u64().unwrap_or(0));
+                    let mode = crate::sandbox::env::mode_in(&self.config.env);
+                    let reported = Fields::new(&reply).u64().unwrap_or(0);
+                    self.sandbox = Some(crate::sandbox::narrowed(mode, reported));
                     Ok(())
                 }
                 (Pending::Fill, Ok(reply)) => {

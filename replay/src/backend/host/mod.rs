@@ -140,6 +140,8 @@ pub struct HostBackend {
     /// What the runner in use loaded before its arena was mapped.
     preloaded: Vec<String>,
     libraries: Vec<String>,
+    /// How the runner confined itself (its load's reply).
+    sandbox: Option<crate::sandbox::Mechanisms>,
     /// Requests sent without waiting, whose replies come before the reply
     /// of the next request (see [`HostBackend::settle`]).
     pending: Vec<Pending>,
@@ -173,6 +175,7 @@ impl HostBackend {
             needed: Vec::new(),
             preloaded: Vec::new(),
             libraries: Vec::new(),
+            sandbox: None,
             pending: Vec::new(),
             dead: None,
             forked: false,
@@ -488,6 +491,10 @@ impl Backend for HostBackend {
 
     fn runtime_libraries(&self) -> Vec<String> {
         self.libraries.clone()
+    }
+
+    fn sandbox_applied(&self) -> Option<crate::sandbox::Mechanisms> {
+        self.sandbox
     }
 
     // Relocation (issue 19): the runner scans each chunk it decodes and

@@ -40,8 +40,6 @@ pub fn runner_main(args: &[String]) -> i32 {
         eprintln!("rrstore __host-runner is internal to `rrstore replay` (usage: --control FD)");
         return 2;
     };
-    // sandbox (hD): the mode the parent runs under.
-    crate::sandbox::set_mode(crate::sandbox::env::mode_here());
     // Relocation tests (issue 19): take the range away first.
     crate::placement::occupy::occupy_from_env();
     // SAFETY: the parent passed us this socket's descriptor and nothing else

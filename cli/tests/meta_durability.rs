@@ -1,0 +1,117 @@
+//! The recovery metadata (`meta/`) is durable before the commands that
+//! write it return (spec/STORE.md, "Recovery metadata"): each file is
+//! fsynced under its temporary name before the rename, then its directory;
+//! a removal fsyncs the directory. Observed from the real binary's system
+//! calls with strace (skipped where strace is missing or not allowed).
+
+mod store_common;
+
+use std::path::Path;
+
+use store_common::*;
+
+/// `rrstore --store S args` under strace; the trace's lines, or None when
+/// strace cannot run here.
+fn traced(store: &Path, log: &Path, args: &[&str]) -> Option<Vec<String>> {
+    let o = std::process::Command::new("strace")
+        .args(["-f", "-y", "-qq", "-s", "512", "-o"])
+        .arg(log)
+        .args([
+            "-e",
+            "trace=fsync,fdatasync,rename,renameat,renameat2,unlink,unlinkat",
+        ])
+        .arg(bin())
+        .arg("--store")
+        .arg(store)
+        .args(args)
+        .env("HOME", isolated_home())
+        .env("XDG_CONFIG_HOME", isolated_home().join("config"))
+        .env_remove("RRSTORE_CONFIG")
+        .env_remove("RRSTORE_DIR")
+        .output()
+        .ok()?;
+    let trace = std::fs::read_to_string(log).ok()?;
+    if !o.status.success() {
+        // strace itself refused (no ptrace here), or the command failed.
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains("strace") || err.contains("ptrace"),
+            "{args:?}: {err}"
+        );
+        return None;
+    }
+    Some(trace.lines().map(str::to_string).collect())
+}
+
+/// The index of the first line after `from` that fsyncs a descriptor open
+/// on `path`.
+fn fsync_of(lines: &[String], from: usize, path: &str) -> Option<usize> {
+    (from..lines.len()).find(|&i| {
+        let l = &lines[i];
+        (l.contains("fsync(") || l.contains("fdatasync(")) && l.contains(&format!("<{path}>)"))
+    })
+}
+
+#[test]
+fn meta_files_are_fsynced_before_their_rename_and_their_directory_after() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = tmp.path().join("s");
+    let log = tmp.path().join("trace");
+    let saxpy = fixtures().join("llvm22-host/saxpy");
+    let Some(lines) = traced(&s, &log, &["import", saxpy.to_str().unwrap()]) else {
+        eprintln!("strace cannot trace here; skipped");
+        return;
+    };
+    let meta = s.join("meta").canonicalize().unwrap();
+    let meta = meta.to_str().unwrap();
+    let mut renames = 0;
+    for (i, l) in lines.iter().enumerate() {
+        if !(l.contains("rename") && l.contains(meta)) {
+            continue;
+        }
+        // rename("/…/meta/parts/ab/.x.tmp-1", "/…/meta/parts/ab/x") = 0
+        let quoted: Vec<&str> = l.split('"').skip(1).step_by(2).collect();
+        let [from, to] = quoted[..] else {
+            panic!("unexpected trace line: {l}")
+        };
+        let dir = Path::new(to).parent().unwrap().to_str().unwrap();
+        let before = (0..i).rev().find(|&j| {
+            let l = &lines[j];
+            l.contains("fsync(") && l.contains(&format!("<{from}>)"))
+        });
+        assert!(
+            before.is_some(),
+            "{to} renamed before its bytes were fsynced:\n{}",
+            lines.join("\n")
+        );
+        assert!(
+            fsync_of(&lines, i + 1, dir).is_some(),
+            "{dir} not fsynced after the rename of {to}:\n{}",
+            lines.join("\n")
+        );
+        renames += 1;
+    }
+    // One recording file and a chunk list per part.
+    assert!(renames >= 2, "{}", lines.join("\n"));
+
+    // rm: its recording file's removal is made durable.
+    let id = &ls_ids(&s)[0];
+    let Some(lines) = traced(&s, &log, &["rm", &id[..12]]) else {
+        return;
+    };
+    let file = rrstore_store::recovery::recording_path(&s, &id.parse().unwrap())
+        .canonicalize()
+        .ok();
+    assert!(file.is_none(), "the recording file is still there");
+    let at = lines
+        .iter()
+        .position(|l| l.contains("unlink") && l.contains(&id[..]))
+        .unwrap_or_else(|| panic!("no unlink of {id}:\n{}", lines.join("\n")));
+    let dir = Path::new(meta).join("recordings").join(&id[..2]);
+    assert!(
+        fsync_of(&lines, at + 1, dir.to_str().unwrap()).is_some(),
+        "{} not fsynced after the removal:\n{}",
+        dir.display(),
+        lines.join("\n")
+    );
+}
