@@ -37,6 +37,8 @@ const KEEP_PREFIXES: &[&str] = &[
     "RRSTORE_RUNTIME_SEARCH",
     // Debugging aid of relocation: the runner takes the range away first.
     crate::placement::occupy::OCCUPY_ENV,
+    // Debugging aid of rehydration: the runner traces its fills.
+    crate::backend::host::fill_trace::TRACE_ENV,
     MODE_ENV,
 ];
 

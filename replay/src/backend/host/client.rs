@@ -12,6 +12,10 @@ use super::protocol::{self, ErrKind, Fields, Msg};
 use super::{arena, elf, runner, transfer, Arena, ArenaIo, HostBackend, HostConfig, SOCKET_PIECE};
 use crate::backend::BackendError;
 
+/// How long an idle runner gets to unmap its arena before it is killed
+/// anyway (it answers in well under a millisecond).
+const RELEASE_TIMEOUT: Duration = Duration::from_secs(1);
+
 impl HostBackend {
     /// Send a request and wait for its reply (`timeout` for launches),
     /// after collecting the replies of pipelined requests.
@@ -145,6 +149,20 @@ impl HostBackend {
             let _ = live.wait();
         }
         self.dead = Some(format!("the host runner was killed ({why})"));
+    }
+
+    /// Ask an idle runner with a large arena to unmap it before it is
+    /// killed (see [`super::RELEASE_ARENA_MIN`]); best effort, and only
+    /// when no reply is outstanding (a pipelined image load could hang in
+    /// the image's constructors: that runner is just killed).
+    pub(super) fn release_arena(&mut self) {
+        let large = self
+            .arena
+            .as_ref()
+            .is_some_and(|a| a.size >= super::RELEASE_ARENA_MIN);
+        if large && self.dead.is_none() && self.live.is_some() && self.pending.is_empty() {
+            let _ = self.request(&Msg::op(Op::Release), Some(RELEASE_TIMEOUT));
+        }
     }
 
     /// The runner closed the socket: reap it and say how it ended.

@@ -29,6 +29,7 @@ use rrstore_format::chunk::Codec;
 use rrstore_format::extents::{Extent, ExtentReader, PartExtents};
 
 use super::client::Pending;
+use super::fill_trace::{Probe, Trace};
 use super::protocol::{Fields, Msg, Op};
 use crate::backend::BackendError;
 use crate::placement::Rebaser;
@@ -52,7 +53,8 @@ pub type Filled = (Duration, Vec<u64>);
 /// started: a thread started while the runner's preload (see
 /// [`preload`](super::preload)) is still in `dlopen` waits for the dynamic
 /// loader's lock before it runs any of its code, and that wait is the
-/// load's, not the fill's (the replay's wall time has both).
+/// load's, not the fill's (the replay's wall time has both). With a
+/// `trace`, each thread's figures are added to it ([`super::fill_trace`]).
 ///
 /// # Safety
 /// `base..base + plan.len()` is mapped writable memory that nothing else
@@ -61,6 +63,7 @@ pub unsafe fn fill(
     plan: &PartExtents,
     base: u64,
     rebaser: Option<&Rebaser>,
+    trace: Option<&Trace>,
 ) -> Result<Filled, FillError> {
     let started = Instant::now();
     let total = plan.len();
@@ -72,10 +75,17 @@ pub unsafe fn fill(
             .min((total / PER_THREAD_MIN).max(1) as usize)
     };
     let runs = plan.split(threads);
+    let traced = |probe: Option<Probe>, offset: u64, bytes: u64| {
+        if let (Some(t), Some(p)) = (trace, probe) {
+            t.add(p.finish(t.requested, offset, bytes));
+        }
+    };
     let (took, mut rebased) = if runs.len() <= 1 {
         let mut list = Vec::new();
-        fill_run(plan, 0..plan.extents.len(), base, 0, rebaser, &mut list)
-            .map(|()| (started.elapsed(), list))?
+        let probe = trace.map(|_| Probe::now());
+        let r = fill_run(plan, 0..plan.extents.len(), base, 0, rebaser, &mut list);
+        traced(probe, 0, total);
+        r.map(|()| (started.elapsed(), list))?
     } else {
         std::thread::scope(|s| {
             let workers: Vec<_> = runs
@@ -83,8 +93,11 @@ pub unsafe fn fill(
                 .map(|(run, offset)| {
                     s.spawn(move || {
                         let began = Instant::now();
+                        let probe = trace.map(|_| Probe::now());
+                        let bytes = plan.extents[run.clone()].iter().map(|e| e.len).sum();
                         let mut list = Vec::new();
                         let r = fill_run(plan, run, base, offset, rebaser, &mut list);
+                        traced(probe, offset, bytes);
                         (began, r.map(|()| list))
                     })
                 })
@@ -412,13 +425,13 @@ mod tests {
         let mut arena = vec![0u8; data.len()];
         // SAFETY: `arena` is writable memory of the plan's length that
         // nothing else touches during the call.
-        let (_, list) = unsafe { fill(&plan, arena.as_mut_ptr() as u64, Some(&r)) }.unwrap();
+        let (_, list) = unsafe { fill(&plan, arena.as_mut_ptr() as u64, Some(&r), None) }.unwrap();
         assert!(arena == want, "the filled arena differs from a whole scan");
         assert_eq!(list, want_list);
         // Without relocation the fill is the input as it is.
         let mut plain = vec![0u8; data.len()];
         // SAFETY: as above.
-        let (_, none) = unsafe { fill(&plan, plain.as_mut_ptr() as u64, None) }.unwrap();
+        let (_, none) = unsafe { fill(&plan, plain.as_mut_ptr() as u64, None, None) }.unwrap();
         assert!(plain == data && none.is_empty());
     }
 }

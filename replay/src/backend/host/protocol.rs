@@ -45,6 +45,9 @@ pub enum Op {
     /// carries how many words, how many the last fill rebased, and the
     /// arena's blake3.
     Translate = 10,
+    /// Unmap the arena: the runner is about to be killed, and the next
+    /// replay's arena should get these pages (`HostBackend::release_arena`).
+    Release = 11,
 }
 
 impl Op {
@@ -60,6 +63,7 @@ impl Op {
             8 => Op::Read,
             9 => Op::Fill,
             10 => Op::Translate,
+            11 => Op::Release,
             _ => return None,
         })
     }

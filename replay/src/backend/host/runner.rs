@@ -30,6 +30,7 @@ use rrstore_format::extents::PartExtents;
 use super::arena;
 use super::call::call_with_u64_args;
 use super::fill;
+use super::fill_trace;
 use super::preload::{self, Preload};
 use super::protocol::{recv, ErrKind, Fields, Msg, Op};
 
@@ -269,7 +270,15 @@ impl State {
                     }
                 }
                 let rebaser = fill::decode_rebaser(&mut f, base)?;
-                match self.fill(&plan, base, rebaser.as_ref()) {
+                // Debugging aid (issue 24): where the fill's time went.
+                let preloading = self.preloading.as_ref().is_some_and(|t| !t.is_finished());
+                let trace = fill_trace::Trace::start(preloading);
+                let filled = self.fill(&plan, base, rebaser.as_ref(), trace.as_ref());
+                if let (Some(t), Some((lo, len))) = (trace, self.arena) {
+                    let took = filled.as_ref().map_or(0, |f| f.0.as_nanos() as u64);
+                    t.write(took, lo, len);
+                }
+                match filled {
                     Ok((took, rebased)) => {
                         let mut m = Msg::ok();
                         m.u64(took.as_nanos() as u64).u64(rebased.len() as u64);
@@ -312,6 +321,12 @@ impl State {
                     Err(e) => e,
                 }
             }
+            Some(Op::Release) => {
+                if let Some((lo, len)) = self.arena.take() {
+                    arena::unmap(lo, len);
+                }
+                Msg::ok()
+            }
             None => Msg::err(ErrKind::Other, &format!("unknown request {op}")),
         })
     }
@@ -322,6 +337,7 @@ impl State {
         plan: &PartExtents,
         base: u64,
         rebaser: Option<&crate::placement::Rebaser>,
+        trace: Option<&fill_trace::Trace>,
     ) -> Result<fill::Filled, fill::FillError> {
         let total = plan.len();
         let fits = self.arena.is_some_and(|(lo, len)| {
@@ -336,7 +352,7 @@ impl State {
         // SAFETY: checked just above: `base..base + total` lies in the arena
         // mapping, writable and mapped for the life of the process; requests
         // are served one at a time, so nothing else touches it meanwhile.
-        unsafe { fill::fill(plan, base, rebaser) }
+        unsafe { fill::fill(plan, base, rebaser, trace) }
     }
 
     /// The arena bytes `addr..addr + len`, or the error reply saying they
