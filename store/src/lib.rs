@@ -86,6 +86,9 @@ pub struct Store {
     /// The store directory cannot be written (read-only mount): the index
     /// was opened read-only.
     read_only: bool,
+    /// The `meta/` files written through this handle, made durable
+    /// together ([`Store::sync_meta`], or when the store is dropped).
+    meta_sync: recovery::MetaSync,
 }
 
 impl Store {
@@ -93,6 +96,13 @@ impl Store {
     /// written): reads work, writes fail.
     pub fn is_read_only(&self) -> bool {
         self.read_only
+    }
+
+    /// Make the recovery metadata written so far durable (one `syncfs`;
+    /// nothing when none was written). Commands call it before they
+    /// report success; dropping the store does it too.
+    pub fn sync_meta(&self) -> Result<()> {
+        self.meta_sync.flush()
     }
 
     /// The store directory.

@@ -32,6 +32,7 @@ impl Store {
             chunk_params: ChunkParams::default(),
             zstd_level: 3,
             read_only: opened.read_only,
+            meta_sync: crate::recovery::MetaSync::new(dir),
         })
     }
 
@@ -139,7 +140,7 @@ pub(crate) fn open(dir: &Path, create: bool) -> Result<Opened> {
     // every recording, then the store ID and the marker, last, so an
     // interrupted adoption is redone.
     if !read_only {
-        recovery::write_all(&conn, dir)?;
+        recovery::write_all(&conn, dir, &recovery::MetaSync::new(dir))?;
         let id = index::set_store_id(&conn, &index_path, marker::new_id())?;
         marker::create(dir, id)?;
     }

@@ -47,7 +47,8 @@ impl Store {
             }
             Ok(())
         })?;
-        crate::recovery::write_recording(self.conn(), self.dir(), id)
+        crate::recovery::write_recording(self.conn(), self.dir(), id, &self.meta_sync)?;
+        self.meta_sync.flush()
     }
 }
 

@@ -9,6 +9,7 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use rrstore_format::FormatError;
 use rrstore_store::{find_sources_skipped, ImportOptions, ImportReport};
@@ -210,6 +211,11 @@ pub fn import_paths_with(
         }
     }
     bar.finish_and_clear();
+    // The recovery metadata of every imported recording becomes durable
+    // here, in one sync (spec/STORE.md, "Recovery metadata").
+    store
+        .sync_meta()
+        .context("cannot make the store's recovery metadata durable")?;
     Ok(summary)
 }
 

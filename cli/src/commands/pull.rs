@@ -115,6 +115,9 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
             store.keep_signatures(&id, &f.valid)?;
         }
     }
+    store
+        .sync_meta()
+        .context("cannot make the store's recovery metadata durable")?;
     print_report(&report, "pulled", args.json, args.quiet)?;
     if report.damaged.is_empty() {
         return Ok(ExitCode::SUCCESS);

@@ -220,7 +220,7 @@ impl Store {
             return Ok(report);
         };
         if !crate::recovery::recording_path(&self.dir, &id).exists() {
-            crate::recovery::write_recording(&self.conn, &self.dir, &id)?;
+            crate::recovery::write_recording(&self.conn, &self.dir, &id, &self.meta_sync)?;
         }
         Ok(report)
     }

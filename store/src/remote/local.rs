@@ -318,7 +318,7 @@ impl Store {
         };
         let outcome = self.commit_pulled_parts(&reused, new_parts, &keep)?;
         if outcome == Outcome::Committed {
-            crate::recovery::write_recording(&self.conn, self.dir(), &id)?;
+            crate::recovery::write_recording(&self.conn, self.dir(), &id, &self.meta_sync)?;
         }
         Ok(pull_outcome(outcome))
     }
