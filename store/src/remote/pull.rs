@@ -7,7 +7,8 @@
 //! verified. Chunks are indexed as they arrive (in batches), so an
 //! interrupted pull does not fetch them again. A recording whose objects
 //! are corrupt on the remote is left out and listed in the report's
-//! `damaged`; the others are still pulled.
+//! `damaged`; the others are still pulled. Then the history rows of the
+//! recordings pulled (or already there) are merged (`history`).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
@@ -78,6 +79,22 @@ pub fn pull(
     s.pull_recordings(wanted.recordings, progress)?;
     if images {
         s.pull_images(progress)?;
+    }
+    // The rows of every recording the store now has from the remote
+    // (spec/REMOTE.md, "Shared history").
+    progress(Event::Phase("merging the replay history".into()));
+    let ids: Vec<RecordingId> = s
+        .report
+        .ids
+        .iter()
+        .chain(&s.report.present_ids)
+        .filter_map(|i| i.parse().ok())
+        .collect();
+    if !ids.is_empty() {
+        let shared = super::history::pull_rows(s.store, remote, &ids)?;
+        s.report.history_rows = shared.rows;
+        s.report.history_batches = shared.batches;
+        s.report.warnings.extend(shared.warnings());
     }
     Ok(s.finish())
 }
