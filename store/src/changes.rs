@@ -163,9 +163,12 @@ impl Store {
     }
 }
 
+/// An attribute of a group: its name and its values.
+type Attribute = (&'static str, fn(&OutputGroup) -> Vec<String>);
+
 /// The attributes whose values are not the same in every group.
 fn differs(groups: &[OutputGroup]) -> Vec<String> {
-    let sets: [(&str, fn(&OutputGroup) -> Vec<String>); 5] = [
+    let sets: [Attribute; 5] = [
         ("image", |g| g.images.iter().map(|i| i.0.clone()).collect()),
         ("backend", |g| g.backends.clone()),
         ("device", |g| g.devices.clone()),
