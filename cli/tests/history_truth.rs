@@ -93,8 +93,9 @@ fn history_json_has_hex_ids_and_failed_rows_show_dashes() {
     assert!(!failed.contains("0.000ms"), "{t}");
     assert!(!failed.contains("0.0ms"), "{t}");
     let cells: Vec<&str> = failed.split_whitespace().collect();
-    // row, date, time, recording, backend, verdict, kernel, wall, output
-    assert_eq!(&cells[6..9], ["-", "-", "-"], "{t}");
+    // row, date, time, recording, machine, backend, verdict, kernel, wall,
+    // output
+    assert_eq!(&cells[7..10], ["-", "-", "-"], "{t}");
     let verified = t
         .lines()
         .find(|l| l.starts_with(&rows[0]["id"].to_string()))

@@ -131,6 +131,8 @@ fn row(id: RecordingId, report: &ReplayReport, opts: Option<&ReplayOptions>) -> 
             .as_ref()
             .map(|p| p.summary())
             .unwrap_or_default(),
+        machine: String::new(),
+        uid: String::new(),
     }
 }
 

@@ -1,7 +1,10 @@
 //! `rrstore history --changes`: recordings whose completed replays did not
 //! all produce the same output, grouped by output hash, with the images,
-//! backends, devices and launches (team/thread counts and overrides such as
-//! `OMP_NUM_THREADS`) that produced each output. Only completed replays
+//! backends, devices, machines and launches (team/thread counts and
+//! overrides such as `OMP_NUM_THREADS`) that produced each output, and
+//! which of those differ between the outputs. Rows may come from several
+//! machines (shared history, spec/REMOTE.md): a different machine is a
+//! difference like a different image or device. Only completed replays
 //! count: a replay that failed (could not start, wrong target, crashed,
 //! timed out) produced no output to compare; its rows are listed apart.
 
@@ -26,6 +29,9 @@ pub struct OutputGroup {
     pub images: Vec<(String, String)>,
     pub backends: Vec<String>,
     pub devices: Vec<String>,
+    /// Machines the runs were on (`-`: a row from before machines were
+    /// recorded).
+    pub machines: Vec<String>,
     /// Launches of these runs: `TEAMSxTHREADS` and overrides, e.g.
     /// `1x1 OMP_NUM_THREADS=3` (see [`crate::HistoryEntry::launch_text`]).
     pub launches: Vec<String>,
@@ -41,6 +47,9 @@ pub struct RecordingChanges {
     pub label: String,
     /// Oldest group first.
     pub outputs: Vec<OutputGroup>,
+    /// What the groups do not all share, of `image`, `backend`, `device`,
+    /// `machine`, `launch`: the candidates for the cause of the change.
+    pub differs: Vec<String>,
     /// History rows of this recording's failed replays (not counted).
     pub failed_rows: Vec<i64>,
 }
@@ -48,10 +57,19 @@ pub struct RecordingChanges {
 impl Store {
     /// Recordings whose output hash differs between completed replays.
     pub fn history_changes(&self) -> Result<Vec<RecordingChanges>> {
+        self.history_changes_of(self.history(None)?)
+    }
+
+    /// [`Store::history_changes`] of the history rows `rows` (this
+    /// store's, or a remote's); kernels and labels come from this store.
+    pub fn history_changes_of(
+        &self,
+        rows: Vec<crate::HistoryEntry>,
+    ) -> Result<Vec<RecordingChanges>> {
         let mut by_rec: BTreeMap<String, BTreeMap<String, OutputGroup>> = BTreeMap::new();
         let mut failed: BTreeMap<String, Vec<i64>> = BTreeMap::new();
         let mut recs = BTreeMap::new();
-        for e in self.history(None)? {
+        for e in rows {
             recs.entry(e.recording.to_hex()).or_insert(e.recording);
             let Some(out) = e.output_blake3.filter(|_| e.completed()) else {
                 failed.entry(e.recording.to_hex()).or_default().push(e.id);
@@ -70,6 +88,7 @@ impl Store {
                     images: Vec::new(),
                     backends: Vec::new(),
                     devices: Vec::new(),
+                    machines: Vec::new(),
                     launches: Vec::new(),
                     first_at: e.started_at,
                     last_at: e.started_at,
@@ -80,6 +99,14 @@ impl Store {
             push_unique(&mut g.verdicts, &e.verdict);
             push_unique(&mut g.backends, &e.backend);
             push_unique(&mut g.devices, &e.device);
+            push_unique(
+                &mut g.machines,
+                if e.machine.is_empty() {
+                    "-"
+                } else {
+                    &e.machine
+                },
+            );
             push_unique(&mut g.launches, &e.launch_text());
             let img = rrstore_format::id::hex(&e.image_hash);
             if !g.images.iter().any(|(h, _)| *h == img) {
@@ -101,8 +128,9 @@ impl Store {
                         .map(|p| rrstore_format::id::hex(&p.blake3));
                     (r.kernel, label, out)
                 }
-                // Removed from the store since: its history stays.
-                Err(_) => ("(removed)".to_string(), String::new(), None),
+                // Removed from the store since (its history stays), or
+                // a remote's recording this store never had.
+                Err(_) => ("(not in this store)".to_string(), String::new(), None),
             };
             let mut outputs: Vec<OutputGroup> = groups.into_values().collect();
             for g in &mut outputs {
@@ -110,7 +138,9 @@ impl Store {
             }
             outputs.sort_by_key(|g| (g.first_at, g.rows.first().copied().unwrap_or(0)));
             let failed_rows = failed.remove(&hex).unwrap_or_default();
+            let differs = differs(&outputs);
             out.push(RecordingChanges {
+                differs,
                 failed_rows,
                 recording: hex,
                 kernel,
@@ -131,6 +161,37 @@ impl Store {
             .map_err(self.ierr("reading a recording label"))?;
         Ok(v.unwrap_or_default())
     }
+}
+
+/// An attribute of a group: its name and its values.
+type Attribute = (&'static str, fn(&OutputGroup) -> Vec<String>);
+
+/// The attributes whose values are not the same in every group.
+fn differs(groups: &[OutputGroup]) -> Vec<String> {
+    let sets: [Attribute; 5] = [
+        ("image", |g| g.images.iter().map(|i| i.0.clone()).collect()),
+        ("backend", |g| g.backends.clone()),
+        ("device", |g| g.devices.clone()),
+        ("machine", |g| g.machines.clone()),
+        ("launch", |g| g.launches.clone()),
+    ];
+    let mut out = Vec::new();
+    for (name, of) in sets {
+        let mut first: Option<Vec<String>> = None;
+        for g in groups {
+            let mut v = of(g);
+            v.sort();
+            match &first {
+                None => first = Some(v),
+                Some(f) if *f != v => {
+                    out.push(name.to_string());
+                    break;
+                }
+                Some(_) => {}
+            }
+        }
+    }
+    out
 }
 
 fn push_unique(v: &mut Vec<String>, s: &str) {

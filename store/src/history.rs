@@ -1,8 +1,10 @@
 //! Replay history: one row per replay, appended by the replay engine (the
 //! only write a replay makes to the store) and listed by `rrstore history`:
 //! what ran (image, backend, device), its launch (team/thread counts and
-//! overrides), times, output hash and verdict. In JSON every hash and ID is
-//! a hex string.
+//! overrides), times, output hash and verdict, the machine it ran on and
+//! the row's identity (`uid`), which every copy of the row keeps: shared
+//! history (spec/REMOTE.md) merges rows from other stores by it
+//! ([`Store::merge_history`]). In JSON every hash and ID is a hex string.
 
 use rrstore_format::RecordingId;
 use serde::{Deserialize, Serialize};
@@ -58,6 +60,32 @@ pub struct HistoryEntry {
     /// before placement was recorded, and when the replay stopped first.
     #[serde(default)]
     pub placement: String,
+    /// The machine it ran on (`RRSTORE_MACHINE`, else the host name; set
+    /// by [`Store::append_history`]); empty in rows written before
+    /// machines were recorded (schema 7), by this store or the one it
+    /// was pulled from.
+    #[serde(default)]
+    pub machine: String,
+    /// The row's identity: 32 hex digits, random, assigned at append (or
+    /// at the schema 7 migration), the same in every store and on every
+    /// remote that has the row.
+    #[serde(default)]
+    pub uid: String,
+}
+
+/// The machine name history rows get: `$RRSTORE_MACHINE` when set and not
+/// empty (for tests, and for hosts whose name says nothing), else the host
+/// name.
+pub fn machine() -> String {
+    match std::env::var("RRSTORE_MACHINE") {
+        Ok(m) if !m.trim().is_empty() => m.trim().to_string(),
+        _ => rrstore_format::output::host_name(),
+    }
+}
+
+/// Whether `uid` is a row identity: 32 lowercase hex digits.
+pub fn valid_uid(uid: &str) -> bool {
+    uid.len() == 32 && uid.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 impl HistoryEntry {
@@ -91,7 +119,8 @@ impl HistoryEntry {
 const WAL_TRUNCATE_AT: u64 = 32 * 4120;
 
 impl Store {
-    /// Append a history row; returns its row ID.
+    /// Append a history row of this machine ([`machine`]) with a new
+    /// identity (`e.machine` and `e.uid` are ignored); returns its row ID.
     pub fn append_history(&self, e: &HistoryEntry) -> Result<i64> {
         let kernel_ns = serde_json::to_string(&e.kernel_ns).unwrap_or_else(|_| "[]".into());
         // A history row is a measurement, not data: it is committed with
@@ -109,7 +138,7 @@ impl Store {
         // Auto-checkpoints are off for this row: see `fold_history_log`.
         conn.pragma_update(None, "wal_autocheckpoint", 0)
             .map_err(self.ierr("turning auto-checkpoints off for a history row"))?;
-        let r = self.insert_history(e, &kernel_ns);
+        let r = self.insert_history(e, &kernel_ns, &machine(), None);
         if r.is_ok() {
             // For callers that do not fold the log during their replays.
             self.fold_log_over(2 * WAL_TRUNCATE_AT);
@@ -179,13 +208,24 @@ impl Store {
         std::fs::metadata(wal).map(|m| m.len()).unwrap_or(0)
     }
 
-    fn insert_history(&self, e: &HistoryEntry, kernel_ns: &str) -> Result<i64> {
-        self.conn()
+    /// Insert `e` with `machine`, and identity `uid` (`None`: a new one).
+    /// A row whose identity the store has is left as it is (returns 0).
+    fn insert_history(
+        &self,
+        e: &HistoryEntry,
+        kernel_ns: &str,
+        machine: &str,
+        uid: Option<&str>,
+    ) -> Result<i64> {
+        let n = self
+            .conn()
             .prepare_cached(
-                "INSERT INTO replay_history (recording, image_hash, backend, device, \
+                "INSERT OR IGNORE INTO replay_history (recording, image_hash, backend, device, \
                  runtime_versions, started_at, wall_ns, kernel_ns, output_blake3, verdict, detail, \
-                 num_teams, num_threads, launch_overrides, device_ordinal, device_uuid, placement) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+                 num_teams, num_threads, launch_overrides, device_ordinal, device_uuid, placement, \
+                 machine, uid) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, \
+                 ?18, COALESCE(?19, lower(hex(randomblob(16)))))",
             )
             .and_then(|mut s| {
                 s.execute(rusqlite::params![
@@ -206,10 +246,37 @@ impl Store {
                     e.device_ordinal.map(i),
                     e.device_uuid,
                     e.placement,
+                    machine,
+                    uid,
                 ])
             })
             .map_err(self.ierr("appending a replay history row"))?;
-        Ok(self.conn().last_insert_rowid())
+        Ok(if n == 0 {
+            0
+        } else {
+            self.conn().last_insert_rowid()
+        })
+    }
+
+    /// Merge history rows from another store (a remote's shared history):
+    /// each row keeps its machine and identity; rows whose identity the
+    /// store has, and rows without a valid identity, are skipped. One
+    /// transaction; returns the rows added.
+    pub fn merge_history(&self, rows: &[HistoryEntry]) -> Result<u64> {
+        let conn = self.conn();
+        let tx = conn
+            .unchecked_transaction()
+            .map_err(self.ierr("starting to merge history rows"))?;
+        let mut added = 0u64;
+        for e in rows.iter().filter(|e| valid_uid(&e.uid)) {
+            let kernel_ns = serde_json::to_string(&e.kernel_ns).unwrap_or_else(|_| "[]".into());
+            if self.insert_history(e, &kernel_ns, &e.machine, Some(&e.uid))? != 0 {
+                added += 1;
+            }
+        }
+        tx.commit()
+            .map_err(self.ierr("committing merged history rows"))?;
+        Ok(added)
     }
 
     /// History rows, oldest first, of one recording or of all.
@@ -217,7 +284,7 @@ impl Store {
         let sql = "SELECT id, recording, image_hash, backend, device, runtime_versions, \
                    started_at, wall_ns, kernel_ns, output_blake3, verdict, detail, \
                    num_teams, num_threads, launch_overrides, device_ordinal, device_uuid, \
-                   placement FROM replay_history";
+                   placement, machine, uid FROM replay_history";
         let map = |r: &rusqlite::Row| -> rusqlite::Result<HistoryEntry> {
             let kernel_ns: String = r.get(8)?;
             Ok(HistoryEntry {
@@ -239,6 +306,8 @@ impl Store {
                 device_ordinal: r.get::<_, Option<i64>>(15)?.map(u),
                 device_uuid: r.get(16)?,
                 placement: r.get(17)?,
+                machine: r.get(18)?,
+                uid: r.get::<_, Option<String>>(19)?.unwrap_or_default(),
             })
         };
         let rows = match filter {

@@ -28,6 +28,8 @@ fn entry(n: u8) -> HistoryEntry {
         device_ordinal: Some(0),
         device_uuid: String::new(),
         placement: String::new(),
+        machine: String::new(),
+        uid: String::new(),
     }
 }
 

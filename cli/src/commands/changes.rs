@@ -1,13 +1,14 @@
 //! `rrstore history --changes [--json]`: recordings whose completed replays
 //! produced more than one output, each output with its runs, launches
 //! (team/thread counts and overrides), images (hash and label), backends
-//! and devices. Logic: rrstore_store::changes.
+//! devices and machines, and which of those differ between the outputs.
+//! Logic: rrstore_store::changes.
 
 use std::process::ExitCode;
 
 use anyhow::Context;
 use rrstore_store::changes::OutputGroup;
-use rrstore_store::Store;
+use rrstore_store::{HistoryEntry, Store};
 
 use super::storeutil::utc;
 
@@ -44,10 +45,14 @@ fn rows_text(rows: &[i64]) -> String {
         .join(",")
 }
 
-pub fn run(store: &Store, json: bool) -> anyhow::Result<ExitCode> {
-    let changes = store
-        .history_changes()
-        .context("reading the replay history")?;
+/// `rows`: a remote's history (`history NAME: --changes`), else the
+/// store's.
+pub fn run(store: &Store, rows: Option<Vec<HistoryEntry>>, json: bool) -> anyhow::Result<ExitCode> {
+    let changes = match rows {
+        Some(rows) => store.history_changes_of(rows),
+        None => store.history_changes(),
+    }
+    .context("reading the replay history")?;
     if json {
         println!("{}", serde_json::to_string_pretty(&changes)?);
         return Ok(ExitCode::SUCCESS);
@@ -58,7 +63,7 @@ pub fn run(store: &Store, json: bool) -> anyhow::Result<ExitCode> {
     }
     for c in &changes {
         println!(
-            "{} {}{}: {} different outputs{}",
+            "{} {}{}: {} different outputs{}{}",
             &c.recording[..12],
             rrstore_report::names::display(&c.kernel),
             if c.label.is_empty() {
@@ -75,6 +80,11 @@ pub fn run(store: &Store, json: bool) -> anyhow::Result<ExitCode> {
                     c.failed_rows.len(),
                     rows_text(&c.failed_rows)
                 )
+            },
+            if c.differs.is_empty() {
+                String::new()
+            } else {
+                format!("; the runs differ in {}", c.differs.join(", "))
             }
         );
         let rows: Vec<[String; 5]> = c.outputs.iter().map(cells).collect();
@@ -106,10 +116,11 @@ pub fn run(store: &Store, json: bool) -> anyhow::Result<ExitCode> {
                 })
                 .collect();
             println!(
-                "      images {}; backends {}; devices {}",
+                "      images {}; backends {}; devices {}; machines {}",
                 images.join(", "),
                 g.backends.join(", "),
-                g.devices.join(" | ")
+                g.devices.join(" | "),
+                g.machines.join(", ")
             );
         }
     }

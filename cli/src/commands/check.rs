@@ -5,6 +5,7 @@
 //! (MISMATCH) when any regressed, 3 (NOT_FOUND) when none matches. Logic:
 //! rrstore_replay::regress::check.
 
+use anyhow::Context;
 use std::process::ExitCode;
 
 use rrstore_replay::regress::check::{
@@ -263,6 +264,27 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         // An empty shard is a result too: collect counts it as reported.
         let place = super::fleet::open(&store, dest, true)?;
         super::check_collect::write(&place, name, opts.fleet.shard, &report)?;
+        // And the shard's replays join the remote's shared history (its
+        // recordings are there already: the shard pulled them).
+        if let rrstore_replay::fleet::collect::Place::Remote(remote) = &place {
+            let ids: Vec<rrstore_format::RecordingId> = report
+                .rows
+                .iter()
+                .filter_map(|r| r.recording.parse().ok())
+                .collect();
+            let shared = rrstore_store::remote::history::push_rows(&store, remote, &ids)
+                .map_err(super::remote::lift)
+                .with_context(|| format!("cannot push the history of run `{name}`"))?;
+            for w in shared.warnings() {
+                eprintln!("warning: {w}");
+            }
+            if !args.json {
+                eprintln!(
+                    "pushed {} history row(s) of run {name} in {} batch(es)",
+                    shared.rows, shared.batches
+                );
+            }
+        }
     }
     // Nothing checked must not pass CI: a typo in a glob would. An empty
     // shard of recordings that exist is fine.

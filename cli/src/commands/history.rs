@@ -1,7 +1,9 @@
-//! `rrstore history [ID] [--since DATE] [--limit N] [--kernel GLOB]
-//! [--label GLOB] [--json]`: the replay history rows of the store, oldest
-//! first; ID is a hex prefix of a recording ID, or a `.json`/`.rra`
-//! file whose recording ID is computed.
+//! `rrstore history [ID|NAME:[ID]] [--since DATE] [--limit N] [--kernel
+//! GLOB] [--label GLOB] [--json] [--changes]`: the replay history rows of
+//! the store, oldest first, with the machine each ran on; ID is a hex
+//! prefix of a recording ID, or a `.json`/`.rra` file whose recording ID
+//! is computed. `NAME:` reads remote NAME's shared history instead
+//! (spec/REMOTE.md, "Shared history"), without pulling anything.
 
 use std::io::Write;
 use std::path::Path;
@@ -17,15 +19,17 @@ use crate::Globals;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Recording ID prefix, or a .json/.rra recording (all rows when absent).
+    /// Recording ID prefix, or a .json/.rra recording (all rows when
+    /// absent); `NAME:` or `NAME:ID`: the shared history of remote NAME.
     pub recording: Option<String>,
     /// Print a JSON array of rows.
     #[arg(long)]
     pub json: bool,
     /// Only recordings whose output differs between completed replays,
     /// grouped by output, with the launches (team/thread counts, overrides
-    /// such as OMP_NUM_THREADS), images, backends and devices involved.
-    #[arg(long, conflicts_with = "recording")]
+    /// such as OMP_NUM_THREADS), images, backends, devices and machines
+    /// involved (of a remote's shared history with `NAME:`).
+    #[arg(long)]
     pub changes: bool,
     /// Only replays started since: YYYY-MM-DD, YYYY-MM-DDTHH:MM[:SS] (UTC),
     /// or an age (12h, 7d).
@@ -91,10 +95,15 @@ fn text_row(e: &HistoryEntry) -> String {
         _ => String::new(),
     };
     let row = format!(
-        "{:<5} {}  {}  {:<7} {:<16} {:>14} {:>11}  {:<12}  {}",
+        "{:<5} {}  {}  {:<12} {:<7} {:<16} {:>14} {:>11}  {:<12}  {}",
         e.id,
         utc(e.started_at),
         &e.recording.to_hex()[..12],
+        if e.machine.is_empty() {
+            "-"
+        } else {
+            &e.machine
+        },
         if e.backend.is_empty() {
             "-"
         } else {
@@ -111,12 +120,53 @@ fn text_row(e: &HistoryEntry) -> String {
     row + &placement
 }
 
+/// `NAME:` or `NAME:ID` (a remote's history), unless `spec` is a file.
+fn remote_spec(spec: &str) -> Option<(&str, &str)> {
+    if Path::new(spec).is_file() {
+        return None;
+    }
+    spec.split_once(':')
+}
+
+/// The rows of remote `name`'s shared history; damaged batches are named
+/// on stderr and left out.
+fn remote_rows(store: &Store, name: &str) -> anyhow::Result<Vec<HistoryEntry>> {
+    let remote = super::remote::open(store, name, false)?;
+    let (rows, bad) = rrstore_store::remote::history::rows(store.dir(), &remote)
+        .map_err(super::remote::lift)
+        .with_context(|| format!("cannot read the history of remote `{name}`"))?;
+    for b in &bad {
+        eprintln!("warning: history batch {} left out: {}", b.key, b.reason);
+    }
+    Ok(rows)
+}
+
 pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
     let store = Store::open_default(globals.store.as_deref()).context("opening the store")?;
+    let remote = args.recording.as_deref().and_then(remote_spec);
     if args.changes {
-        return super::changes::run(&store, args.json);
+        let rows = match (remote, &args.recording) {
+            (Some((name, "")), _) => Some(remote_rows(&store, name)?),
+            (None, None) => None,
+            _ => {
+                return Err(crate::exit::UsageError(
+                    "--changes takes no recording: it looks at every recording (of a remote's history with `NAME:`)".into(),
+                )
+                .into())
+            }
+        };
+        return super::changes::run(&store, rows, args.json);
     }
-    let prefix = args.recording.as_deref().map(filter_prefix).transpose()?;
+    let (all, prefix) = match remote {
+        Some((name, id)) => {
+            let p = (!id.is_empty()).then(|| filter_prefix(id)).transpose()?;
+            (remote_rows(&store, name)?, p)
+        }
+        None => (
+            store.history(None).context("reading the replay history")?,
+            args.recording.as_deref().map(filter_prefix).transpose()?,
+        ),
+    };
     let filter = HistoryFilter {
         kernel: args.kernel,
         label: args.label,
@@ -129,9 +179,7 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         },
         limit: args.limit,
     };
-    let rows: Vec<HistoryEntry> = store
-        .history(None)
-        .context("reading the replay history")?
+    let rows: Vec<HistoryEntry> = all
         .into_iter()
         .filter(|e| {
             prefix
@@ -142,7 +190,7 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
     let rows = store
         .history_query(rows, &filter)
         .context("choosing replay history rows")?;
-    if let (Some(spec), Some(p), true) = (&args.recording, &prefix, rows.is_empty()) {
+    if let (Some(spec), Some(p), true, None) = (&args.recording, &prefix, rows.is_empty(), remote) {
         // No row: fine for a recording that exists but never ran; an ID
         // that names nothing is a typo (exit 3, like every other command).
         if !Path::new(spec).is_file() {
@@ -180,8 +228,16 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
     }
     writeln!(
         out,
-        "{:<5} {:<19}  {:<12}  {:<7} {:<16} {:>14} {:>11}  {:<12}  launch",
-        "row", "started (UTC)", "recording", "backend", "verdict", "kernel", "wall", "output"
+        "{:<5} {:<19}  {:<12}  {:<12} {:<7} {:<16} {:>14} {:>11}  {:<12}  launch",
+        "row",
+        "started (UTC)",
+        "recording",
+        "machine",
+        "backend",
+        "verdict",
+        "kernel",
+        "wall",
+        "output"
     )?;
     for e in &rows {
         writeln!(out, "{}", text_row(e))?;

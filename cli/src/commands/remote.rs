@@ -148,6 +148,15 @@ fn prune(store: &Store, a: &MigrateArgs) -> anyhow::Result<ExitCode> {
             bytes(report.bytes_freed),
             bytes(report.bytes_written)
         );
+        if report.history_batches_deleted > 0 {
+            println!(
+                "history: {} row(s) kept, {} of removed recordings dropped; {} batch(es) compacted into {}",
+                report.history_rows_kept,
+                report.history_rows_dropped,
+                report.history_batches_deleted,
+                report.history_batches_written
+            );
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -414,6 +423,10 @@ pub fn print_report(r: &TransferReport, verb: &str, json: bool, quiet: bool) -> 
         bytes(r.logical_bytes),
         ratio(r.logical_bytes, r.bytes),
     );
+    if r.history_rows > 0 {
+        let what = if verb == "pushed" { "sent" } else { "merged" };
+        println!("{what} {} history row(s)", r.history_rows);
+    }
     Ok(())
 }
 

@@ -2,7 +2,7 @@
 //! version is `PRAGMA user_version`; each migration moves it up by one.
 
 /// Highest schema version this build understands.
-pub const SCHEMA_VERSION: i64 = 7;
+pub const SCHEMA_VERSION: i64 = 8;
 
 /// Migrations, index i takes the schema from version i to i + 1.
 pub const MIGRATIONS: &[&str] = &[
@@ -136,6 +136,7 @@ ALTER TABLE recordings DROP COLUMN manifest;
     HISTORY_DEVICE_COLUMNS,
     HISTORY_PLACEMENT_COLUMN,
     REPLAY_KEYS_TABLE,
+    HISTORY_SHARED_COLUMNS,
 ];
 
 /// 3 -> 4: the launch a replay used (store/src/history.rs): the effective
@@ -180,4 +181,17 @@ CREATE TABLE replay_keys (
     history_id INTEGER PRIMARY KEY,
     key        TEXT NOT NULL
 );
+"#;
+
+/// 7 -> 8 (shared history, spec/REMOTE.md "Shared history"): the machine
+/// a replay ran on (`RRSTORE_MACHINE`, else the host name; '' in rows
+/// written before: "this store, before machines were recorded") and the
+/// row's identity, 16 random bytes as 32 hex digits, given to every old
+/// row here and to each new row at append, kept by every copy of the row
+/// (push, pull), so merging the same row twice adds it once.
+const HISTORY_SHARED_COLUMNS: &str = r#"
+ALTER TABLE replay_history ADD COLUMN machine TEXT NOT NULL DEFAULT '';
+ALTER TABLE replay_history ADD COLUMN uid TEXT;
+UPDATE replay_history SET uid = lower(hex(randomblob(16)));
+CREATE UNIQUE INDEX replay_history_uid ON replay_history (uid);
 "#;

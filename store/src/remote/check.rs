@@ -5,6 +5,7 @@
 //! as a version 2 object) with the right chunk count and length. With
 //! `--read-data`, every byte: each pack is read whole and hashed, and every
 //! blob in it checked as a pull would (version 2: every chunk object).
+//! Either way, every shared history batch is read and decoded.
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -32,6 +33,9 @@ pub struct RemoteCheck {
     pub unindexed_packs: u64,
     /// Bytes read and checked with `--read-data`.
     pub bytes_read: u64,
+    /// Shared history batches read and decoded, and their rows.
+    pub history_batches: u64,
+    pub history_rows: u64,
     pub problems: Vec<String>,
 }
 
@@ -67,6 +71,12 @@ pub fn check(
             Ok(())
         })?;
     }
+    // Every history batch, read from the remote (not the local copy).
+    progress(Event::Phase("reading the replay history".into()));
+    let (batches, rows, problems) = super::history::check(remote)?;
+    c.history_batches = batches;
+    c.history_rows = rows;
+    c.problems.extend(problems);
     // Packs and what the index puts in them.
     let mut by_pack: HashMap<[u8; 32], Vec<Entry>> = HashMap::new();
     if let Some(cache) = &blobs.cache {

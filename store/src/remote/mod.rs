@@ -15,6 +15,8 @@
 //!   `temp`: a file:// remote's temporary files; [`migrate`]: version 2
 //!   to 3 (`deletes`: removing objects); [`lock`]: lock objects;
 //!   [`prune`]: `rm NAME:ID` and `remote prune`.
+//! * [`history`]: shared replay history (`history_cache`: the local copy
+//!   of a remote's history batches).
 //! * [`signature`]: signatures of recordings (`push --sign`, `pull
 //!   --require-signed-by`).
 
@@ -25,6 +27,8 @@ pub mod check;
 pub mod config;
 mod deletes;
 pub mod error;
+pub mod history;
+mod history_cache;
 pub mod images;
 mod index4;
 mod known;
@@ -54,6 +58,7 @@ use serde::Serialize;
 pub use backend::Backend;
 pub use config::RemoteConfig;
 pub use error::RemoteError;
+pub use history_cache::BadBatch;
 
 /// Progress of a transfer, for a progress bar.
 #[derive(Clone, Debug)]
@@ -106,7 +111,13 @@ pub struct TransferReport {
     /// Version 3 push: pack objects and index objects written.
     pub packs: u64,
     pub index_objects: u64,
-    /// Problems that cost no recording (a damaged index object left out).
+    /// History rows sent (push) or added to the store (pull), and the
+    /// history batches written (push) or read (pull): spec/REMOTE.md,
+    /// "Shared history".
+    pub history_rows: u64,
+    pub history_batches: u64,
+    /// Problems that cost no recording (a damaged index object or history
+    /// batch left out).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
 }

@@ -4,7 +4,8 @@
 //! still reaches, copies the live blobs of packs that also hold dead ones
 //! into new packs, writes one new index of every live blob, and only then
 //! deletes the old index objects, the emptied packs and the packs no index
-//! named. A reader sees the old or the new index, both complete.
+//! named. A reader sees the old or the new index, both complete. It also
+//! compacts the shared history (`history::compact`).
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -35,6 +36,12 @@ pub struct PruneReport {
     /// Bytes of the deleted and repacked packs, and of the new packs.
     pub bytes_freed: u64,
     pub bytes_written: u64,
+    /// Shared history (spec/REMOTE.md, "Shared history"): rows of removed
+    /// recordings dropped, rows kept, batches written and deleted.
+    pub history_rows_dropped: u64,
+    pub history_rows_kept: u64,
+    pub history_batches_written: u64,
+    pub history_batches_deleted: u64,
 }
 
 /// Delete the manifests of recordings `ids`; returns those that were there.
@@ -89,13 +96,17 @@ pub fn prune(dir: &Path, remote: &Backend, progress: &mut dyn FnMut(Event)) -> R
     let mut nodes: HashMap<[u8; 32], Node> = HashMap::new();
     let mut parts: Vec<[u8; 32]> = Vec::new();
     let mut bad: Option<(String, String)> = None;
+    let mut recordings: HashSet<RecordingId> = HashSet::new();
     let keys = remote.list(layout::RECORDINGS)?;
     remote.get_all(keys.into_iter(), &mut |key, body| {
         let (Some(id), Some(body)) = (layout::id_of_key(&key), body) else {
             return Ok(());
         };
         match layout::decode_manifest(&body, &id) {
-            Ok(m) => parts.extend(m.recording.parts.iter().map(|p| p.blake3)),
+            Ok(m) => {
+                recordings.insert(id);
+                parts.extend(m.recording.parts.iter().map(|p| p.blake3))
+            }
             Err(r) => bad = Some((key, r)),
         }
         Ok(())
@@ -118,6 +129,9 @@ pub fn prune(dir: &Path, remote: &Backend, progress: &mut dyn FnMut(Event)) -> R
             format!("{r} (prune cannot tell what is live)"),
         ));
     }
+    // The history of the recordings still there, in one batch.
+    progress(Event::Phase("compacting the replay history".into()));
+    let h = super::history::compact(dir, remote, &recordings)?;
     parts.sort();
     parts.dedup();
     for p in &parts {
@@ -146,6 +160,10 @@ pub fn prune(dir: &Path, remote: &Backend, progress: &mut dyn FnMut(Event)) -> R
     })?;
     let mut report = PruneReport {
         live_blobs: kept.len() as u64,
+        history_rows_dropped: h.rows_dropped,
+        history_rows_kept: h.rows_kept,
+        history_batches_written: h.batches_written,
+        history_batches_deleted: h.batches_deleted,
         ..Default::default()
     };
     let sizes: HashMap<String, u64> = remote.list_sized(layout3::PACKS)?.into_iter().collect();

@@ -10,7 +10,8 @@
 //! does not fetch them again; the pull's commits are made durable together
 //! at its end (spec/STORE.md, "Pull durability"). A recording whose objects
 //! are corrupt on the remote is left out and listed in the report's
-//! `damaged`; the others are still pulled.
+//! `damaged`; the others are still pulled. Then the history rows of the
+//! recordings pulled (or already there) are merged (`history`).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
@@ -99,6 +100,23 @@ pub fn pull(
     if images {
         s.pull_images(progress)?;
     }
+    // The rows of every recording the store now has from the remote
+    // (spec/REMOTE.md, "Shared history").
+    progress(Event::Phase("merging the replay history".into()));
+    let ids: Vec<RecordingId> = s
+        .report
+        .ids
+        .iter()
+        .chain(&s.report.present_ids)
+        .filter_map(|i| i.parse().ok())
+        .collect();
+    if !ids.is_empty() {
+        let shared = super::history::pull_rows(s.store, remote, &ids)?;
+        s.report.history_rows = shared.rows;
+        s.report.history_batches = shared.batches;
+        s.report.warnings.extend(shared.warnings());
+    }
+    // Before `finish`: the merged rows are made durable with the pull.
     s.finish()
 }
 

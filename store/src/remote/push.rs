@@ -5,7 +5,8 @@
 //! next starts. A recording or image is visible on the remote only once
 //! everything it needs is there; an interrupted push leaves only complete,
 //! immutable objects, which the next push finds and skips, and on a
-//! file:// remote temporary files, which the next push removes.
+//! file:// remote temporary files, which the next push removes. Last, the
+//! history rows of the recordings the remote lacks (`history`).
 
 use std::collections::{HashMap, HashSet};
 
@@ -44,6 +45,13 @@ pub fn push(
         push_v2(store, remote, ids, images, progress)?
     };
     r.layout = version;
+    // Once the recordings are there: rows of recordings a reader cannot
+    // see would be of no use (spec/REMOTE.md, "Shared history").
+    progress(Event::Phase("sending the replay history".into()));
+    let shared = super::history::push_rows(store, remote, ids)?;
+    r.history_rows = shared.rows;
+    r.history_batches = shared.batches;
+    r.warnings.extend(shared.warnings());
     r.requests = remote.requests.load(std::sync::atomic::Ordering::Relaxed);
     Ok(r)
 }
