@@ -85,11 +85,10 @@ fn the_lookahead_gives_the_verdicts_of_no_lookahead_in_the_same_order() {
         assert_eq!(c, 0, "{err}");
         assert_eq!(verdicts(&on), verdicts(&off), "--jobs {jobs}");
         let (used, decoded) = used(&err);
-        // Every recording but each lane's first is prepared ahead, and its
-        // replay uses what was decoded.
-        let lanes: u64 = jobs.parse().unwrap();
-        assert!(decoded >= 1 && used == decoded, "--jobs {jobs}: {err}");
-        assert!(used <= n as u64 - lanes.min(n as u64) + 1, "{err}");
+        // Recordings after each lane's first are decoded ahead, and their
+        // replays (a slowdown's confirming replay too) use what was.
+        assert!(decoded >= 1 && used >= decoded, "--jobs {jobs}: {err}");
+        assert!(decoded < n as u64, "a lane's first is never ahead: {err}");
     }
 }
 

@@ -318,7 +318,10 @@ fn the_next_child_opens_its_device_while_the_current_kernel_runs() {
     // What the engine does at the current replay's first launch: the
     // next child is forked (its device opens in the background), then
     // the launch is sent.
-    assert!(prestart::prestart_with(key(0), factory(Launch::Works, true)));
+    assert!(prestart::prestart_with(
+        key(0),
+        factory(Launch::Works, true)
+    ));
     // This launch ends only once the next child has opened its device: the
     // preparation overlapped it.
     current
@@ -338,7 +341,10 @@ fn the_next_child_opens_its_device_while_the_current_kernel_runs() {
 fn a_crash_of_the_current_kernel_does_not_lose_the_next_child() {
     let mut current = spawn(Launch::Aborts);
     current.reserve(0x7e00_0000_0000, 64).unwrap();
-    assert!(prestart::prestart_with(key(0), factory(Launch::Works, false)));
+    assert!(prestart::prestart_with(
+        key(0),
+        factory(Launch::Works, false)
+    ));
     let e = current
         .launch(&[0], &params(Some(Duration::from_secs(60))))
         .unwrap_err();
@@ -349,7 +355,10 @@ fn a_crash_of_the_current_kernel_does_not_lose_the_next_child() {
     // And a timed-out one (its child killed) neither.
     let mut current = spawn(Launch::Hangs);
     current.reserve(0x7e00_0000_0000, 64).unwrap();
-    assert!(prestart::prestart_with(key(0), factory(Launch::Works, false)));
+    assert!(prestart::prestart_with(
+        key(0),
+        factory(Launch::Works, false)
+    ));
     let e = current
         .launch(&[0], &params(Some(Duration::from_millis(100))))
         .unwrap_err();
@@ -372,12 +381,18 @@ fn a_next_child_that_cannot_start_is_the_next_replays_error() {
 }
 
 fn a_prestarted_child_serves_only_its_own_key() {
-    assert!(prestart::prestart_with(key(0), factory(Launch::Works, false)));
+    assert!(prestart::prestart_with(
+        key(0),
+        factory(Launch::Works, false)
+    ));
     assert_eq!(prestart::pending(), Some(key(0)));
     // Another device: not this child, which is ended.
     assert!(prestart::take(&key(3)).is_none());
     assert_eq!(prestart::pending(), None);
-    assert!(prestart::prestart_with(key(0), factory(Launch::Works, false)));
+    assert!(prestart::prestart_with(
+        key(0),
+        factory(Launch::Works, false)
+    ));
     prestart::discard();
     assert!(prestart::take(&key(0)).is_none());
 }

@@ -79,10 +79,9 @@ fn lookahead_mode() -> anyhow::Result<Option<Mode>> {
         Err(_) | Ok("") | Ok("gpu") | Ok("1") => Ok(Some(Mode::Gpu)),
         Ok("all") => Ok(Some(Mode::All)),
         Ok("0") | Ok("off") => Ok(None),
-        Ok(other) => Err(UsageError(format!(
-            "RRSTORE_LOOKAHEAD={other}: expected gpu, all or 0"
-        ))
-        .into()),
+        Ok(other) => {
+            Err(UsageError(format!("RRSTORE_LOOKAHEAD={other}: expected gpu, all or 0")).into())
+        }
     }
 }
 

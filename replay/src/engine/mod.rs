@@ -33,8 +33,8 @@ pub use crate::backend::{BackendConfig, BackendKind};
 use crate::error::ReplayError;
 use crate::placement::PlacementReport;
 use crate::source::ReplaySource;
-pub use options::{ReplayOptions, VerifyMode};
 pub(crate) use options::preflight;
+pub use options::{ReplayOptions, VerifyMode};
 pub use report::{RehydratePath, ReplayReport, Timing, Verdict};
 
 /// Replay `src` as `opts` say. See the module documentation.

@@ -19,7 +19,12 @@ use std::sync::mpsc;
 /// Run `work(lane, i)` for every `i` in `0..n` over `lanes`; `done(i, r)`
 /// sees each result on the calling thread, in order of `i`. A failed item
 /// (its `R` says so) does not stop the others. Returns the lanes.
-pub fn run_ordered<L, R, W>(lanes: Vec<L>, n: usize, work: W, done: &mut dyn FnMut(usize, R)) -> Vec<L>
+pub fn run_ordered<L, R, W>(
+    lanes: Vec<L>,
+    n: usize,
+    work: W,
+    done: &mut dyn FnMut(usize, R),
+) -> Vec<L>
 where
     L: Send,
     R: Send,
@@ -193,7 +198,11 @@ mod tests {
                 for w in lane.windows(2) {
                     assert_eq!(w[0].1, Some(w[1].0), "the lane ran another item next");
                 }
-                assert_eq!(lane.last().and_then(|l| l.1), None, "told of an item it never ran");
+                assert_eq!(
+                    lane.last().and_then(|l| l.1),
+                    None,
+                    "told of an item it never ran"
+                );
                 all.extend(lane.iter().map(|p| p.0));
             }
             all.sort();
