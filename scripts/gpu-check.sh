@@ -14,7 +14,12 @@
 # more than one GPU (nvidia-smi -L) and an rrstore that has --device, saxpy
 # is replayed on each of them. Prints one summary line per recording and the
 # H2D rehydration bandwidth next to a plain pinned cuMemcpyHtoD of the same
-# size.
+# size. Last, `check --devices all` over every recording, with the lookahead
+# (the next recording prepared while a kernel runs) and without
+# (RRSTORE_LOOKAHEAD=0), against one device at a time: the same verdicts in
+# the same order, each lane's lookahead counts, and the wall times side by
+# side. With $OUT set (a directory), the check reports, their stderr and a
+# summary are written there too.
 #
 # Usage: scripts/gpu-check.sh [path/to/rrstore]   (default target/release/rrstore)
 # Needs: an NVIDIA GPU and driver, nvcc, python3. Nothing from the network.
@@ -206,16 +211,41 @@ fi
 # Fleet (docs/fleet.md): every recording checked over every GPU gives the
 # verdicts of one at a time, in the same order (the timeout and fault cases
 # regress either way: the exit status is 1 for both).
-echo "== fleet: check --devices all against one device at a time"
-"$BIN" check --timeout 5 --json >"$WORK/check-one.json" 2>"$WORK/check-one.err"
-"$BIN" check --timeout 5 --devices all --json >"$WORK/check-all.json" 2>"$WORK/check-all.err"
-python3 - "$WORK/check-one.json" "$WORK/check-all.json" <<'PY' || FAIL=1
+# --timeout puts every CUDA replay in a child process, so the lookahead
+# also prestarts the next child (with one device; several lanes are threads).
+echo "== fleet: check --devices all (lookahead on and off) against one device at a time"
+ms() { python3 -c 'import time; print(int(time.time()*1000))'; }
+RRSTORE_LOOKAHEAD=0 "$BIN" check --timeout 5 --json >"$WORK/check-one.json" 2>"$WORK/check-one.err"
+for MODE in off on off on; do
+  LA=gpu; [ "$MODE" = off ] && LA=0
+  T=$(ms)
+  RRSTORE_LOOKAHEAD=$LA RRSTORE_GPU_STATS=1 "$BIN" check --timeout 5 --devices all --json \
+    >"$WORK/check-all-$MODE.json" 2>"$WORK/check-all-$MODE.err"
+  echo "check --devices all, lookahead $MODE: $(( $(ms) - T )) ms wall"
+  grep 'lookahead:' "$WORK/check-all-$MODE.err" | sed 's/^/       /'
+done
+python3 - "$WORK/check-one.json" "$WORK/check-all-on.json" "$WORK/check-all-off.json" <<'PY' || FAIL=1
 import json, sys
-one, all_ = (json.load(open(p)) for p in sys.argv[1:3])
+one, on, off = (json.load(open(p)) for p in sys.argv[1:4])
 v = lambda r: [(x["recording"], x["run"]["verdict"], x["regressed"]) for x in r["rows"]]
-print(f"fleet: {len(one['rows'])} recording(s), {one['regressed']} regressed with one device, {all_['regressed']} over all")
-sys.exit(0 if v(one) == v(all_) else 1)
+print(f"fleet: {len(one['rows'])} recording(s), {one['regressed']} regressed with one device, "
+      f"{on['regressed']} over all with the lookahead, {off['regressed']} without")
+sys.exit(0 if v(one) == v(on) == v(off) else 1)
 PY
+"$BIN" history --json >"$WORK/history.json" 2>/dev/null && python3 - "$WORK/history.json" <<'PY' || FAIL=1
+import json, sys
+rows = [r for r in json.load(open(sys.argv[1])) if r.get("backend") == "cuda" and r.get("device")]
+uu = sorted({r.get("device_uuid") or "" for r in rows})
+print(f"history: {len(rows)} CUDA row(s), device UUIDs {uu}")
+sys.exit(0 if rows and "" not in uu else 1)
+PY
+if [ -n "${OUT:-}" ]; then
+  mkdir -p "$OUT/gpu-check"
+  cp "$WORK"/check-*.json "$WORK"/check-*.err "$WORK/history.json" "$OUT/gpu-check/" 2>/dev/null
+  cp "$WORK"/replay-*.json "$WORK"/replay-*.err "$OUT/gpu-check/" 2>/dev/null
+fi
 
-echo "== done in $(( $(date +%s) - T0 )) s; $([ $FAIL = 0 ] && echo 'all recordings verified' || echo 'FAILURES above')"
+SUMMARY="== done in $(( $(date +%s) - T0 )) s; $([ $FAIL = 0 ] && echo 'all recordings verified' || echo 'FAILURES above')"
+echo "$SUMMARY"
+[ -n "${OUT:-}" ] && echo "$SUMMARY" >"$OUT/gpu-check/summary.txt"
 exit $FAIL

@@ -125,7 +125,12 @@ fn row(id: RecordingId, report: &ReplayReport, opts: Option<&ReplayOptions>) -> 
         ),
         // fleet (issue 21): which device of the machine.
         device_ordinal: Some(u64::from(opts.map_or(0, |o| o.device))),
-        device_uuid: crate::fleet::devices::uuid_of(&report.backend, opts.map_or(0, |o| o.device)),
+        // The GPU child reports its device's; the host's is derived here.
+        device_uuid: if report.device_uuid.is_empty() {
+            crate::fleet::devices::uuid_of(&report.backend, opts.map_or(0, |o| o.device))
+        } else {
+            report.device_uuid.clone()
+        },
         placement: report
             .placement
             .as_ref()

@@ -3,13 +3,20 @@
 //! not this process, and is reported as a crash with its signal; a launch
 //! that never returns (as `hipEventSynchronize` on a kernel that never
 //! ends) is killed after `--timeout` and reported as timed out; the bytes
-//! and calls of a normal replay reach the child and come back.
+//! and calls of a normal replay reach the child and come back. A device
+//! lane's next child, prestarted while the current kernel runs, opens its
+//! device before that kernel ends, survives the current child's crash,
+//! reports its own failure to start as the next replay's error, and
+//! reports its device's UUID.
 //!
 //! The runner is forked, which needs a single-threaded process: this file
 //! runs without libtest (`harness = false`), on the process' only thread.
 
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::OnceLock;
 use std::time::Duration;
 
+use rrstore_replay::backend::gpu_child::prestart::{self, ChildKey};
 use rrstore_replay::backend::gpu_child::{open_gpu, ChildBackend};
 use rrstore_replay::backend::host::process;
 use rrstore_replay::backend::{Backend, BackendError, LaunchParams};
@@ -24,6 +31,9 @@ enum Launch {
     Hangs,
     /// Reports its own timeout (as the CUDA backend's polling does).
     TimesOut,
+    /// Returns once the next replay's child has opened its device
+    /// ([`opened`] is set), a fault when it has not within a minute.
+    WaitsForNext,
 }
 
 /// A device in host memory.
@@ -33,12 +43,39 @@ struct Fake {
     global: Vec<u8>,
 }
 
+/// A flag in memory shared by this process and every child it forks (the
+/// children keep no descriptor of the parent's, and may not write files).
+fn opened() -> &'static AtomicU32 {
+    static AT: OnceLock<usize> = OnceLock::new();
+    let at = *AT.get_or_init(|| {
+        // SAFETY: a fresh anonymous shared mapping, never unmapped.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                4096,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(p, libc::MAP_FAILED);
+        p as usize
+    });
+    // SAFETY: page-aligned, zero-filled, mapped for the whole process (and
+    // its forked children) and only ever accessed atomically.
+    unsafe { &*(at as *const AtomicU32) }
+}
+
 impl Backend for Fake {
     fn name(&self) -> &'static str {
         "fake"
     }
     fn device_description(&self) -> String {
         format!("fake device in process {}", std::process::id())
+    }
+    fn device_uuid(&self) -> Option<String> {
+        Some("GPU-fa4e0000-0000-0000-0000-000000000001".into())
     }
     fn reserve(&mut self, _: u64, size: u64) -> Result<(), BackendError> {
         self.arena = vec![0; size as usize];
@@ -71,6 +108,19 @@ impl Backend for Fake {
                 std::thread::sleep(Duration::from_secs(1));
             },
             Launch::TimesOut => Err(BackendError::TimedOut(p.timeout.unwrap_or_default())),
+            Launch::WaitsForNext => {
+                // Not a timing check: a generous bound on an event that
+                // must come before this launch can end.
+                for _ in 0..6000 {
+                    if opened().load(Ordering::SeqCst) == 1 {
+                        return Ok(Duration::from_millis(1));
+                    }
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err(BackendError::DeviceFault(
+                    "the next replay's child never opened its device".into(),
+                ))
+            }
         }
     }
     fn download(&mut self, offset: u64, dst: &mut [u8]) -> Result<(), BackendError> {
@@ -84,15 +134,33 @@ fn spawn(mode: Launch) -> ChildBackend {
     ChildBackend::spawn(
         "fake",
         rrstore_replay::sandbox::Mode::Auto,
-        Box::new(move || {
-            Ok(Box::new(Fake {
-                mode,
-                arena: Vec::new(),
-                global: Vec::new(),
-            }) as Box<dyn Backend>)
-        }),
+        factory(mode, false),
     )
     .unwrap()
+}
+
+/// A fake backend in `mode`; with `signals`, making it sets [`opened`].
+fn factory(mode: Launch, signals: bool) -> rrstore_replay::backend::gpu_child::Factory {
+    Box::new(move || {
+        if signals {
+            opened().store(1, Ordering::SeqCst);
+        }
+        Ok(Box::new(Fake {
+            mode,
+            arena: Vec::new(),
+            global: Vec::new(),
+        }) as Box<dyn Backend>)
+    })
+}
+
+fn key(device: u32) -> ChildKey {
+    ChildKey {
+        name: "fake",
+        sandbox: rrstore_replay::sandbox::Mode::Auto,
+        device,
+        arena: Some((0x7e00_0000_0000, 64)),
+        reserved: None,
+    }
 }
 
 fn params(timeout: Option<Duration>) -> LaunchParams {
@@ -116,6 +184,10 @@ fn main() {
     a_timeout_the_child_reports_ends_the_child();
     a_backend_that_cannot_start_says_why();
     the_real_gpu_backends_report_a_missing_runtime_from_the_child();
+    the_next_child_opens_its_device_while_the_current_kernel_runs();
+    a_crash_of_the_current_kernel_does_not_lose_the_next_child();
+    a_next_child_that_cannot_start_is_the_next_replays_error();
+    a_prestarted_child_serves_only_its_own_key();
     assert!(process::single_threaded(), "no thread left behind");
     println!("gpu_child: all checks passed");
 }
@@ -239,4 +311,102 @@ fn the_real_gpu_backends_report_a_missing_runtime_from_the_child() {
             b.device_description()
         ),
     }
+}
+
+/// A small replay in `b`: the input comes back with the kernel's 1 added.
+fn replays(b: &mut ChildBackend) {
+    b.reserve(0x7e00_0000_0000, 64).unwrap();
+    b.upload(0, &[5; 64]).unwrap();
+    b.load_image(b"IMAGE", "k").unwrap();
+    b.write_global("g", &[0]).unwrap();
+    b.launch(&[1], &params(None)).unwrap();
+    let mut out = [0u8; 64];
+    b.download(0, &mut out).unwrap();
+    assert_eq!(out, [6; 64]);
+}
+
+fn the_next_child_opens_its_device_while_the_current_kernel_runs() {
+    opened().store(0, Ordering::SeqCst);
+    let mut current = spawn(Launch::WaitsForNext);
+    current.reserve(0x7e00_0000_0000, 64).unwrap();
+    // What the engine does at the current replay's first launch: the
+    // next child is forked (its device opens in the background), then
+    // the launch is sent.
+    assert!(prestart::prestart_with(
+        key(0),
+        factory(Launch::Works, true)
+    ));
+    // This launch ends only once the next child has opened its device: the
+    // preparation overlapped it.
+    current
+        .launch(&[0], &params(Some(Duration::from_secs(120))))
+        .unwrap();
+    drop(current);
+    let mut next = prestart::take(&key(0)).expect("prestarted").unwrap();
+    assert_eq!(
+        next.device_uuid().as_deref(),
+        Some("GPU-fa4e0000-0000-0000-0000-000000000001"),
+        "the child reports its device's UUID"
+    );
+    replays(&mut next);
+    assert!(prestart::take(&key(0)).is_none(), "taken once");
+}
+
+fn a_crash_of_the_current_kernel_does_not_lose_the_next_child() {
+    let mut current = spawn(Launch::Aborts);
+    current.reserve(0x7e00_0000_0000, 64).unwrap();
+    assert!(prestart::prestart_with(
+        key(0),
+        factory(Launch::Works, false)
+    ));
+    let e = current
+        .launch(&[0], &params(Some(Duration::from_secs(60))))
+        .unwrap_err();
+    assert!(matches!(e, BackendError::Crashed { .. }), "{e}");
+    drop(current);
+    let mut next = prestart::take(&key(0)).expect("prestarted").unwrap();
+    replays(&mut next);
+    // And a timed-out one (its child killed) neither.
+    let mut current = spawn(Launch::Hangs);
+    current.reserve(0x7e00_0000_0000, 64).unwrap();
+    assert!(prestart::prestart_with(
+        key(0),
+        factory(Launch::Works, false)
+    ));
+    let e = current
+        .launch(&[0], &params(Some(Duration::from_millis(100))))
+        .unwrap_err();
+    assert!(matches!(e, BackendError::TimedOut(_)), "{e}");
+    drop(current);
+    replays(&mut prestart::take(&key(0)).unwrap().unwrap());
+}
+
+fn a_next_child_that_cannot_start_is_the_next_replays_error() {
+    assert!(prestart::prestart_with(
+        key(1),
+        Box::new(|| Err(BackendError::Unavailable("no fake device 1 here".into())))
+    ));
+    match prestart::take(&key(1)) {
+        Some(Err(BackendError::Unavailable(m))) => assert_eq!(m, "no fake device 1 here"),
+        Some(Err(e)) => panic!("unexpected error: {e}"),
+        Some(Ok(_)) => panic!("a child that failed to start was handed out"),
+        None => panic!("the failure was lost"),
+    }
+}
+
+fn a_prestarted_child_serves_only_its_own_key() {
+    assert!(prestart::prestart_with(
+        key(0),
+        factory(Launch::Works, false)
+    ));
+    assert_eq!(prestart::pending(), Some(key(0)));
+    // Another device: not this child, which is ended.
+    assert!(prestart::take(&key(3)).is_none());
+    assert_eq!(prestart::pending(), None);
+    assert!(prestart::prestart_with(
+        key(0),
+        factory(Launch::Works, false)
+    ));
+    prestart::discard();
+    assert!(prestart::take(&key(0)).is_none());
 }

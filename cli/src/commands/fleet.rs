@@ -8,6 +8,7 @@ use anyhow::Context;
 use rrstore_replay::backend::devices;
 use rrstore_replay::fleet::collect::Place;
 use rrstore_replay::fleet::devices::{parse_device, parse_devices, pick, pick_one, DeviceRef};
+use rrstore_replay::fleet::lookahead::Mode;
 use rrstore_replay::fleet::shard::{self, Shard};
 use rrstore_replay::regress::check::parallel::Fleet;
 use rrstore_store::Store;
@@ -58,6 +59,7 @@ impl ParallelArgs {
     pub fn fleet(&self) -> anyhow::Result<Fleet> {
         let mut f = Fleet {
             jobs: self.jobs.unwrap_or(1) as usize,
+            lookahead: lookahead_mode()?,
             ..Fleet::default()
         };
         if let Some(spec) = &self.devices {
@@ -66,6 +68,20 @@ impl ParallelArgs {
                 .context("--devices: `rrstore devices` lists the devices")?;
         }
         Ok(f)
+    }
+}
+
+/// `RRSTORE_LOOKAHEAD`: `gpu` (or unset) prepares a device lane's next
+/// recording while its kernel runs, `all` every lane's, `0` none (for
+/// measuring the overlap: docs/fleet.md).
+fn lookahead_mode() -> anyhow::Result<Option<Mode>> {
+    match std::env::var("RRSTORE_LOOKAHEAD").as_deref() {
+        Err(_) | Ok("") | Ok("gpu") | Ok("1") => Ok(Some(Mode::Gpu)),
+        Ok("all") => Ok(Some(Mode::All)),
+        Ok("0") | Ok("off") => Ok(None),
+        Ok(other) => {
+            Err(UsageError(format!("RRSTORE_LOOKAHEAD={other}: expected gpu, all or 0")).into())
+        }
     }
 }
 

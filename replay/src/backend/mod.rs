@@ -119,6 +119,13 @@ pub trait Backend {
     /// One-line description of the device (name, target, driver/runtime
     /// versions), stored in the replay history.
     fn device_description(&self) -> String;
+    /// The device's UUID (`GPU-...` for CUDA and HIP), read where the
+    /// driver is initialized (the GPU child), for the history's
+    /// `device_uuid`. Default: `None` (the history then derives it:
+    /// [`crate::fleet::devices::uuid_of`]).
+    fn device_uuid(&self) -> Option<String> {
+        None
+    }
     /// Place the arena (the placement step, see [`rehydrate`]): where it
     /// goes, beside the image `request` names. Default: [`reserve`](Self::reserve)
     /// it at the recorded base.

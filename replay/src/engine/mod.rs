@@ -33,6 +33,7 @@ pub use crate::backend::{BackendConfig, BackendKind};
 use crate::error::ReplayError;
 use crate::placement::PlacementReport;
 use crate::source::ReplaySource;
+pub(crate) use options::preflight;
 pub use options::{ReplayOptions, VerifyMode};
 pub use report::{RehydratePath, ReplayReport, Timing, Verdict};
 
@@ -50,6 +51,7 @@ pub fn replay(src: &mut ReplaySource, opts: &ReplayOptions) -> ReplayReport {
         source: src.origin.to_string(),
         backend: String::new(),
         device: String::new(),
+        device_uuid: String::new(),
         runtime_libraries: Vec::new(),
         sandbox: None,
         image_blake3: None,
@@ -85,6 +87,10 @@ fn run(
 ) -> Result<(), ReplayError> {
     let plan = options::preflight(&src.recording, opts)?;
     report.backend = plan.kind.as_str().to_string();
+    // Fleet lookahead: the input decoded while the lane's previous kernel
+    // ran (waited for here, before any backend is opened or forked).
+    let ahead = opts.lookahead.as_ref().and_then(|l| l.take(&src.id));
+    let ahead = ahead.as_deref().map(|b| b.as_slice());
     let image = match &opts.image {
         Some(o) => o.checked_bytes(&src.recording)?,
         None => rehydrate::read_small(src, PartRole::Image)?,
@@ -143,17 +149,20 @@ fn run(
     // itself starts that first.
     // A backend that cannot rebase what it reads itself is handed the
     // bytes, rebased by the engine.
-    let extents = if scan.is_none() || backend.scan_fills(scan) {
+    // Decoded ahead: the bytes are handed over from memory, never the
+    // files.
+    let extents = if ahead.is_none() && (scan.is_none() || backend.scan_fills(scan)) {
         rehydrate::input_extents(src)
     } else {
         None
     };
-    rehydrate::begin_fill(src, extents.as_ref(), backend.as_mut())?;
+    rehydrate::begin_fill(src, extents.as_ref(), ahead, backend.as_mut())?;
     let t = Instant::now();
     backend.load_image(&image, &rec.kernel)?;
     report.timing.load_image_ns = t.elapsed().as_nanos() as u64;
     report.image_blake3 = Some(*blake3::hash(&image).as_bytes());
     report.device = backend.device_description();
+    report.device_uuid = backend.device_uuid().unwrap_or_default();
     let globals_part = rehydrate::read_small(src, PartRole::Globals)?;
     let mut globals = Vec::new();
     for g in &rec.globals {
@@ -196,10 +205,10 @@ fn run(
     for rep in 0..report.repetitions {
         let t = Instant::now();
         if rep > 0 {
-            rehydrate::begin_fill(src, extents.as_ref(), backend.as_mut())?;
+            rehydrate::begin_fill(src, extents.as_ref(), ahead, backend.as_mut())?;
         }
         let (filled, engine_rebased) =
-            rehydrate::fill(src, extents.as_ref(), backend.as_mut(), scan)?;
+            rehydrate::fill(src, extents.as_ref(), ahead, backend.as_mut(), scan)?;
         if let Some(p) = report.placement.as_mut() {
             p.rebased_pointers = match filled.path {
                 RehydratePath::Files => backend.fill_rebased(),
@@ -213,6 +222,12 @@ fn run(
         report.timing.rehydrate_ns.push(ns);
         if rep > 0 {
             write_globals(&mut backend, report)?;
+        }
+        if rep == 0 {
+            // The lane's next recording is prepared while this kernel runs.
+            if let Some(l) = &opts.lookahead {
+                l.launching(opts);
+            }
         }
         let k = backend.launch(&launch_args, &params);
         // Known once the load's reply came, which a launch waits for (a

@@ -51,6 +51,10 @@ pub struct ReplayOptions {
     /// left them (pointers at the relocated address) instead of translated
     /// back to the recorded addresses.
     pub save_relocated: bool,
+    /// The device lane's lookahead (fleet, issue 21): this replay takes
+    /// the input it decoded ahead, and starts preparing the lane's next
+    /// recording when its first launch starts. `None`: no lookahead.
+    pub lookahead: Option<crate::fleet::lookahead::Lookahead>,
 }
 
 impl Default for ReplayOptions {
@@ -71,6 +75,7 @@ impl Default for ReplayOptions {
             placement: Placement::Auto,
             relocate_to: None,
             save_relocated: false,
+            lookahead: None,
         }
     }
 }
@@ -95,7 +100,7 @@ impl ReplayOptions {
 }
 
 /// What [`preflight`] settled.
-pub(super) struct Plan {
+pub(crate) struct Plan {
     pub kind: BackendKind,
     pub verify: bool,
     /// The recorded arena base.
@@ -103,7 +108,7 @@ pub(super) struct Plan {
 }
 
 /// Check what can be checked before any backend work.
-pub(super) fn preflight(rec: &Recording, opts: &ReplayOptions) -> Result<Plan, ReplayError> {
+pub(crate) fn preflight(rec: &Recording, opts: &ReplayOptions) -> Result<Plan, ReplayError> {
     let not_replayable = |why: &str| ReplayError::NotReplayable {
         kernel: rec.kernel.clone(),
         why: why.into(),

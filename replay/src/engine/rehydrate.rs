@@ -83,10 +83,11 @@ pub(super) fn check_input_len(rec: &Recording) -> Result<(), ReplayError> {
 pub(super) fn begin_fill(
     src: &mut ReplaySource,
     extents: Option<&PartExtents>,
+    ahead: Option<&[u8]>,
     backend: &mut dyn Backend,
 ) -> Result<(), ReplayError> {
     let len = src.recording.arena.size;
-    Ok(backend.begin_fill(&input(len, extents, &mut *src.parts, None))?)
+    Ok(backend.begin_fill(&input(len, extents, ahead, &mut *src.parts, None))?)
 }
 
 /// One fill of the arena from `src`'s input part.
@@ -94,14 +95,17 @@ pub(super) fn begin_fill(
 /// rebased as they are decoded, while hot in cache; the offsets of the
 /// words rebased so are returned beside the outcome (a backend that reads
 /// the files itself rebases them there: see [`Backend::scan_fills`]).
+/// `ahead`: the whole input, decoded before (fleet lookahead), read from
+/// instead of the part.
 pub(super) fn fill(
     src: &mut ReplaySource,
     extents: Option<&PartExtents>,
+    ahead: Option<&[u8]>,
     backend: &mut dyn Backend,
     scan: Option<Rebaser>,
 ) -> Result<(FillOutcome, Vec<u64>), ReplayError> {
     let rec = &src.recording;
-    let mut input = input(rec.arena.size, extents, &mut *src.parts, scan);
+    let mut input = input(rec.arena.size, extents, ahead, &mut *src.parts, scan);
     let outcome = backend.fill(&mut input).map_err(|e| match e {
         FillError::Backend(b) => ReplayError::Backend(b),
         FillError::Input(i) => part_error(rec, PartRole::Input)(i.source),
@@ -112,20 +116,21 @@ pub(super) fn fill(
 fn input<'a>(
     len: u64,
     extents: Option<&'a PartExtents>,
+    ahead: Option<&'a [u8]>,
     parts: &'a mut dyn PartSource,
     scan: Option<Rebaser>,
 ) -> EngineInput<'a> {
-    let random = parts.random_access();
+    let random = ahead.is_some() || parts.random_access();
     EngineInput {
         len,
         extents,
         scan,
         rebased: Vec::new(),
         piece: if random { WINDOW } else { PIECE },
-        bytes: if random {
-            Bytes::Random(parts)
-        } else {
-            Bytes::Unopened(parts)
+        bytes: match ahead {
+            Some(b) => Bytes::Decoded(b),
+            None if random => Bytes::Random(parts),
+            None => Bytes::Unopened(parts),
         },
     }
 }
@@ -137,6 +142,8 @@ enum Bytes<'a> {
     Random(&'a mut dyn PartSource),
     Unopened(&'a mut dyn PartSource),
     Stream(Box<dyn Read + 'a>),
+    /// Decoded ahead, whole (fleet lookahead).
+    Decoded(&'a [u8]),
     Failed,
 }
 
@@ -174,6 +181,15 @@ impl InputSource for EngineInput<'_> {
                 .read_part_range_into(PartRole::Input, offset, dst)
                 .map_err(err)?,
             Bytes::Stream(r) => r.read_exact(dst).map_err(err)?,
+            Bytes::Decoded(b) => {
+                let at = usize::try_from(offset).ok();
+                let src = at.and_then(|a| b.get(a..a.checked_add(dst.len())?));
+                dst.copy_from_slice(src.ok_or_else(|| {
+                    err(std::io::Error::other(
+                        "past the end of the input decoded ahead",
+                    ))
+                })?);
+            }
             Bytes::Unopened(_) | Bytes::Failed => {
                 return Err(err(std::io::Error::other(
                     "the input part could not be opened",

@@ -124,6 +124,10 @@ pub struct ReplayReport {
     pub source: String,
     pub backend: String,
     pub device: String,
+    /// The device's UUID when the backend reported one (GPU backends): the
+    /// history's `device_uuid`. Not in `replay --json` (the history has it).
+    #[serde(skip)]
+    pub device_uuid: String,
     pub runtime_libraries: Vec<String>,
     /// How the runner of this replay confined itself, as it reported it
     /// (None when no runner reported); shown by the CLI beside the

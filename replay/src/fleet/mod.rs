@@ -8,12 +8,15 @@
 //!   environment (Slurm job arrays, Kubernetes Indexed Jobs).
 //! * [`pool`]: running independent items over lanes (host jobs or
 //!   devices), one item per lane at a time, results delivered in order.
+//! * [`lookahead`]: a device lane preparing its next recording while the
+//!   current kernel runs.
 //! * [`collect`]: gathering every shard's check results into one report.
 //!
 //! `regress::check` and `regress::bisect` use them; the CLI only parses.
 
 pub mod collect;
 pub mod devices;
+pub mod lookahead;
 pub mod pool;
 pub mod shard;
 

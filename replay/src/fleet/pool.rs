@@ -7,6 +7,10 @@
 //! one. One lane runs on the calling thread (no thread is started: a
 //! single-threaded process may fork its host runners, see
 //! `backend::host::process`).
+//!
+//! [`run_ordered_ahead`] also tells each item which item its lane runs
+//! next (a lane claims its next item when it starts one), so that the
+//! lane can prepare it meanwhile ([`super::lookahead`]).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -16,7 +20,7 @@ use std::sync::mpsc;
 /// sees each result on the calling thread, in order of `i`. A failed item
 /// (its `R` says so) does not stop the others. Returns the lanes.
 pub fn run_ordered<L, R, W>(
-    mut lanes: Vec<L>,
+    lanes: Vec<L>,
     n: usize,
     work: W,
     done: &mut dyn FnMut(usize, R),
@@ -26,10 +30,41 @@ where
     R: Send,
     W: Fn(&mut L, usize) -> R + Sync,
 {
+    run_lanes(lanes, n, false, &|l: &mut L, i, _| work(l, i), done)
+}
+
+/// [`run_ordered`], with `work(lane, i, next)` told the item the lane runs
+/// after `i` (`None`: `i` is its last). Each lane holds one item ahead, so
+/// items are spread a little less evenly over the lanes than by
+/// [`run_ordered`].
+pub fn run_ordered_ahead<L, R, W>(
+    lanes: Vec<L>,
+    n: usize,
+    work: W,
+    done: &mut dyn FnMut(usize, R),
+) -> Vec<L>
+where
+    L: Send,
+    R: Send,
+    W: Fn(&mut L, usize, Option<usize>) -> R + Sync,
+{
+    run_lanes(lanes, n, true, &work, done)
+}
+
+type Work<'w, L, R> = dyn Fn(&mut L, usize, Option<usize>) -> R + Sync + 'w;
+
+fn run_lanes<L: Send, R: Send>(
+    mut lanes: Vec<L>,
+    n: usize,
+    ahead: bool,
+    work: &Work<'_, L, R>,
+    done: &mut dyn FnMut(usize, R),
+) -> Vec<L> {
     if lanes.len() <= 1 {
         if let Some(lane) = lanes.first_mut() {
             for i in 0..n {
-                let r = work(lane, i);
+                let next = (ahead && i + 1 < n).then_some(i + 1);
+                let r = work(lane, i, next);
                 done(i, r);
             }
         }
@@ -43,15 +78,15 @@ where
             let tx = tx.clone();
             let (next, work) = (&next, &work);
             handles.push(s.spawn(move || {
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    if i >= n {
-                        break;
-                    }
-                    let r = work(&mut lane, i);
+                let claim = || Some(next.fetch_add(1, Ordering::Relaxed)).filter(|&i| i < n);
+                let mut cur = claim();
+                while let Some(i) = cur {
+                    let after = if ahead { claim() } else { None };
+                    let r = work(&mut lane, i, after);
                     if tx.send((i, r)).is_err() {
                         break;
                     }
+                    cur = if ahead { after } else { claim() };
                 }
                 lane
             }));
@@ -137,6 +172,42 @@ mod tests {
         assert_eq!(results.len(), 12);
         assert_eq!(results.iter().filter(|r| r.is_err()).count(), 3);
         assert_eq!(results[11], Ok(11));
+    }
+
+    #[test]
+    fn a_lane_is_told_its_next_item_and_runs_it_next() {
+        for lanes in 1..=3usize {
+            // Per lane, the items it ran and the next each was told of.
+            let ran: Vec<Mutex<Vec<(usize, Option<usize>)>>> =
+                (0..lanes).map(|_| Mutex::new(Vec::new())).collect();
+            let mut got = Vec::new();
+            run_ordered_ahead(
+                (0..lanes).collect(),
+                17,
+                |lane: &mut usize, i, next| {
+                    std::thread::sleep(std::time::Duration::from_millis((i % 3) as u64));
+                    ran[*lane].lock().unwrap().push((i, next));
+                    i
+                },
+                &mut |i, r| got.push((i, r)),
+            );
+            assert_eq!(got, (0..17).map(|i| (i, i)).collect::<Vec<_>>());
+            let mut all = Vec::new();
+            for lane in &ran {
+                let lane = lane.lock().unwrap();
+                for w in lane.windows(2) {
+                    assert_eq!(w[0].1, Some(w[1].0), "the lane ran another item next");
+                }
+                assert_eq!(
+                    lane.last().and_then(|l| l.1),
+                    None,
+                    "told of an item it never ran"
+                );
+                all.extend(lane.iter().map(|p| p.0));
+            }
+            all.sort();
+            assert_eq!(all, (0..17).collect::<Vec<_>>(), "every item once");
+        }
     }
 
     #[test]

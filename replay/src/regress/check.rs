@@ -227,11 +227,12 @@ pub fn check(
         repetitions: opts.run.replay.repetitions.max(1),
     };
     let mut first_err = None;
-    parallel::each(
+    parallel::each_ahead(
         store,
         &opts.fleet,
         &opts.run,
         recs.len(),
+        &|i| recs[i].id.parse().ok(),
         &|store, run_opts, i| check_one(store, opts, run_opts, &recs[i]),
         &mut |_, r| match r {
             Ok(c) => {

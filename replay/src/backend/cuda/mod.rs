@@ -125,6 +125,10 @@ impl DeviceApi for CudaApi {
         )
     }
 
+    fn uuid(&self) -> Option<String> {
+        self.info.uuid.clone()
+    }
+
     fn target(&self) -> DeviceTarget {
         self.info.target()
     }

@@ -70,6 +70,12 @@ pub trait DeviceApi: Sized {
     fn open(device: u32) -> ApiResult<Self>;
     /// One line: name, target, driver version (for the replay history).
     fn description(&self) -> String;
+    /// The device's UUID as `rrstore devices` lists it (`GPU-...`), for
+    /// the replay history's `device_uuid`; `None` when the driver gives
+    /// none.
+    fn uuid(&self) -> Option<String> {
+        None
+    }
     fn target(&self) -> DeviceTarget;
     /// Make this device current on the calling thread (CUDA's context).
     fn make_current(&self) -> ApiResult<()>;

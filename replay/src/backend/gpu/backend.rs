@@ -23,6 +23,10 @@ impl<D: DeviceApi> Backend for GpuBackend<D> {
         self.api.description()
     }
 
+    fn device_uuid(&self) -> Option<String> {
+        self.api.uuid()
+    }
+
     // Relocation: a driver that ignores the address hint places the arena
     // elsewhere; the engine then rebases what points into it.
     fn allow_elsewhere(&mut self, allow: bool) {

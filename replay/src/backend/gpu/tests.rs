@@ -186,6 +186,14 @@ impl<const HOLD: bool> DeviceApi for Fake<HOLD> {
         "a fake GPU".into()
     }
 
+    // NVIDIA-like fakes have a UUID, AMD-like ones none (a runtime that
+    // gives none).
+    fn uuid(&self) -> Option<String> {
+        self.cfg
+            .nvidia
+            .then(|| "GPU-00112233-4455-6677-8899-aabbccddeeff".into())
+    }
+
     fn target(&self) -> DeviceTarget {
         if self.cfg.nvidia {
             DeviceTarget::Cuda { major: 9, minor: 0 }
@@ -931,4 +939,16 @@ fn hip_reservations_retry_like_cuda_with_the_range_released_first() {
             "reserve_va 0x4000000 free=true"
         ]
     );
+}
+
+#[test]
+fn the_backend_reports_the_uuid_its_device_api_gives() {
+    let cfg = Config::nvidia();
+    let (b, _) = open::<CudaLike>(&cfg, None);
+    assert_eq!(
+        b.device_uuid().as_deref(),
+        Some("GPU-00112233-4455-6677-8899-aabbccddeeff")
+    );
+    let (b, _) = open::<HipLike>(&Config::amd(), None);
+    assert_eq!(b.device_uuid(), None, "none given: none reported");
 }

@@ -15,7 +15,11 @@
 //! staging buffers. The child is forked (see
 //! [`crate::backend::host::process::RunnerProcess::fork`]), so this process
 //! must be single-threaded when it is started.
+//!
+//! A device lane may start the child of its next replay early, while the
+//! current kernel runs ([`prestart`]): [`open_gpu`] then takes it.
 
+pub mod prestart;
 mod wire;
 
 use std::io;
@@ -55,6 +59,7 @@ fn serve(mut sock: UnixStream, window: *mut u8, make: Factory) -> i32 {
     let ready: Result<Reply, BackendError> = Ok(Reply::Ready {
         name: backend.name().into(),
         description: backend.device_description(),
+        uuid: backend.device_uuid(),
         sandbox,
     });
     if send(&mut sock, &ready, &[]).is_err() {
@@ -122,7 +127,43 @@ pub fn open_gpu(
     reserved: Option<u64>,
     timeout: Option<Duration>,
 ) -> Result<Box<dyn Backend>, BackendError> {
-    let make: Factory = match name {
+    let in_child = runs_in_child(name, timeout);
+    if in_child {
+        let key = prestart::ChildKey {
+            name,
+            sandbox,
+            device,
+            arena,
+            reserved,
+        };
+        // Started while the lane's previous kernel ran: its errors (no
+        // device, no runtime) are this replay's.
+        if let Some(child) = prestart::take(&key) {
+            return Ok(Box::new(child?));
+        }
+    }
+    let make = factory(name, device, arena, reserved);
+    if in_child && super::host::process::single_threaded() {
+        Ok(Box::new(ChildBackend::spawn(name, sandbox, make)?))
+    } else {
+        make()
+    }
+}
+
+/// Whether a replay on `name` with `timeout` runs in a child process
+/// (when this process can fork one): see [`open_gpu`].
+pub fn runs_in_child(name: &str, timeout: Option<Duration>) -> bool {
+    name == "hip" || timeout.is_some()
+}
+
+/// What makes the real backend `name` on `device` in the child.
+fn factory(
+    name: &'static str,
+    device: u32,
+    arena: Option<(u64, u64)>,
+    reserved: Option<u64>,
+) -> Factory {
+    match name {
         "hip" => Box::new(move || {
             let b =
                 super::hip::HipBackend::open(device, arena)?.with_recorded_reservation(reserved);
@@ -133,12 +174,6 @@ pub fn open_gpu(
                 super::cuda::CudaBackend::open(device, arena)?.with_recorded_reservation(reserved);
             Ok(Box::new(b) as Box<dyn Backend>)
         }),
-    };
-    let in_child = name == "hip" || timeout.is_some();
-    if in_child && super::host::process::single_threaded() {
-        Ok(Box::new(ChildBackend::spawn(name, sandbox, make)?))
-    } else {
-        make()
     }
 }
 
@@ -148,6 +183,8 @@ pub struct ChildBackend {
     window: Window,
     name: &'static str,
     description: String,
+    /// The device's UUID, as the child's backend reported it.
+    uuid: Option<String>,
     /// How the child ended, once it has: every later call reports it.
     ended: Option<BackendError>,
     /// Relocation: the replay may relocate, and where the child's driver
@@ -156,6 +193,34 @@ pub struct ChildBackend {
     placed_elsewhere: Option<u64>,
     /// How the child confined itself, as it reported it.
     sandbox: Option<crate::sandbox::Mechanisms>,
+}
+
+/// A child forked by [`ChildBackend::start`] that is still making its
+/// backend (opening the device). Dropping it ends the child.
+pub struct Starting(ChildBackend, crate::sandbox::Mode);
+
+impl Starting {
+    /// Wait until the child's backend is made: the backend, or the error
+    /// the child's backend reported while starting.
+    pub fn ready(self) -> Result<ChildBackend, BackendError> {
+        let (mut b, confinement) = (self.0, self.1);
+        match b.reply(None)? {
+            Reply::Ready {
+                description,
+                uuid,
+                sandbox,
+                ..
+            } => {
+                b.description = description;
+                b.uuid = uuid;
+                // The report says how the GPU child was confined, as it
+                // does for the host runner.
+                b.sandbox = Some(crate::sandbox::narrowed(confinement, sandbox));
+            }
+            other => return Err(b.protocol(other)),
+        }
+        Ok(b)
+    }
 }
 
 impl ChildBackend {
@@ -170,6 +235,17 @@ impl ChildBackend {
         confinement: crate::sandbox::Mode,
         make: Factory,
     ) -> Result<Self, BackendError> {
+        Self::start(name, confinement, make)?.ready()
+    }
+
+    /// [`spawn`](Self::spawn) without waiting for the child's backend: the
+    /// child opens its device while this process goes on, and
+    /// [`Starting::ready`] waits for it.
+    pub fn start(
+        name: &'static str,
+        confinement: crate::sandbox::Mode,
+        make: Factory,
+    ) -> Result<Starting, BackendError> {
         if !super::host::process::single_threaded() {
             return Err(BackendError::Unavailable(format!(
                 "cannot fork the {name} runner process: this process runs more than one thread"
@@ -186,30 +262,20 @@ impl ChildBackend {
         let mode = [crate::sandbox::env::mode_setting(confinement)];
         let runner = RunnerProcess::fork(&mode, move |sock| serve(sock, shared, make))
             .map_err(unavailable)?;
-        let mut b = ChildBackend {
+        Ok(Starting(
+            ChildBackend {
             runner: Some(runner),
             window,
             name,
             description: String::new(),
+            uuid: None,
             ended: None,
             allow_elsewhere: false,
             placed_elsewhere: None,
             sandbox: None,
-        };
-        match b.reply(None)? {
-            Reply::Ready {
-                description,
-                sandbox,
-                ..
-            } => {
-                b.description = description;
-                // The report says how the GPU child was confined, as it
-                // does for the host runner.
-                b.sandbox = Some(crate::sandbox::narrowed(confinement, sandbox));
-            }
-            other => return Err(b.protocol(other)),
-        }
-        Ok(b)
+            },
+            confinement,
+        ))
     }
 
     fn protocol(&self, r: Reply) -> BackendError {
@@ -343,6 +409,10 @@ impl Backend for ChildBackend {
 
     fn device_description(&self) -> String {
         self.description.clone()
+    }
+
+    fn device_uuid(&self) -> Option<String> {
+        self.uuid.clone()
     }
 
     fn reserve(&mut self, base: u64, size: u64) -> Result<(), BackendError> {

@@ -50,6 +50,9 @@ pub(super) enum Reply {
     Ready {
         name: String,
         description: String,
+        /// The device's UUID (the child has the driver initialized).
+        #[serde(default)]
+        uuid: Option<String>,
         /// The sandbox mechanisms the child applied (`sandbox::Mechanisms`).
         sandbox: u64,
     },

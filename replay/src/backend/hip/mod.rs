@@ -126,6 +126,10 @@ impl DeviceApi for HipApi {
         )
     }
 
+    fn uuid(&self) -> Option<String> {
+        self.info.uuid.clone()
+    }
+
     fn target(&self) -> DeviceTarget {
         DeviceTarget::from_gcn_arch_name(&self.info.gcn_arch_name)
     }

@@ -13,13 +13,21 @@
 //! address space, so two replays of recordings with the same arena address
 //! do not collide. Scratch output files are named per replay
 //! (`regress::run`).
+//!
+//! GPU lanes look ahead ([`crate::fleet::lookahead`]): while a lane's
+//! kernel runs, the lane's next recording is prepared (its child started,
+//! its input decoded), each lane holding its next recording
+//! ([`run_ordered_ahead`]). What a lane prepares only ever serves that
+//! lane's next replay, so verdicts and rows are those of `--jobs 1`.
 
 use rrstore_store::Store;
 
 use super::super::run::RunOptions;
 use super::super::RegressError;
-use crate::fleet::pool::run_ordered;
+use crate::fleet::lookahead::{Lookahead, Mode};
+use crate::fleet::pool::run_ordered_ahead;
 use crate::fleet::shard::Shard;
+use rrstore_format::RecordingId;
 
 /// How many replays at once, where, and which subset.
 #[derive(Clone, Debug)]
@@ -30,6 +38,10 @@ pub struct Fleet {
     pub devices: Vec<u32>,
     /// Only the recordings of this shard.
     pub shard: Option<Shard>,
+    /// Prepare each lane's next recording while its kernel runs: `Gpu`
+    /// (the default) on device lanes (`devices`), `All` on every lane,
+    /// `None` never.
+    pub lookahead: Option<Mode>,
 }
 
 impl Default for Fleet {
@@ -38,6 +50,7 @@ impl Default for Fleet {
             jobs: 1,
             devices: Vec::new(),
             shard: None,
+            lookahead: Some(Mode::Gpu),
         }
     }
 }
@@ -50,6 +63,17 @@ enum LaneStore<'a> {
 struct Lane<'a> {
     store: LaneStore<'a>,
     run: RunOptions,
+}
+
+impl Fleet {
+    /// The lookahead mode of these lanes, when they look ahead.
+    fn looks_ahead(&self) -> Option<Mode> {
+        match self.lookahead {
+            Some(Mode::Gpu) if !self.devices.is_empty() => Some(Mode::Gpu),
+            Some(Mode::All) => Some(Mode::All),
+            _ => None,
+        }
+    }
 }
 
 /// The OpenMP runtime's spin time after a parallel region, set to 0 for the
@@ -107,10 +131,31 @@ pub fn each<R: Send>(
     work: &(dyn Fn(&mut Store, &RunOptions, usize) -> Result<R, RegressError> + Sync),
     done: &mut dyn FnMut(usize, Result<R, RegressError>),
 ) -> Result<(), RegressError> {
+    each_ahead(store, fleet, run, n, &|_| None, work, done)
+}
+
+/// [`each`], where item `i` replays recording `id_of(i)` first: lanes that
+/// look ahead ([`Fleet::lookahead`]) prepare their next item's recording.
+#[allow(clippy::type_complexity)]
+pub fn each_ahead<R: Send>(
+    store: &mut Store,
+    fleet: &Fleet,
+    run: &RunOptions,
+    n: usize,
+    id_of: &(dyn Fn(usize) -> Option<RecordingId> + Sync),
+    work: &(dyn Fn(&mut Store, &RunOptions, usize) -> Result<R, RegressError> + Sync),
+    done: &mut dyn FnMut(usize, Result<R, RegressError>),
+) -> Result<(), RegressError> {
     let mut opts = fleet.lane_options(run);
     // No more lanes than items: each would open the store for nothing.
     opts.truncate(n.max(1));
     let dir = store.dir().to_path_buf();
+    if let Some(mode) = fleet.looks_ahead() {
+        let lanes = opts.len();
+        for o in &mut opts {
+            o.replay.lookahead = Some(Lookahead::new(dir.clone(), lanes, mode));
+        }
+    }
     let mut lanes = Vec::with_capacity(opts.len());
     let mut opts = opts.into_iter();
     if let Some(first) = opts.next() {
@@ -125,18 +170,38 @@ pub fn each<R: Send>(
             run: o,
         });
     }
-    run_ordered(
+    let lanes = run_ordered_ahead(
         lanes,
         n,
-        |lane: &mut Lane, i| {
+        |lane: &mut Lane, i, next| {
             let s = match &mut lane.store {
                 LaneStore::Caller(s) => &mut **s,
                 LaneStore::Own(s) => s,
             };
-            work(s, &lane.run, i)
+            let ahead = lane.run.replay.lookahead.clone();
+            if let Some(l) = &ahead {
+                l.advance(id_of(i), next.and_then(id_of));
+            }
+            let r = work(s, &lane.run, i);
+            if let (Some(l), None) = (&ahead, next) {
+                // The lane's last recording: nothing to prepare any more.
+                l.advance(None, None);
+            }
+            r
         },
         done,
     );
+    if std::env::var_os("RRSTORE_GPU_STATS").is_some() {
+        for (k, lane) in lanes.iter().enumerate() {
+            if let Some(l) = &lane.run.replay.lookahead {
+                let s = l.stats();
+                eprintln!(
+                    "rrstore-gpu: lane {k} (device {}) lookahead: {} prepared, {} children prestarted, {} inputs decoded ahead, {} replays used one",
+                    lane.run.replay.device, s.started, s.children, s.decoded, s.used
+                );
+            }
+        }
+    }
     Ok(())
 }
 
@@ -159,7 +224,7 @@ mod tests {
         let f = Fleet {
             jobs: 1,
             devices: vec![2, 0, 5],
-            shard: None,
+            ..Fleet::default()
         };
         let d: Vec<u32> = f
             .lane_options(&run)
