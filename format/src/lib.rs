@@ -14,6 +14,8 @@
 //! * [`image`]: what kind of device image a recording carries (x86-64 ELF,
 //!   cubin sm_XX, AMDGPU gfxNNN, PTX).
 //!
+//! * [`stages`]: thread-seconds and bytes per stage of chunking passes
+//!   (what an import's time went to).
 //! * [`output`]: output files written all-or-nothing, never through a
 //!   symbolic link, never over an existing file unless asked.
 //!
@@ -29,6 +31,7 @@ pub mod inspect;
 pub mod llvm;
 pub mod model;
 pub mod output;
+pub mod stages;
 pub mod validate;
 
 pub use error::FormatError;

@@ -239,6 +239,7 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         follow_symlinks: args.follow_symlinks,
         print_failures: true,
     };
+    let started = std::time::Instant::now();
     let summary = import_paths_with(
         globals,
         &args.paths,
@@ -246,6 +247,14 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         args.json || args.quiet,
         run,
     )?;
+    if std::env::var_os("RRSTORE_IMPORT_STAGES").is_some() {
+        // Bench instrumentation (docs/store.md): where the time went.
+        eprint!(
+            "import wall {:.4} s\n{}",
+            started.elapsed().as_secs_f64(),
+            rrstore_format::stages::report()
+        );
+    }
     let code = match summary.failed.first() {
         Some(f) => ExitCode::from(f.exit_code),
         None => ExitCode::SUCCESS,

@@ -14,13 +14,15 @@
 //!   [`crate::PartSource`] and chunk by chunk ([`Chunks`]).
 //! * [`decode`]: verified chunk decoding and the decode-ahead part stream.
 //! * [`scan`]: parallel FastCDC + chunk and stream blake3 in one read, on a
-//!   [`pool`] of workers that also compress (shared with the store importer).
+//!   [`pool`] of workers that also compress (shared with the store importer);
+//!   [`memo`] spares blocks seen before the cutting and chunk hashing.
 //!
 //! [`Recording`]: crate::Recording
 
 mod checks;
 pub mod decode;
 pub mod layout;
+pub mod memo;
 pub mod pool;
 pub mod reader;
 pub mod scan;

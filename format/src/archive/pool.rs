@@ -10,6 +10,9 @@
 
 use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use crate::stages::{self, Stage};
 
 /// What a job gets to work with: the worker's own zstd context.
 pub struct Worker {
@@ -26,13 +29,22 @@ impl Worker {
     }
 
     /// zstd at the pool's level, or `None` when the frame would not be
-    /// smaller than `data` (store it raw); same rule as
-    /// [`crate::chunk::compress`].
+    /// smaller than `data` or the chunk looks incompressible (store it raw);
+    /// same rule as [`crate::chunk::compress`].
     pub fn compress(&mut self, data: &[u8]) -> Option<Vec<u8>> {
+        let t = Instant::now();
+        let worth = crate::chunk::worth_compressing(data);
+        stages::add(Stage::Probe, t, data.len() as u64);
+        if !worth {
+            return None;
+        }
         if self.zstd.is_none() {
             self.zstd = zstd::bulk::Compressor::new(self.level).ok();
         }
-        let z = self.zstd.as_mut()?.compress(data).ok()?;
+        let t = Instant::now();
+        let z = self.zstd.as_mut()?.compress(data).ok();
+        stages::add(Stage::Compress, t, data.len() as u64);
+        let z = z?;
         (z.len() < data.len()).then_some(z)
     }
 }

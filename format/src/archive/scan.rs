@@ -7,7 +7,10 @@
 //! (b) blake3-hashes every candidate chunk and (c) computes the block's
 //! BLAKE3 subtree chaining value (blocks are aligned power-of-two subtrees
 //! of the stream's BLAKE3 tree, so the stream's hash is their merge: the
-//! whole-stream hash costs no extra pass and no single thread).
+//! whole-stream hash costs no extra pass and no single thread). The subtree
+//! is hashed first: a block whose chaining value was seen before in this
+//! process takes (a) and (b) from the block [`memo`] for all but its last
+//! chunk.
 //!
 //! The calling thread takes the results back in order and resynchronizes:
 //! the true chunk chain (the one [`crate::chunk::Chunker`] produces) enters
@@ -25,14 +28,17 @@ use std::io::{self, Read};
 use std::ops::Deref;
 use std::sync::mpsc::Receiver;
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use blake3::hazmat::{
     left_subtree_len, merge_subtrees_non_root, merge_subtrees_root, ChainingValue, HasherExt, Mode,
 };
 
+use super::memo;
 use super::pool::{self, Pool};
 use crate::chunk::{ChunkHash, ChunkParams};
 use crate::model::{PartRole, PartSource};
+use crate::stages::{self, Stage};
 
 /// Default block length: 1 MiB. Small enough that a block stays in a
 /// core's cache while it is cut, hashed (chunks and subtree) and compressed,
@@ -311,7 +317,9 @@ impl<R: Read> Scanner<R> {
                 let file = Arc::clone(file);
                 let rx = pool.submit(move |_| {
                     let mut b = Block::new(cap);
+                    let t = Instant::now();
                     read_block(&*file, &mut b.data[..ext], offset, last)?;
+                    stages::add(Stage::Read, t, ext as u64);
                     Ok(scan_block(Arc::new(b), own, ext, offset, only, p))
                 })?;
                 (rx, own, last)
@@ -330,6 +338,7 @@ impl<R: Read> Scanner<R> {
 
     /// The true chunks starting in this block (see the module doc).
     fn resync(&mut self, f: &InFlight, scan: &BlockScan) -> Vec<Span> {
+        let started = Instant::now();
         if f.only {
             self.root = Some(scan.cv);
         } else {
@@ -358,6 +367,7 @@ impl<R: Read> Scanner<R> {
             t += len;
         }
         self.chain = f.offset + t as u64;
+        stages::add(Stage::Resync, started, 0);
         out
     }
 }
@@ -386,6 +396,13 @@ pub fn part_scanner<'a>(
 /// Fill `buf` from `r`; returns the bytes read (short only at the end of
 /// the stream).
 fn fill(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+    let t = Instant::now();
+    let n = fill_untimed(r, buf)?;
+    stages::add(Stage::Read, t, n as u64);
+    Ok(n)
+}
+
+fn fill_untimed(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
     let mut n = 0;
     while n < buf.len() {
         // At most 1 MiB per read: the kernel's copy is cheaper into a
@@ -446,7 +463,10 @@ fn first_cut(data: &[u8], p: ChunkParams) -> usize {
 }
 
 /// Worker side: candidate chunks from the block's first byte, their hashes,
-/// and the block's chaining value (or root hash when `only`).
+/// and the block's chaining value (or root hash when `only`). The chaining
+/// value comes first: a block seen before (same bytes at the same offset,
+/// [`memo`]) takes its candidates from the memo and cuts and hashes only
+/// from the last remembered cut on.
 fn scan_block(
     block: Arc<Block>,
     own: usize,
@@ -456,30 +476,45 @@ fn scan_block(
     p: ChunkParams,
 ) -> BlockScan {
     let data = &block[..ext];
-    let mut cands = Vec::with_capacity(own / p.avg.max(1) as usize + 4);
-    // One sweep: each chunk is cut, then hashed and fed to the block's
-    // subtree hasher while its bytes are still in cache.
+    let t = Instant::now();
     let mut block_hasher = blake3::Hasher::new();
     if !only {
         block_hasher.set_input_offset(offset);
     }
-    for c in fastcdc::v2020::FastCDC::new(data, p.min, p.avg, p.max) {
-        if c.offset >= own {
-            break;
-        }
-        let chunk = &data[c.offset..c.offset + c.length];
-        cands.push(Span {
-            start: c.offset,
-            end: c.offset + c.length,
-            hash: crate::chunk::hash(chunk),
-        });
-        block_hasher.update(&chunk[..chunk.len().min(own - c.offset)]);
-    }
+    block_hasher.update(&data[..own]);
     let cv = if only {
         *block_hasher.finalize().as_bytes()
     } else {
         block_hasher.finalize_non_root()
     };
+    stages::add(Stage::BlockHash, t, own as u64);
+    let mut cands = Vec::with_capacity(own / p.avg.max(1) as usize + 4);
+    let remembered = memo::get(&cv, p);
+    stages::block(remembered.is_some());
+    if let Some(spans) = &remembered {
+        cands.extend_from_slice(spans);
+    }
+    let from = cands.last().map_or(0, |c| c.end);
+    let mut at = from;
+    while at < own {
+        let t = Instant::now();
+        let len = first_cut(&data[at..], p);
+        stages::add(Stage::Cut, t, len as u64);
+        let t = Instant::now();
+        cands.push(Span {
+            start: at,
+            end: at + len,
+            hash: crate::chunk::hash(&data[at..at + len]),
+        });
+        stages::add(Stage::ChunkHash, t, len as u64);
+        at += len;
+    }
+    if remembered.is_none() {
+        // Only candidates decided by the block's own bytes (module doc of
+        // `memo`): those ending before its end.
+        let keep = cands.iter().take_while(|c| c.end < own).count();
+        memo::put(&cv, p, &cands[..keep]);
+    }
     BlockScan {
         block,
         ext,
@@ -585,6 +620,54 @@ mod tests {
             });
             assert!(err.is_some_and(|e| e.to_string().contains("changed")));
         }
+    }
+
+    /// A block scanned before (same bytes, same offset) takes its
+    /// candidates from the memo; the chunks are still exactly the
+    /// sequential chunker's whatever follows the block, however long the
+    /// stream is and wherever it ends.
+    #[test]
+    fn memoized_blocks_give_the_same_chunks_whatever_follows() {
+        let p = ChunkParams::default();
+        let block = 1 << 20;
+        let a = noise(4 << 20, 21);
+        let mut zeros_then = vec![0u8; 3 << 20];
+        zeros_then.extend_from_slice(&noise(1 << 20, 22));
+        let mut variants: Vec<Vec<u8>> = Vec::new();
+        for (i, cut) in [
+            2 * block,
+            2 * block + 1,
+            2 * block + 100,
+            2 * block + 20_000,
+            3 * block,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let mut v = a[..cut].to_vec();
+            v.extend_from_slice(&noise(block + 7 * i, 30 + i as u64));
+            variants.push(v[..cut].to_vec());
+            variants.push(v);
+        }
+        variants.push(zeros_then.clone());
+        let mut z2 = zeros_then;
+        z2[(3 << 20) + 5] ^= 1;
+        variants.push(z2);
+        let (_, _, hits0) = crate::stages::snapshot();
+        for d in std::iter::once(&a).chain(&variants) {
+            let want: Vec<Vec<u8>> = Chunker::new(&d[..], p)
+                .unwrap()
+                .map(|c| c.unwrap().data)
+                .collect();
+            for step in [7, usize::MAX] {
+                let (got, n, h) = scan_all(d, p, block, step);
+                assert_eq!(n, d.len() as u64);
+                assert_eq!(h, *blake3::hash(d).as_bytes());
+                assert!(got == want, "len {} step {step}", d.len());
+            }
+        }
+        let (_, _, hits1) = crate::stages::snapshot();
+        assert!(hits1 - hits0 >= 20, "{} memo hits", hits1 - hits0);
     }
 
     #[test]

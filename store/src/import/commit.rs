@@ -2,6 +2,9 @@
 //! plan (chunks, parts, the recording's rows) in one transaction of the
 //! index's write path (`index::write`, spec/STORE.md "Index writes").
 
+use std::time::Instant;
+
+use rrstore_format::stages::{self, Stage};
 use rrstore_format::{Recording, RecordingId};
 
 use super::pipeline::worker_panicked;
@@ -27,9 +30,11 @@ impl Store {
         let Ok(mut ws) = writers.lock() else {
             return Err(worker_panicked());
         };
+        let t = Instant::now();
         for w in ws.iter_mut() {
             w.sync()?;
         }
+        stages::add(Stage::Sync, t, 0);
         let packs: Vec<(String, u64)> =
             ws.iter().map(|w| (w.name().to_string(), w.len())).collect();
         drop(ws);
@@ -56,7 +61,9 @@ impl Store {
             },
         };
         let index = self.index_path();
+        let t = Instant::now();
         let outcome = write::commit(&mut self.conn, &index, &w, Some(&keep))?;
+        stages::add(Stage::Commit, t, 0);
         // Chunks committed now live in the index; a finished writer can be
         // closed (its lock released) once nothing uncommitted is in it.
         if let Ok(mut ws) = writers.lock() {

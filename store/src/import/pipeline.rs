@@ -6,10 +6,12 @@
 use std::collections::VecDeque;
 use std::sync::mpsc::Receiver;
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use rrstore_format::archive::pool::{self, Pool};
 use rrstore_format::archive::scan::{part_scanner, Span};
 use rrstore_format::chunk::{ChunkHash, Codec};
+use rrstore_format::stages::{self, Stage};
 use rrstore_format::{PartInfo, PartSource, Recording};
 
 use super::heal::{chunk_stored, lookup_err, Stored};
@@ -158,8 +160,10 @@ impl Store {
                 if plan.written.contains(&hash) {
                     continue;
                 }
+                let t = Instant::now();
                 let stored = chunk_stored(&mut lookup, &dir, &mut plan.pack_sizes, &hash)
                     .map_err(lookup_err(&index_path))?;
+                stages::add(Stage::Lookup, t, span.len() as u64);
                 match stored {
                     Stored::Yes => plan.reused_chunks.push(hash),
                     Stored::No | Stored::Lost => {
@@ -256,15 +260,19 @@ fn append_batch(
         .map(|s| w.compress(&block[s.start..s.end]))
         .collect();
     let mut ws = writers.lock().map_err(|_| worker_panicked())?;
+    let t = Instant::now();
     let mut out = Vec::with_capacity(batch.len());
+    let mut appended = 0u64;
     for (s, z) in batch.iter().zip(&stored) {
         let data = &block[s.start..s.end];
         let (codec, bytes) = match z {
             Some(z) => (Codec::Zstd, &z[..]),
             None => (Codec::Raw, data),
         };
+        appended += bytes.len() as u64;
         out.push(append(&mut ws, dir, s.hash, codec, data.len(), bytes)?);
     }
+    stages::add(Stage::Append, t, appended);
     Ok(out)
 }
 
