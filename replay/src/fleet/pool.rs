@@ -36,10 +36,13 @@ where
 /// [`run_ordered`], with `work(lane, i, next)` told the item the lane runs
 /// after `i` (`None`: `i` is its last). Each lane holds one item ahead, so
 /// items are spread a little less evenly over the lanes than by
-/// [`run_ordered`].
+/// [`run_ordered`]; with `ahead` false no lane holds one (`next` is always
+/// `None`), which is [`run_ordered`]'s spread: lanes that prepare nothing
+/// should not pay for it.
 pub fn run_ordered_ahead<L, R, W>(
     lanes: Vec<L>,
     n: usize,
+    ahead: bool,
     work: W,
     done: &mut dyn FnMut(usize, R),
 ) -> Vec<L>
@@ -48,7 +51,7 @@ where
     R: Send,
     W: Fn(&mut L, usize, Option<usize>) -> R + Sync,
 {
-    run_lanes(lanes, n, true, &work, done)
+    run_lanes(lanes, n, ahead, &work, done)
 }
 
 type Work<'w, L, R> = dyn Fn(&mut L, usize, Option<usize>) -> R + Sync + 'w;
@@ -184,6 +187,7 @@ mod tests {
             run_ordered_ahead(
                 (0..lanes).collect(),
                 17,
+                true,
                 |lane: &mut usize, i, next| {
                     std::thread::sleep(std::time::Duration::from_millis((i % 3) as u64));
                     ran[*lane].lock().unwrap().push((i, next));

@@ -264,15 +264,15 @@ impl ChildBackend {
             .map_err(unavailable)?;
         Ok(Starting(
             ChildBackend {
-            runner: Some(runner),
-            window,
-            name,
-            description: String::new(),
-            uuid: None,
-            ended: None,
-            allow_elsewhere: false,
-            placed_elsewhere: None,
-            sandbox: None,
+                runner: Some(runner),
+                window,
+                name,
+                description: String::new(),
+                uuid: None,
+                ended: None,
+                allow_elsewhere: false,
+                placed_elsewhere: None,
+                sandbox: None,
             },
             confinement,
         ))

@@ -170,9 +170,12 @@ pub fn each_ahead<R: Send>(
             run: o,
         });
     }
+    // Only lanes that prepare their next recording claim it early.
+    let ahead = fleet.looks_ahead().is_some();
     let lanes = run_ordered_ahead(
         lanes,
         n,
+        ahead,
         |lane: &mut Lane, i, next| {
             let s = match &mut lane.store {
                 LaneStore::Caller(s) => &mut **s,
