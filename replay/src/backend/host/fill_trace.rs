@@ -236,12 +236,28 @@ mod tests {
     fn a_thread_probe_counts_its_own_faults_and_time() {
         let requested = Instant::now();
         let p = Probe::now();
-        let mut v = vec![0u8; 8 << 20];
-        for i in (0..v.len()).step_by(4096) {
-            v[i] = 1;
+        // A fresh mapping: heap memory could be reused, already faulted.
+        let len = 8usize << 20;
+        // SAFETY: a new private anonymous mapping, touched only inside
+        // its length and unmapped before the test ends.
+        let m = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(m, libc::MAP_FAILED);
+        for i in (0..len).step_by(4096) {
+            // SAFETY: inside the mapping made above.
+            unsafe { std::ptr::write_volatile((m as *mut u8).add(i), 1) };
         }
-        std::hint::black_box(&v);
-        let f = p.finish(requested, 0, v.len() as u64);
+        let f = p.finish(requested, 0, len as u64);
+        // SAFETY: the mapping made above, no longer used.
+        unsafe { libc::munmap(m, len) };
         assert!(f.minflt > 0, "{f:?}");
         assert!(f.cpu_ns > 0 && f.wall_ns > 0, "{f:?}");
     }
