@@ -120,6 +120,30 @@ pub struct TransferReport {
     /// batch left out).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// Pull: `bytes` by what they were for (absent on a push).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub received: Option<Received>,
+}
+
+/// A pull's received payload bytes by kind of object: where the bytes
+/// beyond the chunks it lacked go. The fields add up to `bytes`.
+#[derive(Clone, Copy, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct Received {
+    /// Recording manifests.
+    pub manifests: u64,
+    /// Part objects (a part's tree top).
+    pub parts: u64,
+    /// Chunk-list tree nodes.
+    pub nodes: u64,
+    /// Chunk entries (header plus stored bytes): `chunk_bytes`.
+    pub chunks: u64,
+    /// Index objects (whole, and ranged lookups), the layout marker.
+    pub index: u64,
+    /// Bytes between the blobs of a coalesced ranged GET of a pack, read
+    /// only to save a request.
+    pub gaps: u64,
+    /// Images of the image library and anything else.
+    pub other: u64,
 }
 
 /// A recording a pull could not bring, and why.

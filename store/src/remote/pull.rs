@@ -63,6 +63,8 @@ pub(crate) struct Session<'a> {
     undurable: bool,
     /// Part objects fetched by the prefetch (`pull_prefetch`), with where.
     pub(super) prefetched: HashMap<[u8; 32], (String, PartObject)>,
+    /// Bytes of the manifests this pull fetched.
+    pub(super) manifest_bytes: u64,
 }
 
 impl Drop for Session<'_> {
@@ -122,7 +124,11 @@ pub fn pull(
 
 impl<'a> Session<'a> {
     pub fn new(store: &'a mut Store, remote: &'a Backend) -> Result<Session<'a>> {
+        let before = remote.received.load(Ordering::Relaxed);
         let blobs = Blobs::open_lazy(store.dir(), remote)?;
+        let mut t = blobs.tally.get();
+        t.index += remote.received.load(Ordering::Relaxed) - before;
+        blobs.tally.set(t);
         let mut report = TransferReport {
             layout: if blobs.cache.is_some() { 3 } else { 2 },
             ..Default::default()
@@ -145,6 +151,7 @@ impl<'a> Session<'a> {
             pack: None,
             undurable: true,
             prefetched: HashMap::new(),
+            manifest_bytes: 0,
         })
     }
 
@@ -162,6 +169,11 @@ impl<'a> Session<'a> {
         self.report.metadata_bytes = got.saturating_sub(self.report.chunk_bytes);
         self.report.bytes = self.report.chunk_bytes + self.report.metadata_bytes;
         self.report.requests = self.remote.requests.load(Ordering::Relaxed);
+        let mut t = self.blobs.tally.get();
+        t.manifests = self.manifest_bytes;
+        let counted = t.manifests + t.parts + t.nodes + t.chunks + t.index + t.gaps;
+        t.other = got.saturating_sub(counted);
+        self.report.received = Some(t);
         Ok(std::mem::take(&mut self.report))
     }
 
@@ -185,7 +197,12 @@ impl<'a> Session<'a> {
             // still come (the caller fails the command at the end).
             let outcome = match m {
                 Some(m) => Ok(m),
-                None => fetch_manifest(self.remote, &id),
+                None => {
+                    let before = self.remote.received.load(Ordering::Relaxed);
+                    let m = fetch_manifest(self.remote, &id);
+                    self.manifest_bytes += self.remote.received.load(Ordering::Relaxed) - before;
+                    m
+                }
             }
             .and_then(|m| {
                 progress(Event::Phase(format!(
@@ -274,12 +291,15 @@ impl<'a> Session<'a> {
         progress: &mut dyn FnMut(Event),
     ) -> Result<Option<Vec<PulledPart>>> {
         let remote = self.remote;
-        let mut need: Vec<([u8; 32], u64)> = Vec::new();
-        for &(h, len) in parts {
-            if !self.store.has_part(&h)? && !need.iter().any(|n| n.0 == h) {
-                need.push((h, len));
+        let need: Vec<([u8; 32], u64)> = self.store.xfer_reading(|store| {
+            let mut need: Vec<([u8; 32], u64)> = Vec::new();
+            for &(h, len) in parts {
+                if !store.has_part(&h)? && !need.iter().any(|n| n.0 == h) {
+                    need.push((h, len));
+                }
             }
-        }
+            Ok::<_, RemoteError>(need)
+        })?;
         let mut objs: HashMap<[u8; 32], (String, PartObject)> = HashMap::new();
         for (h, _) in &need {
             if let Some(o) = self.prefetched.remove(h) {
@@ -323,17 +343,13 @@ impl<'a> Session<'a> {
             k.release();
         }
         // Chunks the store lacks.
-        let mut missing: Vec<ChunkHash> = Vec::new();
-        let mut total = 0u64;
         let mut queued = HashSet::new();
-        for (_, _, chunks, _) in &new_parts {
-            for (h, len) in chunks {
-                if queued.insert(*h) && !self.store.has_chunk(h)? {
-                    missing.push(*h);
-                    total += *len as u64;
-                }
-            }
-        }
+        let listed: Vec<(ChunkHash, u32)> = new_parts
+            .iter()
+            .flat_map(|p| p.2.iter().copied())
+            .filter(|(h, _)| queued.insert(*h))
+            .collect();
+        let (missing, total) = self.lacking(&listed)?;
         progress(Event::Start {
             what: format!("receiving {} chunks", missing.len()),
             total,
@@ -356,6 +372,24 @@ impl<'a> Session<'a> {
             });
         }
         Ok(Some(pulled))
+    }
+}
+
+impl Session<'_> {
+    /// Of `listed` chunks (with their lengths), those the store lacks and
+    /// their total length: one read transaction for all the lookups.
+    pub(super) fn lacking(&self, listed: &[(ChunkHash, u32)]) -> Result<(Vec<ChunkHash>, u64)> {
+        let hashes: Vec<ChunkHash> = listed.iter().map(|c| c.0).collect();
+        let lacks = self.store.xfer_lacking_chunks(&hashes)?;
+        let mut total = 0u64;
+        let mut missing = Vec::new();
+        for ((h, len), lacks) in listed.iter().zip(lacks) {
+            if lacks {
+                missing.push(*h);
+                total += u64::from(*len);
+            }
+        }
+        Ok((missing, total))
     }
 }
 

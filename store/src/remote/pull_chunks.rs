@@ -148,6 +148,16 @@ pub(super) fn verify_part(
     len: u64,
     chunks: &[ChunkHash],
 ) -> Result<std::result::Result<bool, String>> {
+    store.xfer_reading(|store| verify_part_in(store, hash, len, chunks))
+}
+
+/// [`verify_part`], inside its read transaction.
+fn verify_part_in(
+    store: &Store,
+    hash: &[u8; 32],
+    len: u64,
+    chunks: &[ChunkHash],
+) -> Result<std::result::Result<bool, String>> {
     let mut packs = PackFiles::new(store.dir());
     let mut hasher = blake3::Hasher::new();
     let mut buf = Vec::new();

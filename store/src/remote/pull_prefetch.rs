@@ -35,11 +35,15 @@ impl Session<'_> {
             .collect();
         if !want.is_empty() {
             let mut got: HashMap<String, Manifest> = HashMap::new();
+            let mut manifest_bytes = 0u64;
             remote.get_all(want.into_iter(), &mut |key, body| {
                 let id = todo
                     .iter()
                     .find(|(id, _)| layout::recording_key(id) == key)
                     .map(|t| t.0);
+                if let Some(b) = &body {
+                    manifest_bytes += b.len() as u64;
+                }
                 if let (Some(id), Some(body)) = (id, body) {
                     if let Ok(m) = layout::decode_manifest(&body, &id) {
                         got.insert(key, m);
@@ -47,21 +51,25 @@ impl Session<'_> {
                 }
                 Ok(())
             })?;
+            self.manifest_bytes += manifest_bytes;
             for (id, m) in todo.iter_mut() {
                 if m.is_none() {
                     *m = got.remove(&layout::recording_key(id));
                 }
             }
         }
-        let mut parts: Vec<([u8; 32], u64)> = Vec::new();
-        let mut seen = HashSet::new();
-        for (_, m) in todo.iter() {
-            for p in m.iter().flat_map(|m| &m.recording.parts) {
-                if seen.insert(p.blake3) && !self.store.has_part(&p.blake3)? {
-                    parts.push((p.blake3, p.len));
+        let parts: Vec<([u8; 32], u64)> = self.store.xfer_reading(|store| {
+            let mut parts = Vec::new();
+            let mut seen = HashSet::new();
+            for (_, m) in todo.iter() {
+                for p in m.iter().flat_map(|m| &m.recording.parts) {
+                    if seen.insert(p.blake3) && !store.has_part(&p.blake3)? {
+                        parts.push((p.blake3, p.len));
+                    }
                 }
             }
-        }
+            Ok::<_, super::error::RemoteError>(parts)
+        })?;
         if parts.is_empty() {
             return Ok(());
         }
@@ -87,20 +95,15 @@ impl Session<'_> {
             self.fetch_nodes(&tops, true)?;
         }
         // The chunks they list that the store lacks, all at once.
-        let mut missing: Vec<ChunkHash> = Vec::new();
-        let mut total = 0u64;
+        let mut listed: Vec<(ChunkHash, u32)> = Vec::new();
         let mut queued = HashSet::new();
         for (_, _, obj) in &objs {
             let Some(chunks) = self.chunk_list_quiet(obj)? else {
                 continue;
             };
-            for (h, len) in chunks {
-                if queued.insert(h) && !self.store.has_chunk(&h)? {
-                    missing.push(h);
-                    total += u64::from(len);
-                }
-            }
+            listed.extend(chunks.into_iter().filter(|(h, _)| queued.insert(*h)));
         }
+        let (missing, total) = self.lacking(&listed)?;
         progress(Event::Start {
             what: format!("receiving {} chunks", missing.len()),
             total,
