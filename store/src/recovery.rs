@@ -150,7 +150,7 @@ pub fn recording_path(dir: &Path, id: &RecordingId) -> PathBuf {
 /// rewritten; one a power failure left short is). Streams `part_chunks`.
 pub fn write_part(conn: &Connection, dir: &Path, hash: &[u8; 32], sync: &MetaSync) -> Result<()> {
     let path = part_path(dir, hash);
-    if path.exists() && matches!(read_part(&path, hash, &mut |_, _| Ok(()))?, Ok(_)) {
+    if path.exists() && read_part(&path, hash, &mut |_, _| Ok(()))?.is_ok() {
         return Ok(());
     }
     let ierr = index_err(dir, "writing a part's recovery chunk list");

@@ -181,8 +181,8 @@ mod tests {
     fn a_lane_is_told_its_next_item_and_runs_it_next() {
         for lanes in 1..=3usize {
             // Per lane, the items it ran and the next each was told of.
-            let ran: Vec<Mutex<Vec<(usize, Option<usize>)>>> =
-                (0..lanes).map(|_| Mutex::new(Vec::new())).collect();
+            type Ran = Mutex<Vec<(usize, Option<usize>)>>;
+            let ran: Vec<Ran> = (0..lanes).map(|_| Mutex::new(Vec::new())).collect();
             let mut got = Vec::new();
             run_ordered_ahead(
                 (0..lanes).collect(),
