@@ -246,6 +246,18 @@ fn shard_and_collect(tmp: &Path, n: usize, add: &dyn Fn(&Path)) {
     got.sort();
     assert_eq!(got, all, "{v:#}");
     assert_eq!(v["regressed"], 0);
+    // Each shard pushed its replays' history rows (spec/REMOTE.md, "Shared
+    // history"): the remote's history covers every recording, without a pull.
+    let rows = json(&collector, &["history", "lab:", "--json"]);
+    let mut replayed: Vec<String> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["recording"].as_str().unwrap().to_string())
+        .collect();
+    replayed.sort();
+    replayed.dedup();
+    assert_eq!(replayed, all, "{rows:#}");
     // A shard that never reported: named, exit 3; an unknown run: exit 3.
     let c = shard_process(tmp, 1, n + 1, "partial", add);
     assert!(c.wait_with_output().unwrap().status.success());
