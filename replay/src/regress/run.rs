@@ -151,11 +151,7 @@ pub fn cached(
     image: &[u8; 32],
     opts: &ReplayOptions,
 ) -> Result<Option<HistoryEntry>, RegressError> {
-    let rec = store.recording(id)?;
-    let key = settings_key(opts);
-    Ok(store.cached_run(id, image, Some(&key), &|e| {
-        crate::history::same_launch(e, &rec, opts) && same_device(e, opts)
-    })?)
+    newest(store, id, image, opts, Some(&settings_key(opts)))
 }
 
 /// The newest completed (or crashed, timed-out) history row of `id` with
@@ -168,8 +164,20 @@ pub fn previous(
     image: &[u8; 32],
     opts: &ReplayOptions,
 ) -> Result<Option<HistoryEntry>, RegressError> {
+    newest(store, id, image, opts, None)
+}
+
+/// The newest row of `id` with `image` on the launch and device `opts`
+/// give, with settings `key` when given.
+fn newest(
+    store: &Store,
+    id: &RecordingId,
+    image: &[u8; 32],
+    opts: &ReplayOptions,
+    key: Option<&str>,
+) -> Result<Option<HistoryEntry>, RegressError> {
     let rec = store.recording(id)?;
-    Ok(store.cached_run(id, image, None, &|e| {
+    Ok(store.cached_run(id, image, key, &|e| {
         crate::history::same_launch(e, &rec, opts) && same_device(e, opts)
     })?)
 }

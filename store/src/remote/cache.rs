@@ -44,41 +44,62 @@ CREATE INDEX IF NOT EXISTS blobs_name ON blobs (name, kind);
 CREATE INDEX IF NOT EXISTS blobs_idx ON blobs (idx);
 ";
 
+/// Open (or create) `DIR/remote-cache/<remote name>.<suffix>`, a local
+/// copy of what `remote` holds, for the index cache here and the history
+/// cache (`history_cache.rs`): WAL without fsyncs (a copy is rebuilt from
+/// the remote when lost), `pragmas` and `schema` applied, and `clear` run
+/// when the copy was filled from another URL.
+pub(crate) fn open_copy(
+    dir: &Path,
+    remote: &Backend,
+    suffix: &str,
+    pragmas: &str,
+    schema: &str,
+    clear: &str,
+) -> Result<(Connection, PathBuf)> {
+    let cdir = dir.join("remote-cache");
+    let path = cdir.join(format!("{}.{suffix}", remote.name));
+    let err = |e: String| RemoteError::Cache {
+        path: path.clone(),
+        reason: e,
+    };
+    std::fs::create_dir_all(&cdir).map_err(|e| err(e.to_string()))?;
+    let conn = Connection::open(&path).map_err(|e| err(e.to_string()))?;
+    conn.busy_timeout(Duration::from_secs(60))
+        .map_err(|e| err(e.to_string()))?;
+    conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = OFF;")
+        .and_then(|()| conn.execute_batch(pragmas))
+        .and_then(|()| conn.execute_batch(schema))
+        .map_err(|e| err(e.to_string()))?;
+    let url: Option<String> = conn
+        .query_row("SELECT value FROM meta WHERE key = 'url'", [], |r| r.get(0))
+        .optional()
+        .map_err(|e| err(e.to_string()))?;
+    if url.as_deref() != Some(remote.url.as_str()) {
+        conn.execute_batch(clear).map_err(|e| err(e.to_string()))?;
+        conn.execute(
+            "INSERT OR REPLACE INTO meta (key, value) VALUES ('url', ?1)",
+            [&remote.url],
+        )
+        .map_err(|e| err(e.to_string()))?;
+    }
+    Ok((conn, path))
+}
+
 impl Cache {
     /// Open (or create) the cache of `remote` in store directory `dir`,
     /// emptied when it was filled from another URL.
     pub fn open(dir: &Path, remote: &Backend) -> Result<Cache> {
-        let cdir = dir.join("remote-cache");
-        let path = cdir.join(format!("{}.sqlite", remote.name));
-        let err = |e: String| RemoteError::Cache {
-            path: path.clone(),
-            reason: e,
-        };
-        std::fs::create_dir_all(&cdir).map_err(|e| err(e.to_string()))?;
-        let conn = Connection::open(&path).map_err(|e| err(e.to_string()))?;
-        conn.busy_timeout(Duration::from_secs(60))
-            .map_err(|e| err(e.to_string()))?;
-        // A copy, rebuilt from the remote when lost: no fsync per refresh,
-        // and a page cache large enough that a million random-keyed rows
-        // do not thrash it.
-        conn.execute_batch(
-            "PRAGMA journal_mode = WAL; PRAGMA synchronous = OFF; PRAGMA cache_size = -65536;",
-        )
-        .map_err(|e| err(e.to_string()))?;
-        conn.execute_batch(SCHEMA).map_err(|e| err(e.to_string()))?;
-        let url: Option<String> = conn
-            .query_row("SELECT value FROM meta WHERE key = 'url'", [], |r| r.get(0))
-            .optional()
-            .map_err(|e| err(e.to_string()))?;
-        if url.as_deref() != Some(remote.url.as_str()) {
-            conn.execute_batch("DELETE FROM blobs; DELETE FROM idx;")
-                .map_err(|e| err(e.to_string()))?;
-            conn.execute(
-                "INSERT OR REPLACE INTO meta (key, value) VALUES ('url', ?1)",
-                [&remote.url],
-            )
-            .map_err(|e| err(e.to_string()))?;
-        }
+        // A page cache large enough that a million random-keyed rows do
+        // not thrash it.
+        let (conn, path) = open_copy(
+            dir,
+            remote,
+            "sqlite",
+            "PRAGMA cache_size = -65536;",
+            SCHEMA,
+            "DELETE FROM blobs; DELETE FROM idx;",
+        )?;
         Ok(Cache { conn, path })
     }
 

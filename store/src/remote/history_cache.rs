@@ -7,9 +7,8 @@
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{params, Connection};
 
 use super::backend::Backend;
 use super::error::{RemoteError, Result};
@@ -42,33 +41,14 @@ impl HistoryCache {
     /// Open (or create) the history cache of `remote` in store directory
     /// `dir`, emptied when it was filled from another URL.
     pub fn open(dir: &Path, remote: &Backend) -> Result<HistoryCache> {
-        let cdir = dir.join("remote-cache");
-        let path = cdir.join(format!("{}.history.sqlite", remote.name));
-        let err = |e: String| RemoteError::Cache {
-            path: path.clone(),
-            reason: e,
-        };
-        std::fs::create_dir_all(&cdir).map_err(|e| err(e.to_string()))?;
-        let conn = Connection::open(&path).map_err(|e| err(e.to_string()))?;
-        conn.busy_timeout(Duration::from_secs(60))
-            .map_err(|e| err(e.to_string()))?;
-        // A copy, rebuilt from the remote when lost: no fsync per refresh.
-        conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = OFF;")
-            .map_err(|e| err(e.to_string()))?;
-        conn.execute_batch(SCHEMA).map_err(|e| err(e.to_string()))?;
-        let url: Option<String> = conn
-            .query_row("SELECT value FROM meta WHERE key = 'url'", [], |r| r.get(0))
-            .optional()
-            .map_err(|e| err(e.to_string()))?;
-        if url.as_deref() != Some(remote.url.as_str()) {
-            conn.execute_batch("DELETE FROM rows; DELETE FROM batches;")
-                .map_err(|e| err(e.to_string()))?;
-            conn.execute(
-                "INSERT OR REPLACE INTO meta (key, value) VALUES ('url', ?1)",
-                [&remote.url],
-            )
-            .map_err(|e| err(e.to_string()))?;
-        }
+        let (conn, path) = super::cache::open_copy(
+            dir,
+            remote,
+            "history.sqlite",
+            "",
+            SCHEMA,
+            "DELETE FROM rows; DELETE FROM batches;",
+        )?;
         Ok(HistoryCache { conn, path })
     }
 
