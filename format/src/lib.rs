@@ -23,6 +23,7 @@
 
 pub mod archive;
 pub mod chunk;
+pub mod cut;
 pub mod error;
 pub mod extents;
 pub mod id;

@@ -37,6 +37,7 @@ use blake3::hazmat::{
 use super::memo;
 use super::pool::{self, Pool};
 use crate::chunk::{ChunkHash, ChunkParams};
+use crate::cut::Cutter;
 use crate::model::{PartRole, PartSource};
 use crate::stages::{self, Stage};
 
@@ -455,11 +456,9 @@ fn read_block(file: &dyn ReadAt, buf: &mut [u8], offset: u64, last: bool) -> io:
 }
 
 /// Length of the first FastCDC chunk of `data` (exact when `data` holds at
-/// least `max` bytes or ends where the stream ends).
+/// least `max` bytes or ends where the stream ends; [`Cutter::first`]).
 fn first_cut(data: &[u8], p: ChunkParams) -> usize {
-    fastcdc::v2020::FastCDC::new(data, p.min, p.avg, p.max)
-        .next()
-        .map_or(data.len(), |c| c.length)
+    Cutter::new(p).first(data)
 }
 
 /// Worker side: candidate chunks from the block's first byte, their hashes,
