@@ -112,3 +112,65 @@ fn meta_files_of_an_import_are_made_durable_by_one_syncfs_after_the_last_rename(
         lines.join("\n")
     );
 }
+
+/// An import of several recordings into an existing store syncs the
+/// index's log once, after its last commit and before the `meta/` syncfs
+/// (spec/STORE.md, "Import durability"), instead of once per recording.
+#[test]
+fn an_import_syncs_the_index_log_once_before_the_meta_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = tmp.path().join("s");
+    let log = tmp.path().join("trace");
+    let first = fixtures().join("llvm19-host");
+    ok(&s, &["import", "-q", first.to_str().unwrap()]);
+    let before = ls_ids(&s).len();
+    let host = fixtures().join("llvm22-host");
+    let Some(lines) = traced(&s, &log, &["import", host.to_str().unwrap()]) else {
+        eprintln!("strace cannot trace here; skipped");
+        return;
+    };
+    // (The log is removed when the last connection closes.)
+    let wal = s.canonicalize().unwrap().join("index.sqlite-wal");
+    let wal = wal.to_str().unwrap();
+    let wal_syncs: Vec<usize> = (0..lines.len())
+        .filter(|&i| {
+            let l = &lines[i];
+            (l.contains("fsync(") || l.contains("fdatasync(")) && l.contains(&format!("<{wal}>)"))
+        })
+        .collect();
+    let pack_syncs: Vec<usize> = (0..lines.len())
+        .filter(|&i| lines[i].contains("fdatasync(") && lines[i].contains(".pack>)"))
+        .collect();
+    assert!(
+        pack_syncs.len() >= 3,
+        "one pack sync per recording:\n{}",
+        lines.join("\n")
+    );
+    let syncfs = lines
+        .iter()
+        .position(|l| l.contains("syncfs("))
+        .unwrap_or_else(|| panic!("no syncfs:\n{}", lines.join("\n")));
+    // After the second recording's pack sync (SQLite itself syncs the log's
+    // header when it starts reusing it, at the first commit), the log is
+    // synced once, before the meta/ files: not once per recording.
+    let between: Vec<&usize> = wal_syncs
+        .iter()
+        .filter(|&&i| i > pack_syncs[1] && i < syncfs)
+        .collect();
+    assert_eq!(
+        between.len(),
+        1,
+        "one sync of the index's log for the whole import:\n{}",
+        lines.join("\n")
+    );
+    assert!(
+        wal_syncs
+            .iter()
+            .all(|&i| i < pack_syncs[1] || i > *pack_syncs.last().unwrap()),
+        "no log sync between recordings:\n{}",
+        lines.join("\n")
+    );
+    // Every recording is there after a fresh open, and the store verifies.
+    assert!(ls_ids(&s).len() >= before + 3);
+    ok(&s, &["verify"]);
+}

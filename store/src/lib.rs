@@ -98,11 +98,19 @@ impl Store {
         self.read_only
     }
 
-    /// Make the recovery metadata written so far durable (one `syncfs`;
-    /// nothing when none was written). Commands call it before they
-    /// report success; dropping the store does it too.
+    /// Make what this handle committed and wrote so far durable: the index
+    /// commits of imports (one fsync of the index's log) and the recovery
+    /// metadata (one `syncfs`); nothing when there is none. Commands call it
+    /// before they report success; dropping the store does it too.
     pub fn sync_meta(&self) -> Result<()> {
-        self.meta_sync.flush()
+        let deferred = self.meta_sync.index_deferred();
+        self.meta_sync.flush()?;
+        if deferred {
+            self.conn
+                .pragma_update(None, "synchronous", "full")
+                .map_err(self.ierr("restoring synchronous=full after an import"))?;
+        }
+        Ok(())
     }
 
     /// The store directory.

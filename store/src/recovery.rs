@@ -41,19 +41,28 @@ fn index_err(dir: &Path, context: &str) -> impl Fn(rusqlite::Error) -> StoreErro
     }
 }
 
-/// Durability of the `meta/` files one command writes. fsyncing each file
-/// and its directory cost an import of 11 small recordings 100 extra
-/// fsyncs (each a journal commit); instead the files are written and
-/// renamed at once and made durable together by one `syncfs` when the
-/// command is done with the store ([`MetaSync::flush`], also on drop).
-/// Until then a power failure can lose them, never a process crash (the
-/// renames are in the page cache): the same kind of window as the one
-/// between an index commit and its metadata write (spec/STORE.md,
+/// Durability of what one command writes besides packs: the `meta/`
+/// files, and the index commits of an import of several recordings.
+///
+/// `meta/` files: fsyncing each file and its directory cost an import of
+/// 11 small recordings 100 extra fsyncs (each a journal commit); instead the
+/// files are written and renamed at once and made durable together by one
+/// `syncfs` when the command is done with the store ([`MetaSync::flush`],
+/// also on drop). Until then a power failure can lose them, never a process
+/// crash (the renames are in the page cache): the same kind of window as the
+/// one between an index commit and its metadata write (spec/STORE.md,
 /// "Recovery metadata"). Removals stay durable at once.
+///
+/// Index commits: an import commits each recording with
+/// `synchronous=NORMAL` ([`MetaSync::defer_index`]: atomic, consistent,
+/// safe against a killed process) and the flush fsyncs the index's log
+/// once, before the `meta/` files (spec/STORE.md, "Import durability").
 #[derive(Debug)]
 pub struct MetaSync {
     dir: PathBuf,
     pending: std::cell::Cell<bool>,
+    /// Index commits were made without syncing the log.
+    index: std::cell::Cell<bool>,
 }
 
 impl MetaSync {
@@ -62,6 +71,7 @@ impl MetaSync {
         MetaSync {
             dir: dir.to_path_buf(),
             pending: std::cell::Cell::new(false),
+            index: std::cell::Cell::new(false),
         }
     }
 
@@ -70,9 +80,31 @@ impl MetaSync {
         self.pending.get()
     }
 
-    /// Make every `meta/` file written since the last flush durable: one
-    /// `syncfs` of the store's file system.
+    /// Index commits are being made without syncing the index's log: the
+    /// next flush fsyncs it.
+    pub fn defer_index(&self) {
+        self.index.set(true);
+    }
+
+    /// Whether index commits wait for the next flush to be durable.
+    pub fn index_deferred(&self) -> bool {
+        self.index.get()
+    }
+
+    /// Make everything deferred since the last flush durable: the index's
+    /// log first (one fsync), then every `meta/` file (one `syncfs` of the
+    /// store's file system), so a recording's file is never durable before
+    /// the commit that added it.
     pub fn flush(&self) -> Result<()> {
+        if self.index.get() {
+            let wal = self.dir.join(format!("{}-wal", layout::INDEX_FILE));
+            match File::open(&wal) {
+                Ok(f) => f.sync_all().map_err(|e| StoreError::io(&wal, e))?,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(StoreError::io(&wal, e)),
+            }
+            self.index.set(false);
+        }
         if !self.pending.get() {
             return Ok(());
         }

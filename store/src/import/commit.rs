@@ -61,6 +61,13 @@ impl Store {
             },
         };
         let index = self.index_path();
+        // Durable with the command's other writes (spec/STORE.md, "Import
+        // durability"); set for every commit, since a history row in
+        // between sets `synchronous` back to FULL.
+        self.conn
+            .pragma_update(None, "synchronous", "normal")
+            .map_err(self.ierr("setting synchronous=normal for an import"))?;
+        self.meta_sync.defer_index();
         let t = Instant::now();
         let outcome = write::commit(&mut self.conn, &index, &w, Some(&keep))?;
         stages::add(Stage::Commit, t, 0);
