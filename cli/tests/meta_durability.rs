@@ -1,7 +1,7 @@
 //! The recovery metadata (`meta/`) is durable before the commands that
 //! write it return (spec/STORE.md, "Recovery metadata"): the files one
-//! command writes are renamed into place and made durable together by one
-//! `syncfs` after the last of them; a removal fsyncs its directory.
+//! command writes are renamed into place, then fsynced with their
+//! directories after the last of them; a removal fsyncs its directory.
 //! Observed from the real binary's system calls with strace (skipped where
 //! strace is missing or not allowed).
 
@@ -44,6 +44,13 @@ fn traced(store: &Path, log: &Path, args: &[&str]) -> Option<Vec<String>> {
     Some(trace.lines().map(str::to_string).collect())
 }
 
+/// The destination of a traced `rename`/`renameat2` line.
+fn renamed_to(line: &str) -> String {
+    let quoted: Vec<&str> = line.split('"').collect();
+    // ... "from", ... "to" ...: the fourth piece is the destination.
+    quoted[3].to_string()
+}
+
 /// The index of the first line after `from` that fsyncs a descriptor open
 /// on `path`.
 fn fsync_of(lines: &[String], from: usize, path: &str) -> Option<usize> {
@@ -54,7 +61,7 @@ fn fsync_of(lines: &[String], from: usize, path: &str) -> Option<usize> {
 }
 
 #[test]
-fn meta_files_of_an_import_are_made_durable_by_one_syncfs_after_the_last_rename() {
+fn meta_files_of_an_import_are_made_durable_after_the_last_rename() {
     let tmp = tempfile::tempdir().unwrap();
     let s = tmp.path().join("s");
     let log = tmp.path().join("trace");
@@ -70,26 +77,38 @@ fn meta_files_of_an_import_are_made_durable_by_one_syncfs_after_the_last_rename(
         .collect();
     // A recording file and a chunk list per part, for several recordings.
     assert!(renames.len() >= 8, "{}", lines.join("\n"));
-    let syncfs: Vec<usize> = (0..lines.len())
-        .filter(|&i| lines[i].contains("syncfs("))
-        .collect();
-    assert_eq!(
-        syncfs.len(),
-        1,
-        "one syncfs for the whole import:\n{}",
-        lines.join("\n")
-    );
+    let last_rename = *renames.last().unwrap();
     assert!(
-        syncfs[0] > *renames.last().unwrap(),
-        "the syncfs comes after the last rename:\n{}",
+        !lines.iter().any(|l| l.contains("syncfs(")),
+        "no syncfs (it would wait for every process's dirty data):\n{}",
         lines.join("\n")
     );
-    // No per-file fsync of meta/ (the cost the batch removes).
-    let per_file = lines
+    // Every file renamed into meta/ is fsynced after the last rename (not
+    // as it is written: the cost the batch removes), and so is its directory.
+    for &r in &renames {
+        let to = renamed_to(&lines[r]);
+        let synced = fsync_of(&lines, last_rename + 1, &to);
+        assert!(
+            synced.is_some(),
+            "{to} not fsynced after the last rename:\n{}",
+            lines.join("\n")
+        );
+        let dir = Path::new(&to)
+            .parent()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .to_string();
+        assert!(
+            fsync_of(&lines, last_rename + 1, &dir).is_some(),
+            "{dir} not fsynced"
+        );
+    }
+    let early = lines[..last_rename]
         .iter()
         .filter(|l| l.contains("fsync(") && l.contains(meta))
         .count();
-    assert_eq!(per_file, 0, "{}", lines.join("\n"));
+    assert_eq!(early, 0, "{}", lines.join("\n"));
 
     // rm: its recording file's removal is made durable.
     let id = &ls_ids(&s)[0];
@@ -114,7 +133,7 @@ fn meta_files_of_an_import_are_made_durable_by_one_syncfs_after_the_last_rename(
 }
 
 /// An import of several recordings into an existing store syncs the
-/// index's log once, after its last commit and before the `meta/` syncfs
+/// index's log once, after its last commit and before the `meta/` files
 /// (spec/STORE.md, "Import durability"), instead of once per recording.
 #[test]
 fn an_import_syncs_the_index_log_once_before_the_meta_files() {
@@ -146,10 +165,11 @@ fn an_import_syncs_the_index_log_once_before_the_meta_files() {
         "one pack sync per recording:\n{}",
         lines.join("\n")
     );
+    let meta = s.canonicalize().unwrap().join("meta");
     let syncfs = lines
         .iter()
-        .position(|l| l.contains("syncfs("))
-        .unwrap_or_else(|| panic!("no syncfs:\n{}", lines.join("\n")));
+        .position(|l| l.contains("fdatasync(") && l.contains(meta.to_str().unwrap()))
+        .unwrap_or_else(|| panic!("no meta/ sync:\n{}", lines.join("\n")));
     // After the second recording's pack sync (SQLite itself syncs the log's
     // header when it starts reusing it, at the first commit), the log is
     // synced once, before the meta/ files: not once per recording.

@@ -100,7 +100,7 @@ impl Store {
 
     /// Make what this handle committed and wrote so far durable: the index
     /// commits of imports (one fsync of the index's log) and the recovery
-    /// metadata (one `syncfs`); nothing when there is none. Commands call it
+    /// metadata (fsyncs after the last write); nothing when there is none. Commands call it
     /// before they report success; dropping the store does it too.
     pub fn sync_meta(&self) -> Result<()> {
         let deferred = self.meta_sync.index_deferred();
