@@ -57,7 +57,7 @@ impl Default for Fleet {
 
 enum LaneStore<'a> {
     Caller(&'a mut Store),
-    Own(Store),
+    Own(Box<Store>),
 }
 
 struct Lane<'a> {
@@ -166,7 +166,7 @@ pub fn each_ahead<R: Send>(
     }
     for o in opts {
         lanes.push(Lane {
-            store: LaneStore::Own(Store::open_existing(&dir)?),
+            store: LaneStore::Own(Box::new(Store::open_existing(&dir)?)),
             run: o,
         });
     }
