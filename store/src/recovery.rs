@@ -64,7 +64,6 @@ fn index_err(dir: &Path, context: &str) -> impl Fn(rusqlite::Error) -> StoreErro
 #[derive(Debug)]
 pub struct MetaSync {
     dir: PathBuf,
-    pending: std::cell::Cell<bool>,
     /// Files renamed into place since the last flush.
     files: std::cell::RefCell<Vec<PathBuf>>,
     /// Index commits were made without syncing the log.
@@ -76,7 +75,6 @@ impl MetaSync {
     pub fn new(dir: &Path) -> Self {
         MetaSync {
             dir: dir.to_path_buf(),
-            pending: std::cell::Cell::new(false),
             files: std::cell::RefCell::new(Vec::new()),
             index: std::cell::Cell::new(false),
         }
@@ -84,7 +82,7 @@ impl MetaSync {
 
     /// Whether files were written since the last flush.
     pub fn pending(&self) -> bool {
-        self.pending.get()
+        !self.files.borrow().is_empty()
     }
 
     /// Index commits are being made without syncing the index's log: the
@@ -104,16 +102,8 @@ impl MetaSync {
     /// before the commit that added it.
     pub fn flush(&self) -> Result<()> {
         if self.index.get() {
-            let wal = self.dir.join(format!("{}-wal", layout::INDEX_FILE));
-            match File::open(&wal) {
-                Ok(f) => f.sync_all().map_err(|e| StoreError::io(&wal, e))?,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(StoreError::io(&wal, e)),
-            }
+            sync_index_log(&self.dir)?;
             self.index.set(false);
-        }
-        if !self.pending.get() {
-            return Ok(());
         }
         let files = std::mem::take(&mut *self.files.borrow_mut());
         let mut dirs = std::collections::BTreeSet::new();
@@ -137,14 +127,23 @@ impl MetaSync {
         for d in dirs.iter().rev() {
             sync_dir(d)?;
         }
-        self.pending.set(false);
         Ok(())
     }
 
     /// `path` was renamed into place: fsynced at the next flush.
     fn written(&self, path: &Path) {
-        self.pending.set(true);
         self.files.borrow_mut().push(path.to_path_buf());
+    }
+}
+
+/// fsync the index's log (`index.sqlite-wal`, none is fine) of the store at
+/// `dir`: makes every commit made with `synchronous=NORMAL` durable.
+pub(crate) fn sync_index_log(dir: &Path) -> Result<()> {
+    let wal = dir.join(format!("{}-wal", layout::INDEX_FILE));
+    match File::open(&wal) {
+        Ok(f) => f.sync_all().map_err(|e| StoreError::io(&wal, e)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(StoreError::io(&wal, e)),
     }
 }
 

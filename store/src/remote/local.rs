@@ -251,14 +251,7 @@ impl Store {
     /// into the database file were synced by that checkpoint), then the
     /// connection is back to `synchronous=FULL`.
     pub(crate) fn xfer_pull_durable(&mut self) -> Result<()> {
-        let mut wal = self.index_path().into_os_string();
-        wal.push("-wal");
-        let wal = std::path::PathBuf::from(wal);
-        match File::open(&wal) {
-            Ok(f) => f.sync_all().map_err(|e| StoreError::io(&wal, e))?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(StoreError::io(&wal, e)),
-        }
+        crate::recovery::sync_index_log(&self.dir)?;
         self.conn
             .pragma_update(None, "synchronous", "full")
             .map_err(self.ierr("restoring synchronous=full after a pull"))
