@@ -16,6 +16,11 @@
 #                  which renders `rrstore report` and checks its screenshots.
 # and, from PyPI, moto's S3 server (`moto_server`): the remote tests start a
 # real S3-compatible server on loopback.
+#
+# As root it also reserves a small huge page pool (64 pages of 2 MiB,
+# `vm.nr_hugepages`, when the machine has fewer) and sets
+# RRSTORE_TEST_HUGE_POOL, so the host arena's pool path
+# (replay/src/backend/host/arena.rs) is tested rather than skipped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -35,6 +40,15 @@ if ! command -v moto_server >/dev/null 2>&1; then
   python3 -m pip install -q 'moto[server]'
   if command -v pyenv >/dev/null 2>&1; then pyenv rehash; fi
   hash -r
+fi
+
+POOL=/proc/sys/vm/nr_hugepages
+if [ "$(id -u)" = 0 ] && [ -w "$POOL" ] && [ "$(cat "$POOL")" -lt 64 ]; then
+  echo 64 >"$POOL" || true
+fi
+FREE=/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages
+if [ -r "$FREE" ] && [ "$(cat "$FREE")" -ge 2 ]; then
+  export RRSTORE_TEST_HUGE_POOL=1
 fi
 
 cargo test --workspace --locked "$@"

@@ -12,6 +12,18 @@
 //! `MADV_HUGEPAGE` on anonymous memory works with the default `madvise`
 //! setting: 512 times fewer faults. The parent writes and reads it with
 //! `process_vm_writev`/`readv` (see `transfer`).
+//!
+//! Where the administrator reserved a pool of 2 MiB pages
+//! (`vm.nr_hugepages`), the 2 MiB-aligned interior of the arena comes from
+//! that pool instead (`MAP_HUGETLB`), and only the edges are ordinary
+//! pages. Pool pages never return to the kernel's free lists, and that is
+//! the point: a VM whose host reclaims free guest memory (virtio free page
+//! reporting) makes the first touch of transparent huge pages cost
+//! 10-60x more whenever they were free for a few seconds, which made one
+//! fresh-arena replay in ten run at a third of the speed (issue 24,
+//! BENCHMARKS.md). Pool pages stay backed by the host after their first
+//! use. Without a pool, or when it lacks free pages, the arena is what it
+//! was: anonymous memory with transparent huge pages.
 
 use std::fs::File;
 use std::os::fd::{FromRawFd, OwnedFd};
@@ -52,11 +64,94 @@ pub fn create_memfd(name: &str, len: u64) -> std::io::Result<OwnedFd> {
     Ok(owned)
 }
 
+/// Size of the pool pages [`map_fixed`] uses: the x86-64 and arm64 default
+/// huge page (`/proc/sys/vm/nr_hugepages` counts pages of this size).
+const POOL_PAGE: u64 = 2 << 20;
+
+/// Map the arena at exactly `[lo, lo + len)` without replacing anything
+/// that is there: its 2 MiB-aligned interior from the huge page pool when
+/// the pool has the pages ([`map_pool_interior`]), the rest (or all of it)
+/// as [`map_fixed_transparent`]. The mappings are deliberately leaked: they
+/// are the arena for the rest of the runner process' life.
+pub fn map_fixed(lo: u64, len: u64) -> Result<(), String> {
+    if let Some((a, b)) = map_pool_interior(lo, len) {
+        let edges = [(lo, a), (b, lo.saturating_add(len))];
+        let mut done = Vec::new();
+        for (x, y) in edges {
+            if y > x {
+                if map_fixed_transparent(x, y - x).is_err() {
+                    break;
+                }
+                done.push((x, y));
+            }
+        }
+        if done.len() == edges.iter().filter(|(x, y)| y > x).count() {
+            return Ok(());
+        }
+        // An edge is occupied: undo, and let the plain path name what is
+        // there.
+        unmap(a, b - a);
+        for (x, y) in done {
+            unmap(x, y - x);
+        }
+    }
+    map_fixed_transparent(lo, len)
+}
+
+/// Map `[a, b)`, the 2 MiB-aligned interior of `[lo, lo + len)`, from the
+/// huge page pool at its exact address; `None` (nothing mapped) when the
+/// interior is empty, the pool does not have that many free pages, or the
+/// kernel refuses. Without `MAP_NORESERVE` the kernel reserves every pool
+/// page at `mmap`, so a pool that runs dry fails here rather than with a
+/// SIGBUS at the first touch.
+fn map_pool_interior(lo: u64, len: u64) -> Option<(u64, u64)> {
+    let a = lo.checked_add(POOL_PAGE - 1)? & !(POOL_PAGE - 1);
+    let b = lo.checked_add(len)? & !(POOL_PAGE - 1);
+    if b <= a || pool_free_pages()? < (b - a) / POOL_PAGE {
+        return None;
+    }
+    let ulen = usize::try_from(b - a).ok()?;
+    // SAFETY: MAP_FIXED_NOREPLACE never replaces an existing mapping; a
+    // mapping placed elsewhere (kernels before 4.17) is undone below.
+    let p = unsafe {
+        libc::mmap(
+            a as *mut libc::c_void,
+            ulen,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_HUGETLB | libc::MAP_FIXED_NOREPLACE,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return None;
+    }
+    if p as u64 != a {
+        // SAFETY: unmapping the mapping just created at the wrong place.
+        unsafe { libc::munmap(p, ulen) };
+        return None;
+    }
+    Some((a, b))
+}
+
+/// Free pages of the default-size huge page pool, `None` when there is no
+/// pool (no hugetlbfs support, or an unreadable sysfs).
+fn pool_free_pages() -> Option<u64> {
+    std::fs::read_to_string("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+        .filter(|&n| n > 0)
+}
+
 /// Map anonymous memory at exactly `[lo, lo + len)` without replacing
 /// anything that is there ([`map_noreplace`]), advised to use transparent
-/// huge pages. The mapping is deliberately leaked: it is the arena for the
-/// rest of the runner process' life.
-pub fn map_fixed(lo: u64, len: u64) -> Result<(), String> {
+/// huge pages, never from the huge page pool: what a range that a forked
+/// child inherits must be, since the pool pages of a private mapping are
+/// reserved for the process that mapped it, and a child's first touch
+/// after the parent unmapped its copy could find the pool empty (SIGBUS).
+pub fn map_fixed_transparent(lo: u64, len: u64) -> Result<(), String> {
     map_noreplace(lo, len, libc::PROT_READ | libc::PROT_WRITE)?;
     // Advice only: without transparent huge pages (`enabled` = never) the
     // arena simply keeps 4 KiB pages.
@@ -68,8 +163,10 @@ pub fn map_fixed(lo: u64, len: u64) -> Result<(), String> {
     Ok(())
 }
 
-/// Unmap `[lo, lo + len)` mapped by [`map_fixed`] in this process: the
-/// parent's copy of an arena that a forked runner inherited.
+/// Unmap `[lo, lo + len)` mapped by [`map_fixed`] or
+/// [`map_fixed_transparent`] in this process: the parent's copy of an
+/// arena that a forked runner inherited, or the runner's arena when the
+/// parent releases it.
 pub fn unmap(lo: u64, len: u64) {
     if let Ok(ulen) = usize::try_from(len) {
         // SAFETY: the caller mapped exactly this range with `map_fixed` and
@@ -116,5 +213,88 @@ mod tests {
     fn kernel_space_is_reported_as_outside_the_address_space() {
         let err = map_fixed(0xffff_8000_0000_0000, page_size()).unwrap_err();
         assert!(err.contains("outside"), "{err}");
+    }
+
+    /// Whether this machine has a huge page pool to test with; where
+    /// `RRSTORE_TEST_HUGE_POOL` is set (scripts/test.sh reserves a pool as
+    /// root and sets it), a missing pool fails the test instead.
+    fn pool_or_skip() -> bool {
+        let have = pool_free_pages().is_some_and(|n| n >= 2);
+        let total = std::fs::read_to_string("/proc/sys/vm/nr_hugepages").unwrap_or_default();
+        if total.trim() == "0" && std::env::var_os("RRSTORE_TEST_HUGE_POOL").is_some() {
+            panic!("RRSTORE_TEST_HUGE_POOL is set but vm.nr_hugepages is 0");
+        }
+        if !have {
+            eprintln!("no huge page pool (vm.nr_hugepages): the pool path is not exercised");
+        }
+        have
+    }
+
+    /// `KernelPageSize` of the mapping that starts at `start`, in KiB.
+    fn kernel_page_kib(start: u64) -> Option<u64> {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let mut inside = false;
+        for line in smaps.lines() {
+            let head = line.split_whitespace().next().unwrap_or("");
+            if let Some((s, _)) = head.split_once('-') {
+                if let Ok(s) = u64::from_str_radix(s, 16) {
+                    inside = s == start;
+                    continue;
+                }
+            }
+            if let (true, Some(v)) = (inside, line.strip_prefix("KernelPageSize:")) {
+                return v.trim().trim_end_matches("kB").trim().parse().ok();
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn pool_pages_back_the_aligned_interior_and_the_edges_are_ordinary() {
+        if !pool_or_skip() {
+            return;
+        }
+        // 6 MiB starting 12 KiB past a 2 MiB boundary, 1.125 TiB up: the
+        // interior is the 4 MiB from the next boundary.
+        let base = 0x120_0000_0000u64;
+        let (lo, len) = (base + 0x3000, 6 << 20);
+        map_fixed(lo, len).unwrap();
+        let a = base + POOL_PAGE;
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        assert_eq!(overlapping(&maps, lo, lo + len).len(), 3, "{maps}");
+        assert_eq!(kernel_page_kib(a), Some(2048));
+        assert_eq!(kernel_page_kib(lo), Some(4));
+        assert_eq!(kernel_page_kib(a + (4 << 20)), Some(4));
+        // Every byte is writable and reads back, across both seams.
+        // SAFETY: `[lo, lo + len)` was just mapped read-write.
+        let arena = unsafe { std::slice::from_raw_parts_mut(lo as *mut u8, len as usize) };
+        for (i, b) in arena.iter_mut().enumerate() {
+            *b = (i % 251) as u8;
+        }
+        assert!(arena.iter().enumerate().all(|(i, &b)| b == (i % 251) as u8));
+        unmap(lo, len);
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        assert!(overlapping(&maps, lo, lo + len).is_empty(), "{maps}");
+    }
+
+    #[test]
+    fn an_occupied_edge_undoes_the_pool_interior_and_names_the_occupant() {
+        let pool = pool_or_skip();
+        let base = 0x130_0000_0000u64;
+        let (lo, len) = (base + 0x3000, 6 << 20);
+        // Something already sits in the upper edge.
+        let squatter = lo + len - 0x1000;
+        map_fixed_transparent(squatter, 0x1000).unwrap();
+        let err = map_fixed(lo, len).unwrap_err();
+        assert!(err.contains("occupied by"), "{err}");
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let left = overlapping(&maps, lo, lo + len);
+        assert_eq!(
+            left.len(),
+            1,
+            "only the squatter is left: {left:?} (pool: {pool})"
+        );
+        assert!(left[0].starts_with(&format!("{squatter:#x}-")), "{left:?}");
+        unmap(squatter, 0x1000);
     }
 }

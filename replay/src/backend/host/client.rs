@@ -189,7 +189,7 @@ impl HostBackend {
     /// maps the range in its own, different address-space layout, or
     /// reports what occupies it there).
     pub(super) fn fork_reserved(&self, lo: u64, len: u64) -> Option<RunnerProcess> {
-        if !process::single_threaded() || arena::map_fixed(lo, len).is_err() {
+        if !process::single_threaded() || arena::map_fixed_transparent(lo, len).is_err() {
             return None;
         }
         let forked = RunnerProcess::fork(&self.config.env, |sock| {

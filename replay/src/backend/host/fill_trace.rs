@@ -4,7 +4,8 @@
 //! one JSON line per fill from files to FILE (opened for appending before
 //! the runner confines itself, since fills come before the image load):
 //! when it started, how long it took, whether the runtime's preload was
-//! still running, how much of the arena got transparent huge pages, and
+//! still running, how much of the arena got transparent huge pages or
+//! pages of the huge page pool, and
 //! per fill thread how long it waited to start, ran, spent on a CPU, spent
 //! waiting for one (`/proc/thread-self/schedstat`) and how many page faults
 //! it took. CPU time and fault counts do not depend on the machine's load,
@@ -117,6 +118,7 @@ impl Trace {
     pub fn write(mut self, took_ns: u64, lo: u64, len: u64) {
         let mut threads = self.threads.into_inner().unwrap_or_default();
         threads.sort_by_key(|t| t.offset);
+        let huge = huge_bytes(lo, len).unwrap_or_default();
         let line = Line {
             pid: std::process::id(),
             unix_ns: self.unix_ns,
@@ -124,7 +126,8 @@ impl Trace {
             total_ns: self.requested.elapsed().as_nanos() as u64,
             preloading: self.preloading,
             arena_bytes: len,
-            anon_huge_bytes: anon_huge_bytes(lo).unwrap_or(0),
+            anon_huge_bytes: huge.transparent,
+            pool_bytes: huge.pool,
             threads,
         };
         if let Ok(mut text) = serde_json::to_string(&line) {
@@ -149,6 +152,8 @@ struct Line {
     arena_bytes: u64,
     /// How much of the arena is backed by transparent huge pages.
     anon_huge_bytes: u64,
+    /// How much of it comes from the huge page pool (`vm.nr_hugepages`).
+    pool_bytes: u64,
     threads: Vec<ThreadFigures>,
 }
 
@@ -184,36 +189,55 @@ fn thread_runq_ns() -> u64 {
         .unwrap_or(0)
 }
 
-/// `AnonHugePages` of the mapping starting at `lo` in this process.
-fn anon_huge_bytes(lo: u64) -> Option<u64> {
-    let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
-    anon_huge_in(&smaps, lo)
+/// Huge-page backing of an arena, from `smaps`.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Huge {
+    /// `AnonHugePages`: transparent huge pages.
+    transparent: u64,
+    /// `Private_Hugetlb`: pages of the huge page pool.
+    pool: u64,
 }
 
-/// [`anon_huge_bytes`] on the text of a `smaps` file.
-fn anon_huge_in(smaps: &str, lo: u64) -> Option<u64> {
+/// [`Huge`] of the mappings of this process that start in `[lo, lo + len)`
+/// (the arena is one mapping, or three when its interior is pool pages).
+fn huge_bytes(lo: u64, len: u64) -> Option<Huge> {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
+    huge_in(&smaps, lo, lo.saturating_add(len))
+}
+
+/// [`huge_bytes`] on the text of a `smaps` file; `None` when no mapping
+/// starts in the range.
+fn huge_in(smaps: &str, lo: u64, hi: u64) -> Option<Huge> {
     let mut inside = false;
+    let mut found = None::<Huge>;
+    let kb = |v: &str| {
+        v.trim()
+            .trim_end_matches("kB")
+            .trim()
+            .parse::<u64>()
+            .map_or(0, |k| k << 10)
+    };
     for line in smaps.lines() {
         let head = line.split_whitespace().next().unwrap_or("");
         if let Some((start, _)) = head.split_once('-') {
             if let Ok(start) = u64::from_str_radix(start, 16) {
-                inside = start == lo;
+                inside = (lo..hi).contains(&start);
+                if inside {
+                    found.get_or_insert_with(Huge::default);
+                }
                 continue;
             }
         }
-        if inside {
-            if let Some(kb) = line.strip_prefix("AnonHugePages:") {
-                return kb
-                    .trim()
-                    .trim_end_matches("kB")
-                    .trim()
-                    .parse::<u64>()
-                    .ok()
-                    .map(|k| k << 10);
-            }
+        let Some(h) = found.as_mut().filter(|_| inside) else {
+            continue;
+        };
+        if let Some(v) = line.strip_prefix("AnonHugePages:") {
+            h.transparent += kb(v);
+        } else if let Some(v) = line.strip_prefix("Private_Hugetlb:") {
+            h.pool += kb(v);
         }
     }
-    None
+    found
 }
 
 #[cfg(test)]
@@ -225,11 +249,43 @@ mod tests {
         let smaps = "7f0000000000-7f0004000000 rw-p 00000000 00:00 0 \n\
                      Size:              65536 kB\n\
                      AnonHugePages:     63488 kB\n\
+                     Private_Hugetlb:       0 kB\n\
                      7f0004000000-7f0004001000 r--p 00000000 08:01 12 /usr/lib/x.so\n\
                      AnonHugePages:         0 kB\n";
-        assert_eq!(anon_huge_in(smaps, 0x7f00_0000_0000), Some(63488 << 10));
-        assert_eq!(anon_huge_in(smaps, 0x7f00_0400_0000), Some(0));
-        assert_eq!(anon_huge_in(smaps, 0x1000), None);
+        let thp = |t| {
+            Some(Huge {
+                transparent: t,
+                pool: 0,
+            })
+        };
+        assert_eq!(
+            huge_in(smaps, 0x7f00_0000_0000, 0x7f00_0000_1000),
+            thp(63488 << 10)
+        );
+        assert_eq!(huge_in(smaps, 0x7f00_0400_0000, 0x7f00_0400_1000), thp(0));
+        assert_eq!(huge_in(smaps, 0x1000, 0x2000), None);
+    }
+
+    #[test]
+    fn adds_up_an_arena_whose_interior_is_pool_pages() {
+        let smaps = "7f00001ff000-7f0000200000 rw-p 00000000 00:00 0 \n\
+                     AnonHugePages:         0 kB\n\
+                     Private_Hugetlb:       0 kB\n\
+                     7f0000200000-7f0004200000 rw-p 00000000 00:10 7 /anon_hugepage (deleted)\n\
+                     AnonHugePages:         0 kB\n\
+                     Private_Hugetlb:   65536 kB\n\
+                     7f0004200000-7f0004201000 rw-p 00000000 00:00 0 \n\
+                     AnonHugePages:         0 kB\n\
+                     7f0004201000-7f0004202000 rw-p 00000000 00:00 0 \n\
+                     Private_Hugetlb:    2048 kB\n";
+        let h = huge_in(smaps, 0x7f00_001f_f000, 0x7f00_0420_1000);
+        assert_eq!(
+            h,
+            Some(Huge {
+                transparent: 0,
+                pool: 64 << 20
+            })
+        );
     }
 
     #[test]
