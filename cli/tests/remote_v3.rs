@@ -62,6 +62,17 @@ fn layout_2_remotes_stay_readable_and_migrate_converts_them() {
     );
     assert!(!rdir.join("rrstore-layout").exists());
     assert!(count(&rdir.join("chunks")) > 0);
+    let manifests = |magic: &[u8]| {
+        let files = tree(&rdir.join("recordings"));
+        assert_eq!(files.len(), all.len());
+        for (f, b) in &files {
+            assert!(b.starts_with(magic), "{}", f.display());
+        }
+        files.values().map(|b| b.len() as u64).sum::<u64>()
+    };
+    let v2_bytes = manifests(b"RRM2");
+    let first_v2 = rdir.join("recordings").join(&all[0]);
+    let first_v2_body = std::fs::read(&first_v2).unwrap();
     ok(&b, &["remote", "add", "r", &url]);
     let pulled = json(&b, &["pull", "r", "--all", "--json"]);
     assert_eq!(pulled["recordings"].as_u64().unwrap() as usize, all.len());
@@ -78,6 +89,10 @@ fn layout_2_remotes_stay_readable_and_migrate_converts_them() {
     }
     let o = ok(&a, &["verify", "r:", "--read-data"]);
     assert!(o.contains("(layout 3)") && o.contains("ok"), "{o}");
+    // Layout 3 manifests use the fixed dictionary (spec/REMOTE.md
+    // "Manifest dictionary"): well under the zstd-only size.
+    let v3_bytes = manifests(b"RRM3");
+    assert!(v3_bytes * 2 < v2_bytes, "{v3_bytes} vs {v2_bytes}");
     ok(&c, &["remote", "add", "r", &url]);
     let pulled = json(&c, &["pull", "r", "--all", "--json"]);
     assert_eq!(pulled["layout"], 3);
@@ -96,6 +111,20 @@ fn layout_2_remotes_stay_readable_and_migrate_converts_them() {
     let again = json(&b, &["pull", "r", "--all", "--json"]);
     assert_eq!(again["recordings"], 1);
     ok(&b, &["verify", "--full"]);
+
+    // An RRM2 manifest on a layout 3 remote (what rrstore wrote there
+    // before RRM3) is read beside RRM3 ones.
+    std::fs::write(&first_v2, &first_v2_body).unwrap();
+    let d = t.path().join("d");
+    ok(&d, &["remote", "add", "r", &url]);
+    let pulled = json(&d, &["pull", "r", "--all", "--json"]);
+    assert_eq!(
+        pulled["recordings"].as_u64().unwrap() as usize,
+        all.len() + 1
+    );
+    assert!(ids(&d, None).contains(&all[0]));
+    ok(&d, &["verify", "--full"]);
+    ok(&a, &["verify", "r:"]);
 }
 
 #[test]

@@ -9,6 +9,7 @@
 //! parts/<ab>/<part blake3>     "RRP2" | len u64 | chunks u64 | height u8 | n u32 | n x node
 //!                              (v1: "RRP1" | len u64 | chunks u64 | n u32 | n x list block)
 //! recordings/<recording ID>    "RRM2" | zstd(MessagePack manifest)   (v1: MessagePack)
+//!                              (v3: "RRM3" | zstd with a fixed dictionary, `manifest3`)
 //! images/<ab>/<image blake3>   "RRG2" | zstd(MessagePack image entry)
 //! ```
 //! Every object is immutable and named by a hash its reader checks.
@@ -219,12 +220,16 @@ pub const MANIFEST_V2: u32 = 2;
 /// A manifest (or image entry) body is at most this large decompressed.
 const MAX_META: usize = 16 << 20;
 
-/// `"RRM2"` | zstd frame of the MessagePack manifest.
+/// A manifest of `version` 3: `"RRM3"` | zstd frame with the manifest
+/// dictionary ([`super::manifest3`]); of an earlier version (written to a
+/// version 2 remote, which older rrstore reads): `"RRM2"` | zstd frame.
 pub fn encode_manifest(m: &Manifest) -> Result<Vec<u8>, String> {
-    packed(
-        MANIFEST_MAGIC,
-        &rmp_serde::to_vec_named(m).map_err(|e| e.to_string())?,
-    )
+    let raw = rmp_serde::to_vec_named(m).map_err(|e| e.to_string())?;
+    if m.version >= 3 {
+        super::manifest3::pack(&raw)
+    } else {
+        packed(MANIFEST_MAGIC, &raw)
+    }
 }
 
 fn packed(magic: &[u8; 4], raw: &[u8]) -> Result<Vec<u8>, String> {
@@ -242,10 +247,14 @@ fn unpacked<'a>(b: &'a [u8], magic: &[u8; 4]) -> Result<std::borrow::Cow<'a, [u8
     }
 }
 
-/// Decode a manifest (v2: `RRM2` + zstd; v1: plain MessagePack) and check
-/// that its recording hashes to `id`.
+/// Decode a manifest (v3: `RRM3` + zstd with the dictionary; v2: `RRM2` +
+/// zstd; v1: plain MessagePack) and check that its recording hashes to
+/// `id`.
 pub fn decode_manifest(b: &[u8], id: &RecordingId) -> Result<Manifest, String> {
-    let raw = unpacked(b, MANIFEST_MAGIC)?;
+    let raw = match b.strip_prefix(&super::manifest3::MAGIC[..]) {
+        Some(z) => super::manifest3::unpack(z, MAX_META)?.into(),
+        None => unpacked(b, MANIFEST_MAGIC)?,
+    };
     let m: Manifest = rmp_serde::from_slice(&raw).map_err(|e| format!("does not decode: {e}"))?;
     if m.version == 0 || m.version > MANIFEST_VERSION {
         return Err(format!(

@@ -17,8 +17,9 @@ use super::index4::{self, Header, Raw, ENTRY, HEADER};
 use super::layout3::{Entry, Kind};
 use super::ranges::Got;
 
-/// Ranges of one index object closer than this are read with one request.
-const GAP: u64 = 256;
+/// Ranges of one index object closer than this are read with one request
+/// (the gap's bytes are read for nothing: about a request's headers).
+const GAP: u64 = 64;
 /// Read an object whole once the lookups' estimated bytes reach this
 /// fraction (1/N) of its size.
 const WHOLE_FRACTION: u64 = 4;

@@ -38,6 +38,7 @@ mod lazy;
 pub mod list;
 mod local;
 pub mod lock;
+mod manifest3;
 pub mod migrate;
 pub mod prune;
 pub mod pull;
