@@ -10,6 +10,12 @@
       --rounds R         blocks per binary (default 2; with two binaries
                          the blocks run before, after, after, before, ...)
       --pause S          seconds between replays (default 0: back to back)
+      --pool PAGES       one binary, two ways: blocks "no-pool" run with
+                         vm.nr_hugepages=0, blocks "pool" with PAGES huge
+                         pages reserved (as root; the arena's interior then
+                         comes from the pool, docs/replay.md), alternating
+                         as two binaries do; after the pool is reserved,
+                         one replay that is not counted touches it first
 
 Each replay is `BIN --store S replay ID --verify --json` (one repetition:
 the arena is fresh), started as soon as the previous one returned, and
@@ -126,7 +132,7 @@ def row(i, r):
                   f"{sum(t['runq_ns'] for t in th) / 1e6:6.1f}",
                   f"{max(t['start_ns'] for t in th) / 1e6:5.1f}",
                   f"{sum(t['minflt'] for t in th):6d}",
-                  f"{f['anon_huge_bytes'] >> 20:4d}/{f['arena_bytes'] >> 20}",
+                  f"{(f['anon_huge_bytes'] + f.get('pool_bytes', 0)) >> 20:4d}/{f['arena_bytes'] >> 20}",
                   "yes" if f["preloading"] else "no "]
     else:
         cells += ["     -", "     -", "    -", "     -", "    -", "  -"]
@@ -148,6 +154,16 @@ HEADER = ("rep  GB/s  fill   fillcpu  runq  start  minflt  huge   pre   "
           "                                         ms")
 
 
+def set_pool(pages):
+    """Reserve `pages` huge pages (vm.nr_hugepages), as root."""
+    with open("/proc/sys/vm/nr_hugepages", "w") as f:
+        f.write(str(pages))
+    with open("/proc/sys/vm/nr_hugepages") as f:
+        got = int(f.read())
+    if got != pages:
+        sys.exit(f"vm.nr_hugepages is {got}, not {pages}: not enough free memory?")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("after")
@@ -156,16 +172,19 @@ def main():
     ap.add_argument("--replays", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--pause", type=float, default=0.0)
+    ap.add_argument("--pool", type=int)
     a = ap.parse_args()
     rec = a.recording or sorted(glob.glob("/work/data/corpus/large/*/*.json"))[0]
     bins = {"after": os.path.abspath(a.after)}
     if a.before:
         bins = {"before": os.path.abspath(a.before), **bins}
+    if a.pool:
+        bins = {"no-pool": bins["after"], "pool": bins["after"]}
     perf = perf_works()
     tmp = tempfile.mkdtemp(prefix="rehydrate-bench-")
     try:
         store = os.path.join(tmp, "store")
-        first = bins["after"]
+        first = next(iter(bins.values()))
         subprocess.run([first, "--store", store, "import", os.path.dirname(rec)],
                        check=True, stdout=subprocess.DEVNULL)
         rid = json.loads(subprocess.run([first, "--store", store, "replay", rec, "--json"],
@@ -184,6 +203,10 @@ def main():
             replay(bins[b], store, rid, os.path.join(tmp, f"{b}.trace"), False, tmp)
         for n, b in enumerate(blocks):
             trace = os.path.join(tmp, f"{b}.trace")
+            if a.pool:
+                set_pool(a.pool if b == "pool" else 0)
+                if b == "pool":  # the pool's first touch, not counted
+                    replay(bins[b], store, rid, trace, False, tmp)
             print(f"\n== block {n + 1}: {b} ({bins[b]}), load {load()}")
             print(HEADER)
             prev_left = ...
@@ -212,6 +235,8 @@ def main():
             print("        " + " ".join(f"{x:.2f}" for x in g))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+        if a.pool:
+            set_pool(a.pool)
 
 
 if __name__ == "__main__":

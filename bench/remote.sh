@@ -13,6 +13,13 @@
 # push, restic backup, rrstore pull, restic restore, each to a fresh
 # prefix/repository/store), then the ratios of the medians.
 #
+# SERVER=moto (default; Python, in memory: the tests' server) or
+# SERVER=s3s-fs (Rust, on the file system under $W; S3S=path to the binary,
+# `cargo install s3s-fs@0.14.1 --features binary --root DIR`, outside the
+# repository), to tell whether the server is the bottleneck. s3s-fs keeps
+# no request log: "server: requests" is then "-" and rrstore's own count
+# (its JSON) is the figure.
+#
 # Needs: rrstore (RR=..., default target/release/rrstore; build it with
 # `cargo build --release -p rrstore-cli`), the fake_index example (FAKE=...,
 # `cargo build --release -p rrstore-store --features remote --example
@@ -39,11 +46,20 @@ PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); pr
 EP=http://127.0.0.1:$PORT
 export AWS_ACCESS_KEY_ID=bench AWS_SECRET_ACCESS_KEY=bench AWS_REGION=us-east-1
 export RESTIC_PASSWORD=bench
-moto_server -H 127.0.0.1 -p "$PORT" >"$W/moto.log" 2>&1 &
-MOTO=$!
+SERVER=${SERVER:-moto}
+case $SERVER in
+  moto)
+    moto_server -H 127.0.0.1 -p "$PORT" >"$W/moto.log" 2>&1 &
+    MOTO=$! ;;
+  s3s-fs)
+    mkdir -p "$W/s3/bench"
+    "${S3S:-s3s-fs}" --host 127.0.0.1 --port "$PORT" --access-key bench --secret-key bench "$W/s3" >"$W/moto.log" 2>&1 &
+    MOTO=$! ;;
+  *) echo "SERVER is moto or s3s-fs" >&2; exit 2 ;;
+esac
 trap 'kill $MOTO 2>/dev/null; rm -rf "$W"' EXIT
 for _ in $(seq 100); do curl -s "$EP" >/dev/null && break; sleep 0.1; done
-curl -s -X PUT "$EP/bench" >/dev/null
+[ "$SERVER" = moto ] && curl -s -X PUT "$EP/bench" >/dev/null
 
 CORPORA=("$@")
 if [ ${#CORPORA[@]} -eq 0 ]; then
@@ -58,7 +74,7 @@ if [ ${#CORPORA[@]} -eq 0 ]; then
 fi
 
 now() { date +%s.%N; }
-reqs() { grep -c '" [0-9][0-9][0-9] ' "$W/moto.log" || true; }
+reqs() { if [ "$SERVER" = moto ]; then grep -c '" [0-9][0-9][0-9] ' "$W/moto.log" || true; else echo 0; fi; }
 cpu() { awk '{printf "%.2f", ($14 + $15) / 100}' "/proc/$MOTO/stat"; }
 field() { python3 -c "import json,sys; print(json.load(open('$1')).get('$2', 0))"; }
 mbps() { echo "scale=1; $1 / 1000000 / $2" | bc; }
@@ -79,7 +95,8 @@ run() {
 client() { echo "      client: $(field "$W/out" requests) requests, $(field "$W/out" bytes) payload bytes ($(field "$W/out" chunk_bytes) chunk bytes)"; }
 
 echo "== load: $(uptime)"
-echo "== rrstore: $RR ($($RR --version 2>/dev/null || echo '?'))${RR_B:+, B: $RR_B}; restic $(restic version | cut -d' ' -f2); moto $(python3 -c 'import moto; print(moto.__version__)')"
+echo "== rrstore: $RR ($($RR --version 2>/dev/null || echo '?'))${RR_B:+, B: $RR_B}; restic $(restic version | cut -d' ' -f2); server $SERVER"
+[ "$SERVER" = moto ] && echo "   moto $(python3 -c 'import moto; print(moto.__version__)')"
 SUMMARY="$W/summary"
 for CORPUS in "${CORPORA[@]}"; do
   name=$(basename "$CORPUS")
