@@ -102,9 +102,56 @@ pub fn overlapping(maps: &str, lo: u64, hi: u64) -> Vec<String> {
     out
 }
 
+/// The sum of the `key` fields (`AnonHugePages:`, `Private_Hugetlb:`,
+/// `KernelPageSize:`..., in kB, returned in bytes) of the mappings in the
+/// text of a `smaps` file that start in `[lo, hi)`; `None` when no mapping
+/// starts there.
+pub fn smaps_sum(smaps: &str, lo: u64, hi: u64, key: &str) -> Option<u64> {
+    let mut inside = false;
+    let mut sum = None;
+    for line in smaps.lines() {
+        let head = line.split_whitespace().next().unwrap_or("");
+        if let Some((start, _)) = head.split_once('-') {
+            if let Ok(start) = u64::from_str_radix(start, 16) {
+                inside = (lo..hi).contains(&start);
+                if inside {
+                    sum.get_or_insert(0);
+                }
+                continue;
+            }
+        }
+        if let (true, Some(v), Some(s)) = (inside, line.strip_prefix(key), sum.as_mut()) {
+            let kb = v.trim().trim_end_matches("kB").trim().parse::<u64>();
+            *s += kb.map_or(0, |k| k << 10);
+        }
+    }
+    sum
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sums_a_smaps_field_over_the_mappings_starting_in_a_range() {
+        let smaps = "7f00001ff000-7f0000200000 rw-p 00000000 00:00 0 \n\
+                     KernelPageSize:        4 kB\n\
+                     Private_Hugetlb:       0 kB\n\
+                     7f0000200000-7f0004200000 rw-p 00000000 00:10 7 /anon_hugepage (deleted)\n\
+                     KernelPageSize:     2048 kB\n\
+                     Private_Hugetlb:   65536 kB\n\
+                     7f0004200000-7f0004201000 rw-p 00000000 00:00 0 \n\
+                     Private_Hugetlb:    2048 kB\n";
+        let (lo, hi) = (0x7f00_001f_f000, 0x7f00_0420_0000);
+        assert_eq!(smaps_sum(smaps, lo, hi, "Private_Hugetlb:"), Some(64 << 20));
+        assert_eq!(smaps_sum(smaps, lo, hi, "AnonHugePages:"), Some(0));
+        let one = 0x7f00_0020_0000;
+        assert_eq!(
+            smaps_sum(smaps, one, one + 1, "KernelPageSize:"),
+            Some(2 << 20)
+        );
+        assert_eq!(smaps_sum(smaps, 0x1000, 0x2000, "KernelPageSize:"), None);
+    }
 
     #[test]
     fn parses_maps_lines() {

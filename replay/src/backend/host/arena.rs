@@ -75,25 +75,20 @@ const POOL_PAGE: u64 = 2 << 20;
 /// are the arena for the rest of the runner process' life.
 pub fn map_fixed(lo: u64, len: u64) -> Result<(), String> {
     if let Some((a, b)) = map_pool_interior(lo, len) {
-        let edges = [(lo, a), (b, lo.saturating_add(len))];
-        let mut done = Vec::new();
-        for (x, y) in edges {
-            if y > x {
-                if map_fixed_transparent(x, y - x).is_err() {
-                    break;
+        let edges = [(lo, a), (b, lo + len)];
+        let mut mapped = vec![(a, b)];
+        for (x, y) in edges.into_iter().filter(|(x, y)| y > x) {
+            if map_fixed_transparent(x, y - x).is_err() {
+                // An edge is occupied: undo, and let the plain path name
+                // what is there.
+                for (x, y) in mapped {
+                    unmap(x, y - x);
                 }
-                done.push((x, y));
+                return map_fixed_transparent(lo, len);
             }
+            mapped.push((x, y));
         }
-        if done.len() == edges.iter().filter(|(x, y)| y > x).count() {
-            return Ok(());
-        }
-        // An edge is occupied: undo, and let the plain path name what is
-        // there.
-        unmap(a, b - a);
-        for (x, y) in done {
-            unmap(x, y - x);
-        }
+        return Ok(());
     }
     map_fixed_transparent(lo, len)
 }
@@ -233,20 +228,8 @@ mod tests {
     /// `KernelPageSize` of the mapping that starts at `start`, in KiB.
     fn kernel_page_kib(start: u64) -> Option<u64> {
         let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
-        let mut inside = false;
-        for line in smaps.lines() {
-            let head = line.split_whitespace().next().unwrap_or("");
-            if let Some((s, _)) = head.split_once('-') {
-                if let Ok(s) = u64::from_str_radix(s, 16) {
-                    inside = s == start;
-                    continue;
-                }
-            }
-            if let (true, Some(v)) = (inside, line.strip_prefix("KernelPageSize:")) {
-                return v.trim().trim_end_matches("kB").trim().parse().ok();
-            }
-        }
-        None
+        crate::backend::fixed_range::smaps_sum(&smaps, start, start + 1, "KernelPageSize:")
+            .map(|b| b >> 10)
     }
 
     #[test]
@@ -296,5 +279,26 @@ mod tests {
         );
         assert!(left[0].starts_with(&format!("{squatter:#x}-")), "{left:?}");
         unmap(squatter, 0x1000);
+    }
+
+    #[test]
+    fn a_pool_without_enough_free_pages_leaves_the_arena_transparent() {
+        if !pool_or_skip() {
+            return;
+        }
+        // More pages than the whole pool has: the pool path gives up
+        // before mapping anything, and one ordinary mapping is the arena.
+        let total: u64 = std::fs::read_to_string("/proc/sys/vm/nr_hugepages")
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let base = 0x140_0000_0000u64;
+        let len = (total + 1) * POOL_PAGE;
+        map_fixed(base, len).unwrap();
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        assert_eq!(overlapping(&maps, base, base + len).len(), 1, "{maps}");
+        assert_eq!(kernel_page_kib(base), Some(4));
+        unmap(base, len);
     }
 }

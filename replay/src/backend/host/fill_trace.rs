@@ -18,6 +18,8 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
+use crate::backend::fixed_range::smaps_sum;
+
 /// The variable naming the trace file.
 pub const TRACE_ENV: &str = "RRSTORE_FILL_TRACE";
 
@@ -208,36 +210,10 @@ fn huge_bytes(lo: u64, len: u64) -> Option<Huge> {
 /// [`huge_bytes`] on the text of a `smaps` file; `None` when no mapping
 /// starts in the range.
 fn huge_in(smaps: &str, lo: u64, hi: u64) -> Option<Huge> {
-    let mut inside = false;
-    let mut found = None::<Huge>;
-    let kb = |v: &str| {
-        v.trim()
-            .trim_end_matches("kB")
-            .trim()
-            .parse::<u64>()
-            .map_or(0, |k| k << 10)
-    };
-    for line in smaps.lines() {
-        let head = line.split_whitespace().next().unwrap_or("");
-        if let Some((start, _)) = head.split_once('-') {
-            if let Ok(start) = u64::from_str_radix(start, 16) {
-                inside = (lo..hi).contains(&start);
-                if inside {
-                    found.get_or_insert_with(Huge::default);
-                }
-                continue;
-            }
-        }
-        let Some(h) = found.as_mut().filter(|_| inside) else {
-            continue;
-        };
-        if let Some(v) = line.strip_prefix("AnonHugePages:") {
-            h.transparent += kb(v);
-        } else if let Some(v) = line.strip_prefix("Private_Hugetlb:") {
-            h.pool += kb(v);
-        }
-    }
-    found
+    Some(Huge {
+        transparent: smaps_sum(smaps, lo, hi, "AnonHugePages:")?,
+        pool: smaps_sum(smaps, lo, hi, "Private_Hugetlb:")?,
+    })
 }
 
 #[cfg(test)]
