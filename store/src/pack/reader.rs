@@ -1,5 +1,7 @@
 //! Reading chunk entries back from pack files, checked against the index and
-//! against their blake3 (never returns unverified bytes).
+//! against their blake3 (never returns unverified bytes, but through
+//! [`PackFiles::read_into_unverified`], for a caller that verifies what it
+//! assembles from many chunks as a whole).
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -57,6 +59,7 @@ pub struct PackFiles {
     dir: PathBuf,
     open: HashMap<String, File>,
     buf: Vec<u8>,
+    decoder: chunk::Decoder,
 }
 
 impl PackFiles {
@@ -65,6 +68,7 @@ impl PackFiles {
             dir: dir.to_path_buf(),
             open: HashMap::new(),
             buf: Vec::new(),
+            decoder: chunk::Decoder::default(),
         }
     }
 
@@ -95,9 +99,32 @@ impl PackFiles {
     /// Read the chunk at `loc`, decode it into `dst` (length `loc.len`) and
     /// verify its blake3.
     pub fn read_into(&mut self, loc: &ChunkLoc, dst: &mut [u8]) -> Result<(), ReadError> {
+        self.read_checked(loc, dst, true)
+    }
+
+    /// [`PackFiles::read_into`] without the check of the chunk's bytes
+    /// against its blake3 (the entry header is still checked against the
+    /// index): only for a caller that hashes what it assembles and compares
+    /// that, as `pull` checks each new part against the part's blake3, so
+    /// the part's bytes are hashed once rather than twice.
+    pub fn read_into_unverified(
+        &mut self,
+        loc: &ChunkLoc,
+        dst: &mut [u8],
+    ) -> Result<(), ReadError> {
+        self.read_checked(loc, dst, false)
+    }
+
+    fn read_checked(
+        &mut self,
+        loc: &ChunkLoc,
+        dst: &mut [u8],
+        verify: bool,
+    ) -> Result<(), ReadError> {
         let mut buf = std::mem::take(&mut self.buf);
-        let r = self.read_into_buf(loc, dst, &mut buf);
-        self.buf = buf;
+        let mut decoder = std::mem::take(&mut self.decoder);
+        let r = self.read_into_buf(loc, dst, &mut buf, &mut decoder, verify);
+        (self.buf, self.decoder) = (buf, decoder);
         r
     }
 
@@ -106,6 +133,8 @@ impl PackFiles {
         loc: &ChunkLoc,
         dst: &mut [u8],
         buf: &mut Vec<u8>,
+        d: &mut chunk::Decoder,
+        verify: bool,
     ) -> Result<(), ReadError> {
         let (file, path) = self.file(&loc.pack)?;
         let corrupt = |why: String| ReadError::Corrupt(path.clone(), loc.offset, why);
@@ -131,13 +160,19 @@ impl PackFiles {
         match loc.codec {
             Codec::Raw => {
                 read_exact_at(file, dst, data_off).map_err(&corrupt)?;
-                chunk::verify(dst, &loc.hash).map_err(|e| corrupt(e.to_string()))?;
+                if verify {
+                    chunk::verify(dst, &loc.hash).map_err(|e| corrupt(e.to_string()))?;
+                }
             }
             Codec::Zstd => {
                 buf.resize(loc.stored_len as usize, 0);
                 read_exact_at(file, buf, data_off).map_err(&corrupt)?;
-                chunk::decode_into(Codec::Zstd, buf, dst, &loc.hash)
-                    .map_err(|e| corrupt(e.to_string()))?;
+                let r = if verify {
+                    d.decode_into(Codec::Zstd, buf, dst, &loc.hash)
+                } else {
+                    d.decode_unverified_into(Codec::Zstd, buf, dst, &loc.hash)
+                };
+                r.map_err(|e| corrupt(e.to_string()))?;
             }
         }
         Ok(())

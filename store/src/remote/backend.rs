@@ -11,13 +11,14 @@ use std::sync::Arc;
 #[cfg(feature = "s3")]
 use std::time::Duration;
 
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use object_store::path::Path as ObjPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 
 use super::config::RemoteConfig;
 use super::error::{RemoteError, Result};
 use super::temp;
+use super::trace::Trace;
 use super::url::RemoteUrl;
 
 /// Requests in flight at once.
@@ -45,6 +46,8 @@ pub struct Backend {
     pub requests: AtomicU64,
     /// Version 3: a pack is closed once it holds this many bytes.
     pub pack_target: u64,
+    /// `RRSTORE_REMOTE_TRACE` (`trace`).
+    pub(super) trace: Trace,
 }
 
 fn runtime(name: &str, url: &str) -> Result<tokio::runtime::Runtime> {
@@ -112,11 +115,17 @@ impl Backend {
             received: AtomicU64::new(0),
             requests: AtomicU64::new(0),
             pack_target: pack_target(cfg),
+            trace: Trace::from_env(),
         })
     }
 
     pub(super) fn count(&self, n: u64) {
         self.requests.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Length of the key prefix inside the bucket.
+    pub(super) fn base_len(&self) -> usize {
+        self.base.len()
     }
 
     pub(super) fn path(&self, key: &str) -> ObjPath {
@@ -174,87 +183,6 @@ impl Backend {
         }
     }
 
-    /// Keys under `dir` with their last-modified times.
-    pub fn list_meta(&self, dir: &str) -> Result<Vec<(String, std::time::SystemTime)>> {
-        let prefix = self.path(dir.trim_end_matches('/'));
-        let base_len = self.base.len();
-        let items: Vec<(String, std::time::SystemTime)> = self
-            .rt
-            .block_on(async {
-                self.store
-                    .list(Some(&prefix))
-                    .map_ok(|m| (m.location.as_ref().to_string(), m.last_modified.into()))
-                    .try_collect::<Vec<_>>()
-                    .await
-            })
-            .map_err(|e| self.err(format!("listing {dir}"), e))?;
-        self.count(1 + items.len() as u64 / 1000);
-        Ok(items
-            .into_iter()
-            .filter_map(|(k, t)| k.get(base_len..).map(|k| (k.to_string(), t)))
-            .collect())
-    }
-
-    /// Keys under `dir` with their sizes.
-    pub fn list_sized(&self, dir: &str) -> Result<Vec<(String, u64)>> {
-        let prefix = self.path(dir.trim_end_matches('/'));
-        let base_len = self.base.len();
-        let items: Vec<(String, u64)> = self
-            .rt
-            .block_on(async {
-                self.store
-                    .list(Some(&prefix))
-                    .map_ok(|m| (m.location.as_ref().to_string(), m.size))
-                    .try_collect::<Vec<_>>()
-                    .await
-            })
-            .map_err(|e| self.err(format!("listing {dir}"), e))?;
-        self.count(1 + items.len() as u64 / 1000);
-        Ok(items
-            .into_iter()
-            .filter_map(|(k, n)| k.get(base_len..).map(|k| (k.to_string(), n)))
-            .collect())
-    }
-
-    /// Keys under `dir` (e.g. `chunks/`), relative to the remote's root.
-    pub fn list(&self, dir: &str) -> Result<Vec<String>> {
-        let prefix = self.path(dir.trim_end_matches('/'));
-        let base_len = self.base.len();
-        let items: Vec<String> = self
-            .rt
-            .block_on(async {
-                self.store
-                    .list(Some(&prefix))
-                    .map_ok(|m| m.location.as_ref().to_string())
-                    .try_collect::<Vec<String>>()
-                    .await
-            })
-            .map_err(|e| self.err(format!("listing {dir}"), e))?;
-        self.count(1 + items.len() as u64 / 1000);
-        Ok(items
-            .into_iter()
-            .filter_map(|k| k.get(base_len..).map(str::to_string))
-            .collect())
-    }
-
-    /// An object's bytes, `None` when it does not exist.
-    pub fn get(&self, key: &str) -> Result<Option<Vec<u8>>> {
-        let path = self.path(key);
-        self.count(1);
-        let r = self.rt.block_on(async {
-            match self.store.get(&path).await {
-                Ok(g) => g.bytes().await.map(Some),
-                Err(object_store::Error::NotFound { .. }) => Ok(None),
-                Err(e) => Err(e),
-            }
-        });
-        let b = r.map_err(|e| self.err(format!("reading {key}"), e))?;
-        if let Some(b) = &b {
-            self.received.fetch_add(b.len() as u64, Ordering::Relaxed);
-        }
-        Ok(b.map(|b| b.to_vec()))
-    }
-
     /// Write an object (atomically: readers see the old or the whole new one).
     pub fn put(&self, key: &str, body: Vec<u8>) -> Result<()> {
         self.put_all(std::iter::once(Ok((key.to_string(), body))), &mut |_| {})
@@ -299,6 +227,13 @@ impl Backend {
     }
 
     async fn upload(&self, key: &str, body: Vec<u8>) -> Result<()> {
+        let (mark, n) = (self.trace.begin(), body.len() as u64);
+        self.upload_untraced(key, body).await?;
+        self.trace.end(mark, "PUT", key, None, n);
+        Ok(())
+    }
+
+    async fn upload_untraced(&self, key: &str, body: Vec<u8>) -> Result<()> {
         if let Some(root) = &self.root {
             self.count(1);
             let (root, k) = (root.clone(), key.to_string());
@@ -335,40 +270,6 @@ impl Backend {
             at = end;
         }
         w.finish().await.map(|_| ()).map_err(werr)
-    }
-
-    /// Download `keys` up to [`CONCURRENCY`] at once and hand each (key,
-    /// bytes or `None` if missing) to `f`, on this thread, in completion order.
-    pub fn get_all<I>(
-        &self,
-        keys: I,
-        f: &mut dyn FnMut(String, Option<Vec<u8>>) -> Result<()>,
-    ) -> Result<()>
-    where
-        I: Iterator<Item = String>,
-    {
-        self.rt.block_on(async {
-            let downloads = futures::stream::iter(keys).map(|key| async move {
-                let path = self.path(&key);
-                self.count(1);
-                let r = match self.store.get(&path).await {
-                    Ok(g) => g.bytes().await.map(Some),
-                    Err(object_store::Error::NotFound { .. }) => Ok(None),
-                    Err(e) => Err(e),
-                };
-                let b = r.map_err(|e| self.err(format!("reading {key}"), e))?;
-                if let Some(b) = &b {
-                    self.received.fetch_add(b.len() as u64, Ordering::Relaxed);
-                }
-                Ok::<_, RemoteError>((key, b.map(|b| b.to_vec())))
-            });
-            let mut downloads = downloads.buffer_unordered(CONCURRENCY);
-            while let Some(r) = downloads.next().await {
-                let (key, body) = r?;
-                f(key, body)?;
-            }
-            Ok(())
-        })
     }
 }
 

@@ -28,8 +28,11 @@ const COALESCE_GAP: u64 = 64;
 /// pull's chunk bytes, a third of its 1.05x budget (issue 20); 1/128
 /// keeps them under 0.8 %.
 const GAP_FRACTION: u64 = 128;
+/// A pull into an empty store reads uncached index objects whole when they
+/// are at most 1/N of the logical bytes it brings.
+const WHOLE_INDEX_FRACTION: u64 = 64;
 /// A coalesced request covers at most this much.
-const MAX_RANGE: u64 = 16 << 20;
+const MAX_RANGE: u64 = 4 << 20;
 
 /// A blob as found: where (for error messages) and its bytes, or why not.
 pub type Found = std::result::Result<Vec<u8>, String>;
@@ -48,7 +51,12 @@ pub(crate) struct Blobs<'a> {
 
 /// The layout version of `remote`: 3 with the marker, else 2.
 pub fn layout_version(remote: &Backend) -> Result<u32> {
-    let Some(b) = remote.get(layout3::MARKER)? else {
+    parse_marker(remote, remote.get(layout3::MARKER)?)
+}
+
+/// The layout version a marker object says (`None`: no marker, 2).
+fn parse_marker(remote: &Backend, marker: Option<Vec<u8>>) -> Result<u32> {
+    let Some(b) = marker else {
         return Ok(2);
     };
     let line = String::from_utf8_lossy(&b);
@@ -132,16 +140,64 @@ impl<'a> Blobs<'a> {
 
     /// [`Blobs::open`] for a pull: index objects not cached yet are only
     /// listed, and looked up with ranged GETs as blobs are asked for
-    /// (`lazy`); those read whole on the way join the cache.
-    pub fn open_lazy(dir: &Path, remote: &'a Backend) -> Result<Blobs<'a>> {
+    /// (`lazy`); those read whole on the way join the cache. The marker,
+    /// the listing and the objects `also` (the pull's manifests) are
+    /// requested in one round; returns `also`'s bodies, in order.
+    pub fn open_lazy(
+        dir: &Path,
+        remote: &'a Backend,
+        also: &[String],
+    ) -> Result<(Blobs<'a>, Vec<Option<Vec<u8>>>)> {
         let mut b = Blobs::new(remote);
-        if layout_version(remote)? == 3 {
+        let (marker, listed, bodies) = remote.join(async {
+            futures::join!(
+                remote.get_async(layout3::MARKER),
+                remote.list_async(layout3::INDEX),
+                remote.get_many_async(also)
+            )
+        });
+        if parse_marker(remote, marker?)? == 3 {
+            let listed: Vec<(String, u64)> = listed?.into_iter().map(|o| (o.key, o.size)).collect();
             let mut c = Cache::open(dir, remote)?;
-            let uncached = c.sync_listing(remote)?;
+            let uncached = c.sync_listed(&listed)?;
             b.lazy = RefCell::new(Lazy::new(uncached));
             b.cache = Some(c);
         }
-        Ok(b)
+        Ok((b, bodies?))
+    }
+
+    /// Read the index objects not cached yet whole (they join the cache),
+    /// when that is cheaper than looking blobs up in them one by one: a
+    /// pull into a store that holds no chunk, which needs about every blob
+    /// its recordings use (spec/REMOTE.md, "Read order (pull, version 3)").
+    /// Only when they are at most 1/[`WHOLE_INDEX_FRACTION`] of
+    /// `logical`, the bytes the pull brings. Returns the tree nodes they
+    /// list when those too are at most that fraction of `logical`: the
+    /// pull fetches them with its part objects, rather than one round per
+    /// level of the trees.
+    pub fn read_index_whole(&mut self, logical: u64) -> Result<Vec<Entry>> {
+        let Some(c) = &self.cache else {
+            return Ok(Vec::new());
+        };
+        let mut lazy = self.lazy.borrow_mut();
+        if lazy.is_empty() || lazy.size().saturating_mul(WHOLE_INDEX_FRACTION) > logical {
+            return Ok(Vec::new());
+        }
+        let keys = lazy.take_all();
+        drop(lazy);
+        let before = self.got();
+        let mut nodes = Vec::new();
+        let bad = c.fetch_whole_with(self.remote, keys, &mut |entries| {
+            nodes.extend(entries.iter().filter(|e| e.kind == Kind::Node).cloned());
+        });
+        self.add(self.got() - before, |t| &mut t.index);
+        // Reported with those a lookup finds damaged (`lazy_bad`).
+        self.lazy.borrow_mut().bad.extend(bad?);
+        let node_bytes: u64 = nodes.iter().map(|e| u64::from(e.len)).sum();
+        if node_bytes.saturating_mul(WHOLE_INDEX_FRACTION) > logical {
+            nodes.clear();
+        }
+        Ok(nodes)
     }
 
     /// Add to the tally: `f` picks the field.
@@ -227,14 +283,15 @@ impl<'a> Blobs<'a> {
                 f(name, key, found)
             })?;
         }
-        self.get_packed(packed, f)
+        self.get_packed(packed, &mut |e, at, found| f(e.name, at, found))
     }
 
-    /// Ranged GETs of pack blobs, neighbours coalesced.
+    /// Ranged GETs of pack blobs, neighbours coalesced; `f` gets each
+    /// entry, where it was read and its bytes or why not.
     pub fn get_packed(
         &self,
         mut packed: Vec<Entry>,
-        f: &mut dyn FnMut([u8; 32], String, Found) -> Result<()>,
+        f: &mut dyn FnMut(&Entry, String, Found) -> Result<()>,
     ) -> Result<()> {
         packed.sort_by_key(|e| (e.pack, e.offset));
         packed.dedup_by(|a, b| a.pack == b.pack && a.offset == b.offset && a.name == b.name);
@@ -292,7 +349,7 @@ impl<'a> Blobs<'a> {
                         )
                     }),
                 };
-                f(e.name, describe(e), found)?;
+                f(e, describe(e), found)?;
             }
             Ok(())
         })

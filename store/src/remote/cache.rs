@@ -123,8 +123,13 @@ impl Cache {
     /// listed, and return the listed ones not cached yet (a pull reads
     /// those lazily, `lazy`), sorted by key.
     pub fn sync_listing(&mut self, remote: &Backend) -> Result<Vec<Uncached>> {
-        let listed: HashMap<[u8; 32], u64> = remote
-            .list_sized(layout3::INDEX)?
+        let listed = remote.list_sized(layout3::INDEX)?;
+        self.sync_listed(&listed)
+    }
+
+    /// [`Cache::sync_listing`] with the LIST of `index/` made already.
+    pub fn sync_listed(&mut self, listed: &[(String, u64)]) -> Result<Vec<Uncached>> {
+        let listed: HashMap<[u8; 32], u64> = listed
             .iter()
             .filter_map(|(k, n)| Some((layout3::index_of_key(k)?, *n)))
             .collect();
@@ -177,6 +182,17 @@ impl Cache {
     /// GET index objects `keys` whole and cache them; returns those that
     /// are damaged (left out).
     pub fn fetch_whole(&self, remote: &Backend, keys: Vec<String>) -> Result<Vec<BadIndex>> {
+        self.fetch_whole_with(remote, keys, &mut |_| {})
+    }
+
+    /// [`Cache::fetch_whole`], handing `seen` the entries of each object
+    /// cached.
+    pub fn fetch_whole_with(
+        &self,
+        remote: &Backend,
+        keys: Vec<String>,
+        seen: &mut dyn FnMut(&[Entry]),
+    ) -> Result<Vec<BadIndex>> {
         let mut bad = Vec::new();
         remote.get_all(keys.into_iter(), &mut |key, body| {
             let Some(name) = layout3::index_of_key(&key) else {
@@ -185,7 +201,10 @@ impl Cache {
             // Removed by a prune since the listing: nothing to cache.
             let Some(body) = body else { return Ok(()) };
             match layout3::decode_index(&body, &name) {
-                Ok(entries) => self.add(&name, &entries),
+                Ok(entries) => {
+                    seen(&entries);
+                    self.add(&name, &entries)
+                }
                 Err(reason) => {
                     bad.push(BadIndex { key, reason });
                     Ok(())

@@ -6,6 +6,13 @@
 //! lookups would read a good part of it anyway, or when it is an older
 //! RRX3 object. What a ranged lookup learns is kept for this pull only:
 //! the cache holds index objects whole or not at all.
+//!
+//! Each round of requests waits for the one before, and on a remote with
+//! real latency rounds cost more than bytes: the header is asked for
+//! together with the fanout slots of the header [`Header::guess`] expects
+//! from the object's listed size, and a small pack-name table whole with
+//! the first slots, so a lookup is two rounds (slots, entries) rather than
+//! four (header, slots, entries, pack names).
 
 use std::collections::{BTreeSet, HashMap};
 use std::ops::Range;
@@ -23,6 +30,9 @@ const GAP: u64 = 64;
 /// Read an object whole once the lookups' estimated bytes reach this
 /// fraction (1/N) of its size.
 const WHOLE_FRACTION: u64 = 4;
+/// A pack-name table up to this size is read whole, with the first round
+/// of slots, rather than the names the entries use, a round later.
+const WHOLE_PACKS: u64 = 1024;
 
 /// An uncached index object and what this pull has read of it.
 struct Object {
@@ -30,7 +40,33 @@ struct Object {
     header: Option<Header>,
     /// Buckets read: their entries.
     buckets: HashMap<u64, Vec<Raw>>,
+    /// Fanout slots read ahead with the header: bucket, its first and
+    /// end entry (checked when used).
+    slots: HashMap<u64, [u64; 2]>,
     packs: HashMap<u32, [u8; 32]>,
+    /// The whole pack-name table has been read.
+    all_packs: bool,
+}
+
+impl Object {
+    /// The range of the pack-name table when it is worth reading whole now.
+    fn table(&self, h: &Header) -> Option<Range<u64>> {
+        let r = h.pack_at(0)..h.size();
+        (!self.all_packs && r.end - r.start <= WHOLE_PACKS).then_some(r)
+    }
+
+    /// Keep a whole pack-name table read for header `h`.
+    fn take_table(&mut self, h: &Header, b: &[u8]) {
+        if b.len() as u64 != 32 * u64::from(h.n_packs) {
+            return;
+        }
+        for (p, name) in b.chunks_exact(32).enumerate() {
+            let mut n = [0u8; 32];
+            n.copy_from_slice(name);
+            self.packs.insert(p as u32, n);
+        }
+        self.all_packs = true;
+    }
 }
 
 /// The uncached index objects of one pull.
@@ -40,6 +76,9 @@ pub(crate) struct Lazy {
     /// Objects found damaged while looking up (left out from then on).
     pub bad: Vec<BadIndex>,
 }
+
+/// A fanout bucket of an object: (object, bucket).
+type Bucket = (usize, u64);
 
 /// One ranged read: which object, which bytes.
 type Want = (usize, Range<u64>);
@@ -53,7 +92,9 @@ impl Lazy {
                     at,
                     header: None,
                     buckets: HashMap::new(),
+                    slots: HashMap::new(),
                     packs: HashMap::new(),
+                    all_packs: false,
                 })
                 .collect(),
             bad: Vec::new(),
@@ -62,6 +103,20 @@ impl Lazy {
 
     pub fn is_empty(&self) -> bool {
         self.objects.is_empty()
+    }
+
+    /// Bytes of the uncached index objects.
+    pub fn size(&self) -> u64 {
+        self.objects.iter().map(|o| o.at.size).sum()
+    }
+
+    /// The keys of the uncached objects, which are no longer looked up
+    /// here (the caller reads them whole).
+    pub fn take_all(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.objects)
+            .into_iter()
+            .map(|o| o.at.key)
+            .collect()
     }
 
     /// Where blobs `names` of `kind` are, as far as the uncached index
@@ -78,7 +133,7 @@ impl Lazy {
             return Ok(HashMap::new());
         }
         self.read_whole_where_cheaper(remote, cache, names.len() as u64)?;
-        self.read_headers(remote)?;
+        self.read_headers(remote, names)?;
         // Old RRX3 objects turned up by their headers: read whole.
         self.read_whole_where_cheaper(remote, cache, names.len() as u64)?;
         self.read_buckets(remote, names)?;
@@ -136,12 +191,37 @@ impl Lazy {
         Ok(())
     }
 
-    fn read_headers(&mut self, remote: &Backend) -> Result<()> {
-        let wants: Vec<Want> = (0..self.objects.len())
-            .filter(|&i| self.objects[i].header.is_none())
-            .map(|i| (i, 0..HEADER))
-            .collect();
-        let got = self.read(remote, &wants)?;
+    /// Read the headers not read yet, each with the slots of `names`'
+    /// buckets and the pack-name table its guessed header places.
+    fn read_headers(&mut self, remote: &Backend, names: &[[u8; 32]]) -> Result<()> {
+        // (object, guessed header, bucket or None for the pack table)
+        let mut ahead: Vec<(usize, Header, Option<u64>)> = Vec::new();
+        let mut wants: Vec<Want> = Vec::new();
+        for (i, o) in self.objects.iter().enumerate() {
+            if o.header.is_some() {
+                continue;
+            }
+            wants.push((i, 0..HEADER));
+            let Some(g) = Header::guess(o.at.size) else {
+                continue;
+            };
+            let bs: BTreeSet<u64> = names.iter().map(|n| g.bucket(n)).collect();
+            for b in bs {
+                ahead.push((i, g, Some(b)));
+            }
+            if o.table(&g).is_some() {
+                ahead.push((i, g, None));
+            }
+        }
+        let n_headers = wants.len();
+        for (i, g, b) in &ahead {
+            wants.push(match b {
+                Some(b) => (*i, g.slot_at(*b)..g.slot_at(b + 2)),
+                None => (*i, g.pack_at(0)..g.size()),
+            });
+        }
+        let mut got = self.read(remote, &wants)?;
+        let rest = got.split_off(n_headers);
         let mut old = Vec::new();
         for ((i, _), b) in wants.iter().zip(got) {
             let Some(b) = b else { continue };
@@ -152,6 +232,24 @@ impl Lazy {
             match Header::decode(&b, self.objects[*i].at.size) {
                 Ok(h) => self.objects[*i].header = Some(h),
                 Err(reason) => self.damaged(*i, reason),
+            }
+        }
+        // What was read ahead counts where the guess was the header.
+        for ((i, g, b), bytes) in ahead.into_iter().zip(rest) {
+            let o = &mut self.objects[i];
+            let (Some(bytes), Some(h)) = (bytes, o.header) else {
+                continue;
+            };
+            if h != g {
+                continue;
+            }
+            match b {
+                Some(b) => {
+                    if let [s0, s1] = index4::slots(&bytes)[..] {
+                        o.slots.insert(b, [s0, s1]);
+                    }
+                }
+                None => o.take_table(&h, &bytes),
             }
         }
         // Marked by a size below any header: read whole next.
@@ -175,20 +273,47 @@ impl Lazy {
                 .collect();
             need.extend(bs.into_iter().map(|b| (i, b)));
         }
-        let slots: Vec<Want> = need
+        // Slots read ahead need no request; small pack tables come along.
+        let (ahead, need): (Vec<Bucket>, Vec<Bucket>) = need
+            .into_iter()
+            .partition(|(i, b)| self.objects[*i].slots.contains_key(b));
+        let mut slots: Vec<Want> = need
             .iter()
             .filter_map(|&(i, b)| {
                 let h = self.objects[i].header?;
                 Some((i, h.slot_at(b)..h.slot_at(b + 2)))
             })
             .collect();
-        let got = self.read(remote, &slots)?;
+        let n_slots = slots.len();
+        let mut tables: Vec<usize> = need.iter().map(|n| n.0).collect();
+        tables.dedup();
+        tables.retain(|&i| {
+            let o = &self.objects[i];
+            o.header.is_some_and(|h| o.table(&h).is_some())
+        });
+        for &i in &tables {
+            if let Some(h) = self.objects[i].header {
+                slots.push((i, h.pack_at(0)..h.size()));
+            }
+        }
+        let mut got = self.read(remote, &slots)?;
+        for (i, b) in tables.into_iter().zip(got.split_off(n_slots)) {
+            let o = &mut self.objects[i];
+            if let (Some(b), Some(h)) = (b, o.header) {
+                o.take_table(&h, &b);
+            }
+        }
+        let got = got.into_iter().map(|s| s.map(|s| index4::slots(&s)));
+        let pre: Vec<(Bucket, Option<Vec<u64>>)> = ahead
+            .iter()
+            .map(|&(i, b)| ((i, b), self.objects[i].slots.get(&b).map(|s| s.to_vec())))
+            .collect();
+        let all: Vec<_> = need.iter().copied().zip(got).chain(pre).collect();
         let mut entries: Vec<(usize, u64, Want)> = Vec::new();
-        for (&(i, b), s) in need.iter().zip(got) {
+        for ((i, b), s) in all {
             let (Some(s), Some(h)) = (s, self.objects[i].header) else {
                 continue;
             };
-            let s = index4::slots(&s);
             if s.len() != 2 {
                 self.damaged(
                     i,

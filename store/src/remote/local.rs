@@ -57,6 +57,13 @@ impl Store {
         })
     }
 
+    /// The store holds no chunk at all (a new store).
+    pub(crate) fn xfer_holds_no_chunk(&self) -> Result<bool> {
+        self.conn
+            .query_row("SELECT NOT EXISTS (SELECT 1 FROM chunks)", [], |r| r.get(0))
+            .map_err(self.ierr("counting chunks"))
+    }
+
     /// Where a chunk is stored now.
     pub(crate) fn xfer_chunk_loc(&self, h: &ChunkHash) -> Result<Option<ChunkLoc>> {
         let row: Option<(String, i64, i64, i64, i64)> = self

@@ -4,7 +4,9 @@
 //!
 //! * [`config`]: named remotes of a store (`remote add/ls/rm`).
 //! * [`url`]: `s3://BUCKET/PREFIX` and `file:///PATH`.
-//! * [`backend`]: the object_store client and its small tokio runtime.
+//! * [`backend`]: the object_store client and its small tokio runtime
+//!   (`reads`: its LIST and GET requests; `ranges`: ranged GETs; `trace`:
+//!   `RRSTORE_REMOTE_TRACE`).
 //! * [`layout`]: object keys and encodings; [`layout3`]: version 3's
 //!   packs, index objects and marker; `blobs`: reading a blob of either
 //!   layout (`ranges`: ranged GETs); `cache`: the local copy of a version
@@ -45,12 +47,15 @@ pub mod pull;
 mod pull_chunks;
 mod pull_nodes;
 mod pull_prefetch;
+mod pull_verify;
 pub mod push;
 mod push3;
 mod ranges;
+mod reads;
 pub mod runs;
 pub mod signature;
 mod temp;
+mod trace;
 pub mod tree;
 pub mod url;
 

@@ -27,7 +27,7 @@ use super::layout::{self, ChunkRef, Manifest, PartObject};
 use super::layout3::Kind;
 use super::list::Selected;
 use super::local::PulledPart;
-use super::pull_chunks::verify_part;
+use super::pull_verify::{verify_parts, NewPart};
 use super::{Damaged, Event, TransferReport};
 use crate::pack::writer::PackWriter;
 use crate::Store;
@@ -65,6 +65,12 @@ pub(crate) struct Session<'a> {
     pub(super) prefetched: HashMap<[u8; 32], (String, PartObject)>,
     /// Bytes of the manifests this pull fetched.
     pub(super) manifest_bytes: u64,
+    /// Manifest bodies fetched when the session opened, by key (`None`:
+    /// the object does not exist), taken by the prefetch.
+    pub(super) opened: HashMap<String, Option<Vec<u8>>>,
+    /// Tree nodes fetched ahead of their level (`pull_prefetch`), checked
+    /// against their names, not decoded yet.
+    pub(super) node_bodies: HashMap<[u8; 32], Vec<u8>>,
 }
 
 impl Drop for Session<'_> {
@@ -96,7 +102,14 @@ pub fn pull(
     images: bool,
     progress: &mut dyn FnMut(Event),
 ) -> Result<TransferReport> {
-    let mut s = Session::new(store, remote)?;
+    // The manifests the pull needs come in the session's first round.
+    let mut need = Vec::new();
+    for (id, m) in &wanted.recordings {
+        if m.is_none() && !store.contains(id)? {
+            need.push(*id);
+        }
+    }
+    let mut s = Session::new(store, remote, &need)?;
     s.report.damaged = wanted.damaged;
     s.pull_recordings(wanted.recordings, progress)?;
     if images {
@@ -123,11 +136,19 @@ pub fn pull(
 }
 
 impl<'a> Session<'a> {
-    pub fn new(store: &'a mut Store, remote: &'a Backend) -> Result<Session<'a>> {
+    /// Open a pull's session; the manifests of `manifests` are fetched in
+    /// its first round, with the layout marker and the index listing.
+    pub fn new(
+        store: &'a mut Store,
+        remote: &'a Backend,
+        manifests: &[RecordingId],
+    ) -> Result<Session<'a>> {
         let before = remote.received.load(Ordering::Relaxed);
-        let blobs = Blobs::open_lazy(store.dir(), remote)?;
+        let keys: Vec<String> = manifests.iter().map(layout::recording_key).collect();
+        let (blobs, bodies) = Blobs::open_lazy(store.dir(), remote, &keys)?;
+        let manifest_bytes: u64 = bodies.iter().flatten().map(|b| b.len() as u64).sum();
         let mut t = blobs.tally.get();
-        t.index += remote.received.load(Ordering::Relaxed) - before;
+        t.index += remote.received.load(Ordering::Relaxed) - before - manifest_bytes;
         blobs.tally.set(t);
         let mut report = TransferReport {
             layout: if blobs.cache.is_some() { 3 } else { 2 },
@@ -151,7 +172,9 @@ impl<'a> Session<'a> {
             pack: None,
             undurable: true,
             prefetched: HashMap::new(),
-            manifest_bytes: 0,
+            manifest_bytes,
+            opened: keys.into_iter().zip(bodies).collect(),
+            node_bodies: HashMap::new(),
         })
     }
 
@@ -356,10 +379,23 @@ impl<'a> Session<'a> {
         });
         self.fetch_chunks(&missing, false, progress)?;
         // Verify every new part's bytes.
+        let lists: Vec<Vec<ChunkHash>> = new_parts
+            .iter()
+            .map(|p| p.2.iter().map(|c| c.0).collect())
+            .collect();
+        let checks: Vec<NewPart> = new_parts
+            .iter()
+            .zip(&lists)
+            .map(|(p, chunks)| NewPart {
+                hash: p.0,
+                len: p.1,
+                chunks,
+            })
+            .collect();
+        let verdicts = verify_parts(self.store, &checks)?;
         let mut pulled = Vec::new();
-        for (hash, len, refs, key) in new_parts {
-            let list: Vec<ChunkHash> = refs.iter().map(|c| c.0).collect();
-            match verify_part(self.store, &hash, len, &list)? {
+        for (((hash, len, refs, key), list), v) in new_parts.into_iter().zip(lists).zip(verdicts) {
+            match v {
                 Ok(true) => {}
                 Ok(false) => return Ok(None),
                 Err(reason) => return Err(corrupt(remote, &key, reason)),

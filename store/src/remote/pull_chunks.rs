@@ -10,7 +10,6 @@ use super::layout3::Kind;
 use super::local::{check_entry, PulledChunk};
 use super::pull::{corrupt, Session};
 use super::Event;
-use crate::pack::reader::PackFiles;
 use crate::pack::writer::PackWriter;
 use crate::pack::{ENTRY_HEADER_LEN, PACK_TARGET_SIZE};
 use crate::{Store, StoreError};
@@ -137,55 +136,4 @@ impl Session<'_> {
         self.pack = writer;
         Ok(())
     }
-}
-
-/// Re-read a new part from the local store and check its length and blake3.
-/// `Ok(Ok(false))`: a chunk vanished (gc), retry; `Ok(Err(why))`: the
-/// remote's lists do not describe the part.
-pub(super) fn verify_part(
-    store: &Store,
-    hash: &[u8; 32],
-    len: u64,
-    chunks: &[ChunkHash],
-) -> Result<std::result::Result<bool, String>> {
-    store.xfer_reading(|store| verify_part_in(store, hash, len, chunks))
-}
-
-/// [`verify_part`], inside its read transaction.
-fn verify_part_in(
-    store: &Store,
-    hash: &[u8; 32],
-    len: u64,
-    chunks: &[ChunkHash],
-) -> Result<std::result::Result<bool, String>> {
-    let mut packs = PackFiles::new(store.dir());
-    let mut hasher = blake3::Hasher::new();
-    let mut buf = Vec::new();
-    let mut total = 0u64;
-    for c in chunks {
-        let Some(loc) = store.xfer_chunk_loc(c)? else {
-            return Ok(Ok(false));
-        };
-        buf.resize(loc.len as usize, 0);
-        match packs.read_into(&loc, &mut buf) {
-            Ok(()) => {}
-            Err(crate::pack::reader::ReadError::Missing(_)) => return Ok(Ok(false)),
-            Err(e) => {
-                return Err(StoreError::ReadBack {
-                    chunk: rrstore_format::id::hex(c),
-                    part: rrstore_format::id::hex(hash),
-                    reason: e.to_string(),
-                }
-                .into())
-            }
-        }
-        hasher.update(&buf);
-        total += buf.len() as u64;
-    }
-    if total != len || hasher.finalize().as_bytes() != hash {
-        return Ok(Err(format!(
-            "its chunk lists assemble {total} bytes that do not hash to the part's blake3"
-        )));
-    }
-    Ok(Ok(true))
 }

@@ -6,6 +6,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::backend::Backend;
+use super::blobs::Found;
 use super::error::{RemoteError, Result};
 use super::known::Known;
 use super::layout::{self, ChunkRef, PartObject};
@@ -46,6 +47,7 @@ impl Session<'_> {
         }
         .ok_or_else(|| StoreError::Internal("no local trees".into()))?;
         let fetched = &mut self.fetched;
+        let ahead = &mut self.node_bodies;
         let blobs = &self.blobs;
         let mut frontier: Vec<([u8; 32], u8)> = objs
             .iter()
@@ -70,8 +72,7 @@ impl Session<'_> {
                     None => {}
                 }
             }
-            let names: Vec<[u8; 32]> = get.keys().copied().collect();
-            blobs.get(Kind::Node, &names, &mut |h, at, body| {
+            let mut handle = |h: [u8; 32], at: String, body: Found| {
                 let level = get.get(&h).copied().unwrap_or(0);
                 let node = body
                     .map_err(|r| format!("{r} (a part object names it)"))
@@ -96,7 +97,16 @@ impl Session<'_> {
                     Err(_) if quiet => Ok(()),
                     Err(r) => Err(corrupt(remote, &at, r)),
                 }
-            })?;
+            };
+            // Nodes fetched ahead (`pull_prefetch`) need no request.
+            let mut names: Vec<[u8; 32]> = Vec::new();
+            for h in get.keys() {
+                match ahead.remove(h) {
+                    Some(b) => handle(*h, "a node fetched ahead".into(), Ok(b))?,
+                    None => names.push(*h),
+                }
+            }
+            blobs.get(Kind::Node, &names, &mut handle)?;
             frontier = next;
         }
         Ok(())

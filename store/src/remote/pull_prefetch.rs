@@ -36,19 +36,35 @@ impl Session<'_> {
         if !want.is_empty() {
             let mut got: HashMap<String, Manifest> = HashMap::new();
             let mut manifest_bytes = 0u64;
-            remote.get_all(want.into_iter(), &mut |key, body| {
+            // Those fetched when the session opened, then the others.
+            let (opened, want): (Vec<String>, Vec<String>) =
+                want.into_iter().partition(|k| self.opened.contains_key(k));
+            let opened: Vec<(String, Option<Vec<u8>>)> = opened
+                .into_iter()
+                .filter_map(|k| self.opened.remove_entry(&k))
+                .collect();
+            let decode = |todo: &[(RecordingId, Option<Manifest>)],
+                          got: &mut HashMap<String, Manifest>,
+                          key: String,
+                          body: Option<Vec<u8>>| {
                 let id = todo
                     .iter()
                     .find(|(id, _)| layout::recording_key(id) == key)
                     .map(|t| t.0);
-                if let Some(b) = &body {
-                    manifest_bytes += b.len() as u64;
-                }
                 if let (Some(id), Some(body)) = (id, body) {
                     if let Ok(m) = layout::decode_manifest(&body, &id) {
                         got.insert(key, m);
                     }
                 }
+            };
+            for (key, body) in opened {
+                decode(&*todo, &mut got, key, body);
+            }
+            remote.get_all(want.into_iter(), &mut |key, body| {
+                if let Some(b) = &body {
+                    manifest_bytes += b.len() as u64;
+                }
+                decode(&*todo, &mut got, key, body);
                 Ok(())
             })?;
             self.manifest_bytes += manifest_bytes;
@@ -73,12 +89,51 @@ impl Session<'_> {
         if parts.is_empty() {
             return Ok(());
         }
+        // A new store needs about every blob of what it pulls: rather than
+        // three rounds of lookups per tree level, one read of the index.
+        let ahead = if self.store.xfer_holds_no_chunk()? {
+            let logical: u64 = parts.iter().map(|p| p.1).sum();
+            self.blobs.read_index_whole(logical)?
+        } else {
+            Vec::new()
+        };
         progress(Event::Phase(format!(
             "fetching the chunk lists of {} parts",
             parts.len()
         )));
-        let names: Vec<[u8; 32]> = parts.iter().map(|p| p.0).collect();
+        let mut names: Vec<[u8; 32]> = parts.iter().map(|p| p.0).collect();
         let mut objs: Vec<([u8; 32], String, PartObject)> = Vec::new();
+        if !ahead.is_empty() {
+            // The part objects and every tree node of the index objects
+            // just read, in one round; nodes are checked against their
+            // names here and decoded when their level is known.
+            let mut entries = Vec::new();
+            let mut rest = Vec::new();
+            for n in names {
+                match self.blobs.lookup(Kind::Part, &n)? {
+                    Some(e) => entries.push(e),
+                    None => rest.push(n),
+                }
+            }
+            names = rest;
+            entries.extend(ahead);
+            let bodies = &mut self.node_bodies;
+            self.blobs.get_packed(entries, &mut |e, at, body| {
+                let Ok(body) = body else { return Ok(()) };
+                match e.kind {
+                    Kind::Part => {
+                        if let Ok(obj) = layout::decode_part(&body) {
+                            objs.push((e.name, at, obj));
+                        }
+                    }
+                    Kind::Node if *blake3::hash(&body).as_bytes() == e.name => {
+                        bodies.insert(e.name, body);
+                    }
+                    _ => {}
+                }
+                Ok(())
+            })?;
+        }
         self.blobs.get(Kind::Part, &names, &mut |h, at, body| {
             if let Some(obj) = body.ok().and_then(|b| layout::decode_part(&b).ok()) {
                 objs.push((h, at, obj));

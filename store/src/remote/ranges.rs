@@ -21,6 +21,22 @@ pub enum Got {
     Short(u64, Vec<u8>),
 }
 
+/// Bytes requested at once, at most (but [`MIN_IN_FLIGHT`] requests).
+/// Responses of requests started together arrive together: with 16 ranges
+/// of 4 MiB in flight, every body completed at the end and the checking of
+/// their chunks waited for the last; a few at a time, the caller checks
+/// one while the next arrive.
+const IN_FLIGHT_BYTES: u64 = 16 << 20;
+const MIN_IN_FLIGHT: usize = 4;
+
+/// Requests in flight for `reqs`: [`CONCURRENCY`] small ones, fewer large.
+fn in_flight(reqs: &[(String, Range<u64>)]) -> usize {
+    let bytes: u64 = reqs.iter().map(|r| r.1.end - r.1.start).sum();
+    let avg = bytes / (reqs.len() as u64).max(1);
+    let n = IN_FLIGHT_BYTES / avg.max(1);
+    (n as usize).clamp(MIN_IN_FLIGHT, CONCURRENCY)
+}
+
 impl Backend {
     /// GET every (key, range), [`CONCURRENCY`] at once; `f` gets each
     /// request's position in `reqs` and what it found, on this thread.
@@ -34,7 +50,7 @@ impl Backend {
                 let r = r.clone();
                 async move { Ok::<_, RemoteError>((i, self.get_range_one(key, r).await?)) }
             });
-            let mut gets = gets.buffer_unordered(CONCURRENCY);
+            let mut gets = gets.buffer_unordered(in_flight(reqs));
             while let Some(x) = gets.next().await {
                 let (i, got) = x?;
                 f(i, got)?;
@@ -47,6 +63,7 @@ impl Backend {
         let path = self.path(key);
         self.count(1);
         let want = r.end - r.start;
+        let mark = self.trace.begin();
         // On the runtime's workers, so bodies keep arriving while the
         // caller's thread checks and stores what came before.
         let (store, p, range) = (self.store.clone(), path.clone(), r.clone());
@@ -63,6 +80,7 @@ impl Backend {
             })?;
         match got {
             Ok(b) => {
+                self.trace.end(mark, "GET", key, Some(&r), b.len() as u64);
                 self.received.fetch_add(b.len() as u64, Ordering::Relaxed);
                 if (b.len() as u64) < want {
                     return Ok(Got::Short(r.start + b.len() as u64, b.to_vec()));

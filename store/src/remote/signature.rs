@@ -84,7 +84,7 @@ pub fn sign(
 }
 
 /// The signatures `remote` holds of recordings `ids` (a LIST of each
-/// recording's `signatures/<id>/`, or of all of `signatures/` for many
+/// recording's `signatures/<id>/`, all at once, or of all of `signatures/` for many
 /// recordings, then a GET per object of those recordings), each checked.
 pub fn fetch(
     remote: &Backend,
@@ -98,11 +98,11 @@ pub fn fetch(
     // every signature the remote holds: a pull's cost stays in proportion
     // to what it pulls, not to the size of the remote.
     let listed = if ids.len() <= PER_RECORDING_LISTS {
-        let mut keys = Vec::new();
-        for id in ids {
-            keys.extend(remote.list(&format!("{SIGNATURES}{}/", id.to_hex()))?);
-        }
-        keys
+        let dirs: Vec<String> = ids
+            .iter()
+            .map(|id| format!("{SIGNATURES}{}/", id.to_hex()))
+            .collect();
+        remote.list_many(&dirs)?
     } else {
         remote.list(SIGNATURES)?
     };
