@@ -239,3 +239,52 @@ fn an_http_endpoint_without_allow_http_names_the_flag() {
         "{o:?}"
     );
 }
+
+#[test]
+fn a_part_object_naming_another_parts_tree_is_found_by_the_part_check() {
+    let FileRemote {
+        t: _t,
+        a,
+        b,
+        rdir,
+        url,
+        all,
+    } = file_remote(&["saxpy"]);
+    let id = all[0].clone();
+    let mut push = rr(&a, &["push", "r", "--all"]);
+    let o = push.env("RRSTORE_REMOTE_LAYOUT", "2").output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // The arena before and after the launch: same length, other bytes.
+    let show = json(&a, &["show", &id, "--json"]);
+    let part = |role: &str| {
+        let p = show["parts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["role"] == role)
+            .unwrap();
+        let h = p["blake3"].as_str().unwrap().to_string();
+        (rdir.join("parts").join(&h[..2]).join(&h), p["len"].as_u64())
+    };
+    let ((input, n_in), (output, n_out)) = (part("input"), part("output"));
+    assert_eq!(n_in, n_out);
+    // Swapped: each part object describes a well-formed tree of intact
+    // nodes and chunks, of the right length, that assembles the other part.
+    let (bi, bo) = (
+        std::fs::read(&input).unwrap(),
+        std::fs::read(&output).unwrap(),
+    );
+    assert_ne!(bi, bo);
+    std::fs::write(&input, &bo).unwrap();
+    std::fs::write(&output, &bi).unwrap();
+    ok(&b, &["remote", "add", "r", &url]);
+    let o = run(&b, &["pull", "r", "--all"]);
+    assert_eq!(o.status.code(), Some(5), "{o:?}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(&format!("recording {id} was not pulled")) && err.contains("do not hash"),
+        "{err}"
+    );
+    assert!(ids(&b, None).is_empty());
+    ok(&b, &["verify", "--full"]);
+}

@@ -201,3 +201,53 @@ trait FileRemoteExt {
     /// Store `a`'s IDs now.
     fn all_now(&self) -> Vec<String>;
 }
+
+#[test]
+fn a_new_store_reads_the_index_whole_and_says_so_in_its_trace() {
+    let (f, _) = pushed(&[]);
+    let idx = index_objects(&f.rdir);
+    let (path, body) = &idx[0];
+    let key = format!("index/{}", path.file_name().unwrap().to_string_lossy());
+    let c = f.t.path().join("c");
+    ok(&c, &["remote", "add", "r", &f.url]);
+    let o = rr(&c, &["pull", "r", "--all", "--json"])
+        .env("RRSTORE_REMOTE_TRACE", "1")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r["recordings"], 11, "{r}");
+    // One line per request: "rrstore-trace AT TOOK VERB KEY [RANGE] NB".
+    let err = String::from_utf8_lossy(&o.stderr);
+    let lines: Vec<Vec<&str>> = err
+        .lines()
+        .filter(|l| l.starts_with("rrstore-trace "))
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        lines.len() as u64,
+        r["requests"].as_u64().unwrap(),
+        "every request traced: {err}"
+    );
+    // A store without chunks needs about every blob: the index object is
+    // read whole (cached for later pulls), never piece by piece.
+    let on_index: Vec<&Vec<&str>> = lines.iter().filter(|l| l[4] == key).collect();
+    assert_eq!(on_index.len(), 1, "{err}");
+    assert_eq!(on_index[0][5], format!("{}B", body.len()), "{err}");
+    // (With the layout marker's few bytes.)
+    let index = r["received"]["index"].as_u64().unwrap();
+    assert!(
+        (body.len() as u64..body.len() as u64 + 64).contains(&index),
+        "{r}"
+    );
+    ok(&c, &["verify", "--full"]);
+    same_exports(&f.a, &c, &f.all_now(), f.t.path());
+    // The next pull finds it in the cache: no GET of the index object.
+    let o = rr(&c, &["pull", "r", "--all"])
+        .env("RRSTORE_REMOTE_TRACE", "1")
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!err.contains(&format!("GET {key}")), "{err}");
+}

@@ -327,8 +327,9 @@ impl<'a> Blobs<'a> {
             let useful: u64 = members[i].iter().map(|e| e.len as u64).sum();
             match &got {
                 Got::Bytes(b) => {
-                    if let Some(e) = members[i].first() {
-                        self.add(useful, field(e.kind));
+                    // A request may carry blobs of several kinds.
+                    for e in &members[i] {
+                        self.add(u64::from(e.len), field(e.kind));
                     }
                     self.add((b.len() as u64).saturating_sub(useful), |t| &mut t.gaps);
                 }
