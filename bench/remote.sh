@@ -14,6 +14,8 @@
 # prefix/repository/store), then the ratios of the medians.
 #
 # SERVER=moto (default; Python, in memory: the tests' server) or
+# NODELAY=1 (s3s-fs only): run the server with bench/nodelay.c preloaded,
+# which sets TCP_NODELAY on its connections as production S3 servers do.
 # SERVER=s3s-fs (Rust, on the file system under $W; S3S=path to the binary,
 # `cargo install s3s-fs@0.14.1 --features binary --root DIR`, outside the
 # repository), to tell whether the server is the bottleneck. s3s-fs keeps
@@ -53,7 +55,12 @@ case $SERVER in
     MOTO=$! ;;
   s3s-fs)
     mkdir -p "$W/s3/bench"
-    "${S3S:-s3s-fs}" --host 127.0.0.1 --port "$PORT" --access-key bench --secret-key bench "$W/s3" >"$W/moto.log" 2>&1 &
+    PRELOAD=""
+    if [ "${NODELAY:-0}" = 1 ]; then
+      cc -shared -fPIC -O2 -o "$W/nodelay.so" bench/nodelay.c -ldl
+      PRELOAD="$W/nodelay.so"
+    fi
+    LD_PRELOAD=$PRELOAD "${S3S:-s3s-fs}" --host 127.0.0.1 --port "$PORT" --access-key bench --secret-key bench "$W/s3" >"$W/moto.log" 2>&1 &
     MOTO=$! ;;
   *) echo "SERVER is moto or s3s-fs" >&2; exit 2 ;;
 esac
@@ -95,7 +102,7 @@ run() {
 client() { echo "      client: $(field "$W/out" requests) requests, $(field "$W/out" bytes) payload bytes ($(field "$W/out" chunk_bytes) chunk bytes)"; }
 
 echo "== load: $(uptime)"
-echo "== rrstore: $RR ($($RR --version 2>/dev/null || echo '?'))${RR_B:+, B: $RR_B}; restic $(restic version | cut -d' ' -f2); server $SERVER"
+echo "== rrstore: $RR ($($RR --version 2>/dev/null || echo '?'))${RR_B:+, B: $RR_B}; restic $(restic version | cut -d' ' -f2); server $SERVER${NODELAY:+ NODELAY=$NODELAY}"
 [ "$SERVER" = moto ] && echo "   moto $(python3 -c 'import moto; print(moto.__version__)')"
 SUMMARY="$W/summary"
 for CORPUS in "${CORPORA[@]}"; do
