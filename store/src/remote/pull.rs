@@ -148,7 +148,8 @@ impl<'a> Session<'a> {
         let (blobs, bodies) = Blobs::open_lazy(store.dir(), remote, &keys)?;
         let manifest_bytes: u64 = bodies.iter().flatten().map(|b| b.len() as u64).sum();
         let mut t = blobs.tally.get();
-        t.index += remote.received.load(Ordering::Relaxed) - before - manifest_bytes;
+        t.index +=
+            (remote.received.load(Ordering::Relaxed) - before).saturating_sub(manifest_bytes);
         blobs.tally.set(t);
         let mut report = TransferReport {
             layout: if blobs.cache.is_some() { 3 } else { 2 },

@@ -149,6 +149,9 @@ impl Session<'_> {
                 .collect();
             self.fetch_nodes(&tops, true)?;
         }
+        // Nodes fetched ahead that no tree of this pull reached (other
+        // recordings of the same pushes): nothing will ask for them.
+        self.node_bodies = HashMap::new();
         // The chunks they list that the store lacks, all at once.
         let mut listed: Vec<(ChunkHash, u32)> = Vec::new();
         let mut queued = HashSet::new();

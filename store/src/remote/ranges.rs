@@ -38,7 +38,7 @@ fn in_flight(reqs: &[(String, Range<u64>)]) -> usize {
 }
 
 impl Backend {
-    /// GET every (key, range), [`CONCURRENCY`] at once; `f` gets each
+    /// GET every (key, range), [`in_flight`] at once; `f` gets each
     /// request's position in `reqs` and what it found, on this thread.
     pub fn get_ranges_all(
         &self,
@@ -99,5 +99,23 @@ impl Backend {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reqs(n: usize, len: u64) -> Vec<(String, Range<u64>)> {
+        (0..n).map(|i| (format!("k{i}"), 0..len)).collect()
+    }
+
+    #[test]
+    fn large_ranges_go_a_few_at_a_time() {
+        assert_eq!(in_flight(&reqs(100, 300)), CONCURRENCY);
+        assert_eq!(in_flight(&reqs(16, 4 << 20)), 4);
+        assert_eq!(in_flight(&reqs(8, 2 << 20)), 8);
+        assert_eq!(in_flight(&reqs(2, 64 << 20)), MIN_IN_FLIGHT);
+        assert_eq!(in_flight(&[]), CONCURRENCY);
     }
 }
