@@ -19,6 +19,7 @@
 use fastcdc::v2020::{get_gear_with_seed, logarithm2, MASKS};
 
 use crate::chunk::ChunkParams;
+use crate::zeros::first_nonzero;
 
 /// Cuts with one set of (validated) parameters; the crate's level-1
 /// normalization and unseeded gear tables, as `fastcdc::v2020::FastCDC::new`.
@@ -110,18 +111,8 @@ impl Cutter {
 /// The first pair index in `[from, end)` whose two bytes are not both zero
 /// (`end` if there is none).
 fn zero_pairs_end(data: &[u8], from: usize, end: usize) -> usize {
-    let bytes = &data[from * 2..end * 2];
-    // 64 bytes at a time first: an OR over a fixed-size block vectorizes,
-    // a search for the first non-zero byte does not.
-    let mut i = 0;
-    while let Some(b) = bytes.get(i..i + 64) {
-        if b.iter().fold(0u8, |a, &x| a | x) != 0 {
-            break;
-        }
-        i += 64;
-    }
-    match bytes[i..].iter().position(|&b| b != 0) {
-        Some(p) => from + (i + p) / 2,
+    match first_nonzero(&data[from * 2..end * 2]) {
+        Some(p) => from + p / 2,
         None => end,
     }
 }

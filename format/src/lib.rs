@@ -34,6 +34,7 @@ pub mod model;
 pub mod output;
 pub mod stages;
 pub mod validate;
+pub(crate) mod zeros;
 
 pub use error::FormatError;
 pub use id::RecordingId;

@@ -24,7 +24,8 @@ pub enum Stage {
     Cut,
     /// blake3 of each chunk.
     ChunkHash,
-    /// The calling thread: resynchronizing chunk boundaries between blocks.
+    /// The calling thread: resynchronizing chunk boundaries between blocks
+    /// (its cuts and extension reads are also counted in `Cut` and `Read`).
     Resync,
     /// Index lookups of chunks (the calling thread).
     Lookup,

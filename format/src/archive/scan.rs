@@ -3,7 +3,9 @@
 //! The stream is read in blocks (a power of two, 1 MiB by default): by the
 //! workers themselves, by offset, when it is a plain file
 //! ([`part_scanner`]), else by the calling thread. Each block, extended by
-//! the first `max` bytes of the next one, goes to a worker that (a) cuts it with FastCDC starting at the block's first byte,
+//! as much of the next one as the chunk crossing its end needs (at most
+//! `max` bytes; [`Fill`]), goes to a worker that (a) cuts it with FastCDC
+//! starting at the block's first byte,
 //! (b) blake3-hashes every candidate chunk and (c) computes the block's
 //! BLAKE3 subtree chaining value (blocks are aligned power-of-two subtrees
 //! of the stream's BLAKE3 tree, so the stream's hash is their merge: the
@@ -140,9 +142,12 @@ impl Scanned {
 
 /// What a worker returns for one block.
 struct BlockScan {
-    block: Arc<Block>,
-    /// Valid bytes in `block` (own + the next block's head).
+    block: Block,
+    /// Valid bytes in `block` (own + as much of the next block's head as
+    /// the cuts needed so far).
     ext: usize,
+    /// Bytes `block` can hold of the stream ([`Fill::avail`]).
+    avail: usize,
     /// Candidate chunks cut from the block's first byte.
     cands: Vec<Span>,
     /// Subtree chaining value, or the root hash when the block is the whole
@@ -256,11 +261,11 @@ impl<R: Read> Scanner<R> {
             let Some(f) = self.inflight.pop_front() else {
                 return Ok(None);
             };
-            let scan = pool::wait(&f.rx)??;
-            let chunks = self.resync(&f, &scan);
+            let mut scan = pool::wait(&f.rx)??;
+            let chunks = self.resync(&f, &mut scan)?;
             if !chunks.is_empty() {
                 return Ok(Some(Scanned {
-                    block: scan.block,
+                    block: Arc::new(scan.block),
                     offset: f.offset,
                     chunks,
                 }));
@@ -301,8 +306,13 @@ impl<R: Read> Scanner<R> {
                     (n + copied, n2 == 0)
                 };
                 let only = offset == 0 && last;
-                let block = Arc::new(cur);
-                let rx = pool.submit(move |_| Ok(scan_block(block, n, ext, offset, only, p)))?;
+                let fill = Fill {
+                    ext,
+                    avail: ext,
+                    more: None,
+                    offset,
+                };
+                let rx = pool.submit(move |_| scan_block(cur, n, fill, only, p))?;
                 (rx, n, last)
             }
             Src::At { file, len } => {
@@ -319,9 +329,15 @@ impl<R: Read> Scanner<R> {
                 let rx = pool.submit(move |_| {
                     let mut b = Block::new(cap);
                     let t = Instant::now();
-                    read_block(&*file, &mut b.data[..ext], offset, last)?;
-                    stages::add(Stage::Read, t, ext as u64);
-                    Ok(scan_block(Arc::new(b), own, ext, offset, only, p))
+                    read_block(&*file, &mut b.data[..own], offset, last)?;
+                    stages::add(Stage::Read, t, own as u64);
+                    let fill = Fill {
+                        ext: own,
+                        avail: ext,
+                        more: Some(&*file),
+                        offset,
+                    };
+                    scan_block(b, own, fill, only, p)
                 })?;
                 (rx, own, last)
             }
@@ -338,14 +354,22 @@ impl<R: Read> Scanner<R> {
     }
 
     /// The true chunks starting in this block (see the module doc).
-    fn resync(&mut self, f: &InFlight, scan: &BlockScan) -> Vec<Span> {
+    fn resync(&mut self, f: &InFlight, scan: &mut BlockScan) -> io::Result<Vec<Span>> {
         let started = Instant::now();
         if f.only {
             self.root = Some(scan.cv);
         } else {
             self.cvs.push(scan.cv);
         }
-        let data = &scan.block[..scan.ext];
+        let mut fill = Fill {
+            ext: scan.ext,
+            avail: scan.avail,
+            more: match &self.src {
+                Src::At { file, .. } => Some(&**file),
+                Src::Stream { .. } => None,
+            },
+            offset: f.offset,
+        };
         let mut t = (self.chain - f.offset) as usize;
         let mut out = Vec::new();
         let mut j = 0;
@@ -359,17 +383,18 @@ impl<R: Read> Scanner<R> {
                 out.extend_from_slice(&cands[j..]);
                 break;
             }
-            let len = first_cut(&data[t..], self.p);
+            let len = fill.cut(&mut scan.block, t, self.p)?;
             out.push(Span {
                 start: t,
                 end: t + len,
-                hash: crate::chunk::hash(&data[t..t + len]),
+                hash: crate::chunk::hash(&scan.block[t..t + len]),
             });
             t += len;
         }
+        scan.ext = fill.ext;
         self.chain = f.offset + t as u64;
         stages::add(Stage::Resync, started, 0);
-        out
+        Ok(out)
     }
 }
 
@@ -461,26 +486,78 @@ fn first_cut(data: &[u8], p: ChunkParams) -> usize {
     Cutter::new(p).first(data)
 }
 
+/// Bytes asked of the file per extension read: most chunks that cross a
+/// block's end end within one average chunk of it.
+const EXT_STEP: usize = 64 << 10;
+
+/// How much of a block buffer holds stream bytes, and where more of them
+/// come from. A block owns its first `own` bytes; a chunk starting there
+/// may run up to `max` bytes into the next block, but most end within a
+/// few KiB of the boundary, so workers reading by offset read the next
+/// block's head only as far as a cut needs it (`more`) instead of a whole
+/// `max` bytes that the next block's worker reads again anyway.
+struct Fill<'a> {
+    /// Valid bytes in the buffer.
+    ext: usize,
+    /// Bytes the buffer can hold of the stream from its offset (own + up to
+    /// `max`, less at the stream's end).
+    avail: usize,
+    /// Where to read more (`None`: `ext == avail` already).
+    more: Option<&'a dyn ReadAt>,
+    /// Stream offset of the buffer's first byte.
+    offset: u64,
+}
+
+impl Fill<'_> {
+    /// Length of the FastCDC chunk starting at `at`, reading more of the
+    /// extension until the cut is decided: a cut found before the end of
+    /// the bytes given is exact (a cut at `e` depends on the bytes up to
+    /// and including `e`; `memo`'s module doc), and so is one given at
+    /// least `max` bytes or all there are.
+    fn cut(&mut self, block: &mut Block, at: usize, p: ChunkParams) -> io::Result<usize> {
+        let max = p.max as usize;
+        loop {
+            let t = Instant::now();
+            let len = first_cut(&block.data[at..self.ext], p);
+            stages::add(Stage::Cut, t, len as u64);
+            if at + len < self.ext || self.ext - at >= max || self.ext == self.avail {
+                return Ok(len);
+            }
+            let Some(file) = self.more else {
+                return Ok(len);
+            };
+            let end = (self.ext + EXT_STEP).max(at + len + 1).min(self.avail);
+            let t = Instant::now();
+            read_block(
+                file,
+                &mut block.data[self.ext..end],
+                self.offset + self.ext as u64,
+                false,
+            )?;
+            stages::add(Stage::Read, t, (end - self.ext) as u64);
+            self.ext = end;
+        }
+    }
+}
+
 /// Worker side: candidate chunks from the block's first byte, their hashes,
 /// and the block's chaining value (or root hash when `only`). The chaining
 /// value comes first: a block seen before (same bytes at the same offset,
 /// [`memo`]) takes its candidates from the memo and cuts and hashes only
 /// from the last remembered cut on.
 fn scan_block(
-    block: Arc<Block>,
+    mut block: Block,
     own: usize,
-    ext: usize,
-    offset: u64,
+    mut fill: Fill<'_>,
     only: bool,
     p: ChunkParams,
-) -> BlockScan {
-    let data = &block[..ext];
+) -> io::Result<BlockScan> {
     let t = Instant::now();
     let mut block_hasher = blake3::Hasher::new();
     if !only {
-        block_hasher.set_input_offset(offset);
+        block_hasher.set_input_offset(fill.offset);
     }
-    block_hasher.update(&data[..own]);
+    block_hasher.update(&block[..own]);
     let cv = if only {
         *block_hasher.finalize().as_bytes()
     } else {
@@ -496,14 +573,12 @@ fn scan_block(
     let from = cands.last().map_or(0, |c| c.end);
     let mut at = from;
     while at < own {
-        let t = Instant::now();
-        let len = first_cut(&data[at..], p);
-        stages::add(Stage::Cut, t, len as u64);
+        let len = fill.cut(&mut block, at, p)?;
         let t = Instant::now();
         cands.push(Span {
             start: at,
             end: at + len,
-            hash: crate::chunk::hash(&data[at..at + len]),
+            hash: crate::chunk::hash(&block[at..at + len]),
         });
         stages::add(Stage::ChunkHash, t, len as u64);
         at += len;
@@ -514,12 +589,13 @@ fn scan_block(
         let keep = cands.iter().take_while(|c| c.end < own).count();
         memo::put(&cv, p, &cands[..keep]);
     }
-    BlockScan {
+    Ok(BlockScan {
         block,
-        ext,
+        ext: fill.ext,
+        avail: fill.avail,
         cands,
         cv,
-    }
+    })
 }
 
 /// Root hash of a stream of `len` bytes from the chaining values of its
@@ -599,6 +675,50 @@ mod tests {
             let (len, h) = s.finish();
             (got, len, h)
         })
+    }
+
+    /// Bytes the workers read by offset, counted.
+    struct Counted(Vec<u8>, std::sync::atomic::AtomicU64);
+    impl ReadAt for Counted {
+        fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+            let start = (offset as usize).min(self.0.len());
+            let n = buf.len().min(self.0.len() - start);
+            buf[..n].copy_from_slice(&self.0[start..start + n]);
+            self.1
+                .fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+            Ok(n)
+        }
+    }
+
+    /// The head of the next block is read only as far as the cut crossing
+    /// into it needs, not a whole `max` bytes per block: the file is read
+    /// about once, zero runs (every chunk `max` long) included.
+    #[test]
+    fn a_file_is_read_about_once() {
+        let mut d = noise(16 << 20, 5);
+        d[(5 << 20) + 4321..(9 << 20) + 77].fill(0);
+        let file = Arc::new(Counted(d.clone(), 0.into()));
+        let src: Arc<dyn ReadAt> = file.clone();
+        let p = ChunkParams::default();
+        let got = with_pool(2, 3, 4, |pool| {
+            let mut s: Scanner<io::Empty> = Scanner::at(src, d.len() as u64, p, 1 << 20, 5);
+            let mut got = Vec::new();
+            while let Some(b) = s.next(pool).unwrap() {
+                got.extend(b.chunks.iter().map(|c| b.data(c).to_vec()));
+            }
+            got
+        });
+        let want: Vec<Vec<u8>> = Chunker::new(&d[..], p)
+            .unwrap()
+            .map(|c| c.unwrap().data)
+            .collect();
+        assert!(got == want);
+        let read = file.1.load(std::sync::atomic::Ordering::Relaxed) as f64;
+        assert!(
+            read < 1.15 * d.len() as f64,
+            "{read} bytes read of {}",
+            d.len()
+        );
     }
 
     #[test]
