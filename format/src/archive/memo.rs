@@ -1,5 +1,9 @@
-//! The block memo: candidate chunks of blocks scanned before in this
-//! process, keyed by the block's BLAKE3 subtree chaining value.
+//! The block memo: chunks of blocks scanned before in this process, keyed
+//! by the block's BLAKE3 subtree chaining value and the offset in the block
+//! they were cut from: 0 for the worker's candidates, the point where the
+//! true chain entered the block for the calling thread's resynchronization
+//! (which cuts and hashes on one thread, so a repeated block repeating its
+//! entry point skips that serial work too).
 //!
 //! Why: the recordings of one application run hold the same device arena
 //! again and again (before and after each launch, launch after launch), with
@@ -10,8 +14,7 @@
 //! block is cut and hashed again. That halves the CPU of a repeated block.
 //!
 //! What is kept is only what depends on the block's own bytes: the
-//! candidate chunks cut from the block's first byte that *end before* the
-//! block's end. A FastCDC cut at `e` is decided by the bytes up to and
+//! chunks cut from the given offset that *end before* the block's end. A FastCDC cut at `e` is decided by the bytes up to and
 //! including byte `e` (the gear hash examines the byte after the cut) and the
 //! distance from the chunk's start, and the stream's length only matters for
 //! a chunk reaching the end of the data given, which lies at or beyond the
@@ -19,7 +22,7 @@
 //! those candidates are the same whatever follows the block (tested in
 //! `scan`). Keys include the chunk parameters.
 //!
-//! Bounded: at most [`MAX_BLOCKS`] entries (~1 KiB each), dropped all at
+//! Bounded: at most [`MAX_ENTRIES`] entries (~1 KiB each), dropped all at
 //! once when full (a run longer than that scans its blocks afresh).
 
 use std::collections::HashMap;
@@ -30,34 +33,37 @@ use blake3::hazmat::ChainingValue;
 use super::scan::Span;
 use crate::chunk::ChunkParams;
 
-/// Blocks remembered: 8 GiB of distinct 1 MiB blocks, a few MiB of memory.
-pub const MAX_BLOCKS: usize = 8192;
+/// Entries remembered: candidates and an entry point for each of 8 GiB of
+/// distinct 1 MiB blocks, a few MiB of memory.
+pub const MAX_ENTRIES: usize = 16384;
 
-type Key = (ChainingValue, u32, u32, u32);
+type Key = (ChainingValue, u32, u32, u32, u64);
 
 static MEMO: Mutex<Option<HashMap<Key, Arc<[Span]>>>> = Mutex::new(None);
 
-fn key(cv: &ChainingValue, p: ChunkParams) -> Key {
-    (*cv, p.min, p.avg, p.max)
+fn key(cv: &ChainingValue, p: ChunkParams, from: usize) -> Key {
+    (*cv, p.min, p.avg, p.max, from as u64)
 }
 
-/// The memoized candidates of the block whose chaining value is `cv`.
-pub fn get(cv: &ChainingValue, p: ChunkParams) -> Option<Arc<[Span]>> {
+/// The memoized chunks cut from offset `from` of the block whose chaining
+/// value is `cv`.
+pub fn get(cv: &ChainingValue, p: ChunkParams, from: usize) -> Option<Arc<[Span]>> {
     let m = MEMO.lock().ok()?;
-    m.as_ref()?.get(&key(cv, p)).cloned()
+    m.as_ref()?.get(&key(cv, p, from)).cloned()
 }
 
-/// Remember `spans` (candidates ending before the block's end) for `cv`.
-pub fn put(cv: &ChainingValue, p: ChunkParams, spans: &[Span]) {
+/// Remember `spans` (chunks cut from `from`, ending before the block's end)
+/// for `cv`.
+pub fn put(cv: &ChainingValue, p: ChunkParams, from: usize, spans: &[Span]) {
     if spans.is_empty() {
         return;
     }
     let Ok(mut m) = MEMO.lock() else { return };
     let map = m.get_or_insert_with(HashMap::new);
-    if map.len() >= MAX_BLOCKS {
+    if map.len() >= MAX_ENTRIES {
         map.clear();
     }
-    map.insert(key(cv, p), spans.into());
+    map.insert(key(cv, p, from), spans.into());
 }
 
 /// Forget every block (tests comparing the memoized and the fresh path).

@@ -54,7 +54,8 @@ const READ_STEP: usize = 1 << 20;
 
 /// Block buffers kept for reuse: a fresh buffer costs a page fault and a
 /// page clear per 4 KiB on first use, which is more than reading into it
-/// (an import scans many parts one after the other).
+/// (an import scans many parts one after the other). The most recently
+/// freed is taken first: it is the likeliest to be still in a cache.
 static FREE: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
 /// At most this many buffers are kept (about 16 MiB with 1 MiB blocks).
 const FREE_MAX: usize = 12;
@@ -69,7 +70,7 @@ impl Block {
     fn new(cap: usize) -> Block {
         let found = FREE.lock().ok().and_then(|mut f| {
             f.iter()
-                .position(|b| b.len() == cap)
+                .rposition(|b| b.len() == cap)
                 .map(|i| f.swap_remove(i))
         });
         Block {
@@ -370,8 +371,19 @@ impl<R: Read> Scanner<R> {
             },
             offset: f.offset,
         };
-        let mut t = (self.chain - f.offset) as usize;
+        let entry = (self.chain - f.offset) as usize;
+        let mut t = entry;
         let mut out = Vec::new();
+        // The chain entering a repeated block where it entered before takes
+        // the chunks it cut then (`memo`); at 0 it meets the candidates.
+        let remembered = (entry > 0 && entry < f.own)
+            .then(|| memo::get(&scan.cv, self.p, entry))
+            .flatten();
+        if let Some(spans) = &remembered {
+            out.extend_from_slice(spans);
+            t = out.last().map_or(t, |s| s.end);
+        }
+        let mut cut_here = out.len()..out.len();
         let mut j = 0;
         let cands = &scan.cands;
         while t < f.own {
@@ -383,6 +395,7 @@ impl<R: Read> Scanner<R> {
                 out.extend_from_slice(&cands[j..]);
                 break;
             }
+            cut_here.end += 1;
             let len = fill.cut(&mut scan.block, t, self.p)?;
             out.push(Span {
                 start: t,
@@ -392,6 +405,11 @@ impl<R: Read> Scanner<R> {
             t += len;
         }
         scan.ext = fill.ext;
+        if remembered.is_none() && entry > 0 {
+            let mine = &out[cut_here];
+            let keep = mine.iter().take_while(|c| c.end < f.own).count();
+            memo::put(&scan.cv, self.p, entry, &mine[..keep]);
+        }
         self.chain = f.offset + t as u64;
         stages::add(Stage::Resync, started, 0);
         Ok(out)
@@ -516,6 +534,15 @@ impl Fill<'_> {
     /// least `max` bytes or all there are.
     fn cut(&mut self, block: &mut Block, at: usize, p: ChunkParams) -> io::Result<usize> {
         let max = p.max as usize;
+        // A chunk that may cross the end is given twice the average length
+        // from its start before its first pass: almost all are decided by
+        // it, and a pass that runs out of bytes is cut again from `at`.
+        let likely = (at + 2 * p.avg as usize).min(at + max).min(self.avail);
+        if self.ext < likely {
+            if let Some(file) = self.more {
+                self.read_to(block, file, (self.ext + EXT_STEP).max(likely))?;
+            }
+        }
         loop {
             let t = Instant::now();
             let len = first_cut(&block.data[at..self.ext], p);
@@ -526,17 +553,23 @@ impl Fill<'_> {
             let Some(file) = self.more else {
                 return Ok(len);
             };
-            let end = (self.ext + EXT_STEP).max(at + len + 1).min(self.avail);
-            let t = Instant::now();
-            read_block(
-                file,
-                &mut block.data[self.ext..end],
-                self.offset + self.ext as u64,
-                false,
-            )?;
-            stages::add(Stage::Read, t, (end - self.ext) as u64);
-            self.ext = end;
+            self.read_to(block, file, (self.ext + EXT_STEP).max(at + len + 1))?;
         }
+    }
+
+    /// Read the extension up to `end` (at most `avail`).
+    fn read_to(&mut self, block: &mut Block, file: &dyn ReadAt, end: usize) -> io::Result<()> {
+        let end = end.min(self.avail);
+        let t = Instant::now();
+        read_block(
+            file,
+            &mut block.data[self.ext..end],
+            self.offset + self.ext as u64,
+            false,
+        )?;
+        stages::add(Stage::Read, t, (end - self.ext) as u64);
+        self.ext = end;
+        Ok(())
     }
 }
 
@@ -565,7 +598,7 @@ fn scan_block(
     };
     stages::add(Stage::BlockHash, t, own as u64);
     let mut cands = Vec::with_capacity(own / p.avg.max(1) as usize + 4);
-    let remembered = memo::get(&cv, p);
+    let remembered = memo::get(&cv, p, 0);
     stages::block(remembered.is_some());
     if let Some(spans) = &remembered {
         cands.extend_from_slice(spans);
@@ -587,7 +620,7 @@ fn scan_block(
         // Only candidates decided by the block's own bytes (module doc of
         // `memo`): those ending before its end.
         let keep = cands.iter().take_while(|c| c.end < own).count();
-        memo::put(&cv, p, &cands[..keep]);
+        memo::put(&cv, p, 0, &cands[..keep]);
     }
     Ok(BlockScan {
         block,
