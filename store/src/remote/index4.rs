@@ -70,7 +70,8 @@ impl Header {
         u64::from(top >> (32 - self.bits))
     }
     /// The header rrstore's writer gives an object of `size` bytes (with
-    /// [`bits_for`] fanout bits and as few packs as the size allows), so a
+    /// [`bits_for`] fanout bits, or [`bits_for_v1`] for objects written
+    /// before, and as few packs as the size allows), so a
     /// cold lookup can ask for fanout slots in the same round as the
     /// header. A guess only: the header read with it decides.
     pub fn guess(size: u64) -> Option<Header> {
@@ -83,7 +84,8 @@ impl Header {
                 let Some(e) = rest.checked_sub(fanout) else {
                     break;
                 };
-                if e % ENTRY == 0 && bits_for(e / ENTRY) == bits {
+                let n = e / ENTRY;
+                if e % ENTRY == 0 && (bits_for(n) == bits || bits_for_v1(n) == bits) {
                     return Some(Header {
                         bits,
                         n_packs,
@@ -125,12 +127,22 @@ impl Header {
     }
 }
 
-/// Fanout bits for `n` entries: at most one entry per bucket on average,
-/// so a cold lookup reads ~50 bytes of entries per name, and the fanout is
-/// ~8-16% of the object. (Two per bucket, before: index bytes were the
-/// largest part of the metadata a pull of a similar recording reads.)
-/// Readers take any `k` up to [`MAX_BITS`].
+/// Fanout bits for `n` entries: one to two buckets per entry, so the
+/// bucket of a name holds, besides the name, half to one entry on average
+/// and a cold lookup reads ~95 bytes per name (slots and entries); the
+/// fanout is ~8-14% of the object. (With half as many buckets,
+/// [`bits_for_v1`], a lookup read ~130 bytes per name, and the index bytes
+/// were the largest part of the metadata a pull of a similar recording
+/// reads; with twice as many, a pull that reads the object whole, as one
+/// of many recordings does, pays more than the lookups save.) Readers take
+/// any `k` up to [`MAX_BITS`].
 fn bits_for(n: u64) -> u32 {
+    (bits_for_v1(n) + 1).min(MAX_BITS)
+}
+
+/// The fanout bits of objects written before [`bits_for`] (rrstore up to
+/// 2026-12-02): `n >> k <= 1`. Kept for guessing their headers.
+fn bits_for_v1(n: u64) -> u32 {
     let mut k = 0;
     while k < MAX_BITS && (n >> k) > 1 {
         k += 1;
@@ -340,10 +352,8 @@ mod tests {
             assert_eq!(*blake3::hash(&body).as_bytes(), name);
             let h = Header::decode(&body, body.len() as u64).unwrap();
             assert_eq!(h.n, u64::from(n));
-            assert!(
-                h.buckets() * 4 <= (h.n + 3) * 4,
-                "fanout stays small: {h:?}"
-            );
+            assert!(h.buckets() <= 2 * h.n + 2, "fanout stays small: {h:?}");
+            assert!(h.buckets() >= h.n, "buckets hold little: {h:?}");
             let mut got = decode(&body).unwrap();
             let mut want = es.clone();
             got.sort_by_key(|e| e.name);
@@ -367,6 +377,19 @@ mod tests {
         }
         assert!(right >= 6, "{right} of 7 guessed");
         assert_eq!(Header::guess(3), None);
+        // Objects written with the sparser fanout before are guessed too.
+        let mut right = 0;
+        for (n, n_packs) in [(1u64, 1u32), (100, 2), (784, 3), (5000, 1), (200_000, 9)] {
+            let old = Header {
+                bits: bits_for_v1(n),
+                n_packs,
+                n,
+            };
+            let g = Header::guess(old.size()).unwrap();
+            assert_eq!(g.size(), old.size());
+            right += usize::from(g == old);
+        }
+        assert!(right >= 4, "{right} of 5 old headers guessed");
     }
 
     #[test]
