@@ -27,7 +27,7 @@ use super::layout::{self, ChunkRef, Manifest, PartObject};
 use super::layout3::Kind;
 use super::list::Selected;
 use super::local::PulledPart;
-use super::pull_verify::{verify_parts, NewPart};
+use super::pull_verify::{verify_parts, Decoded, NewPart};
 use super::{Damaged, Event, TransferReport};
 use crate::pack::writer::PackWriter;
 use crate::Store;
@@ -71,6 +71,8 @@ pub(crate) struct Session<'a> {
     /// Tree nodes fetched ahead of their level (`pull_prefetch`), checked
     /// against their names, not decoded yet.
     pub(super) node_bodies: HashMap<[u8; 32], Vec<u8>>,
+    /// Compressed chunks the part checks decoded (`pull_verify`).
+    decoded: Decoded,
 }
 
 impl Drop for Session<'_> {
@@ -176,6 +178,7 @@ impl<'a> Session<'a> {
             manifest_bytes,
             opened: keys.into_iter().zip(bodies).collect(),
             node_bodies: HashMap::new(),
+            decoded: Decoded::default(),
         })
     }
 
@@ -393,7 +396,7 @@ impl<'a> Session<'a> {
                 chunks,
             })
             .collect();
-        let verdicts = verify_parts(self.store, &checks)?;
+        let verdicts = verify_parts(self.store, &checks, &self.decoded)?;
         let mut pulled = Vec::new();
         for (((hash, len, refs, key), list), v) in new_parts.into_iter().zip(lists).zip(verdicts) {
             match v {
