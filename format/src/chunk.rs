@@ -104,7 +104,7 @@ pub enum ChunkError {
 }
 
 /// blake3 of `data` (of an all-zero chunk from a per-thread cache:
-/// [`crate::zeros`]).
+/// `zeros.rs`).
 pub fn hash(data: &[u8]) -> ChunkHash {
     crate::zeros::zero_hash(data).unwrap_or_else(|| *blake3::hash(data).as_bytes())
 }

@@ -1,0 +1,95 @@
+//! The worker's side of a block: its BLAKE3 subtree, then its candidate
+//! chunks cut from its first byte (from the block memo when the block was
+//! seen before), hashed.
+
+use std::io;
+use std::time::Instant;
+
+use blake3::hazmat::{ChainingValue, HasherExt};
+
+use super::block::Block;
+use super::read::Fill;
+use super::Span;
+use crate::archive::memo;
+use crate::chunk::ChunkParams;
+use crate::cut::Cutter;
+use crate::stages::{self, Stage};
+
+/// What a worker returns for one block.
+pub(super) struct BlockScan {
+    pub(super) block: Block,
+    /// Valid bytes in `block` (own + as much of the next block's head as
+    /// the cuts needed so far).
+    pub(super) ext: usize,
+    /// Bytes `block` can hold of the stream ([`Fill::avail`]).
+    pub(super) avail: usize,
+    /// Candidate chunks cut from the block's first byte.
+    pub(super) cands: Vec<Span>,
+    /// Subtree chaining value, or the root hash when the block is the whole
+    /// stream.
+    pub(super) cv: ChainingValue,
+}
+
+/// Length of the first FastCDC chunk of `data` (exact when `data` holds at
+/// least `max` bytes or ends where the stream ends; [`Cutter::first`]).
+pub(super) fn first_cut(data: &[u8], p: ChunkParams) -> usize {
+    Cutter::new(p).first(data)
+}
+
+/// Worker side: candidate chunks from the block's first byte, their hashes,
+/// and the block's chaining value (or root hash when `only`). The chaining
+/// value comes first: a block seen before (same bytes at the same offset,
+/// [`memo`]) takes its candidates from the memo and cuts and hashes only
+/// from the last remembered cut on.
+pub(super) fn scan_block(
+    mut block: Block,
+    own: usize,
+    mut fill: Fill<'_>,
+    only: bool,
+    p: ChunkParams,
+) -> io::Result<BlockScan> {
+    let t = Instant::now();
+    let mut block_hasher = blake3::Hasher::new();
+    if !only {
+        block_hasher.set_input_offset(fill.offset);
+    }
+    block_hasher.update(&block[..own]);
+    let cv = if only {
+        *block_hasher.finalize().as_bytes()
+    } else {
+        block_hasher.finalize_non_root()
+    };
+    stages::add(Stage::BlockHash, t, own as u64);
+    let mut cands = Vec::with_capacity(own / p.avg.max(1) as usize + 4);
+    let remembered = memo::get(&cv, p, 0);
+    stages::block(remembered.is_some());
+    if let Some(spans) = &remembered {
+        cands.extend_from_slice(spans);
+    }
+    let from = cands.last().map_or(0, |c| c.end);
+    let mut at = from;
+    while at < own {
+        let len = fill.cut(&mut block, at, p)?;
+        let t = Instant::now();
+        cands.push(Span {
+            start: at,
+            end: at + len,
+            hash: crate::chunk::hash(&block[at..at + len]),
+        });
+        stages::add(Stage::ChunkHash, t, len as u64);
+        at += len;
+    }
+    if remembered.is_none() {
+        // Only candidates decided by the block's own bytes (module doc of
+        // `memo`): those ending before its end.
+        let keep = cands.iter().take_while(|c| c.end < own).count();
+        memo::put(&cv, p, 0, &cands[..keep]);
+    }
+    Ok(BlockScan {
+        block,
+        ext: fill.ext,
+        avail: fill.avail,
+        cands,
+        cv,
+    })
+}
