@@ -14,12 +14,12 @@
 //! block is cut and hashed again. That halves the CPU of a repeated block.
 //!
 //! What is kept is only what depends on the block's own bytes: the
-//! chunks cut from the given offset that *end before* the block's end. A FastCDC cut at `e` is decided by the bytes up to and
-//! including byte `e` (the gear hash examines the byte after the cut) and the
-//! distance from the chunk's start, and the stream's length only matters for
-//! a chunk reaching the end of the data given, which lies at or beyond the
-//! block's end. So
-//! those candidates are the same whatever follows the block (tested in
+//! chunks cut from the given offset that *end before* the block's end. A
+//! FastCDC cut at `e` is decided by the bytes up to and including byte `e`
+//! (the gear hash examines the byte after the cut) and the distance from
+//! the chunk's start, and the stream's length only matters for a chunk
+//! reaching the end of the data given, which lies at or beyond the block's
+//! end. So those chunks are the same whatever follows the block (tested in
 //! `scan`). Keys include the chunk parameters.
 //!
 //! Bounded: at most [`MAX_ENTRIES`] entries (~1 KiB each), dropped all at

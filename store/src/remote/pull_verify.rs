@@ -193,35 +193,31 @@ fn lane(
                         *gone = true;
                         break;
                     };
-                    let known = (last != Some(loc.hash) && loc.codec == Codec::Zstd)
-                        .then(|| decoded.get(&loc.hash))
-                        .flatten();
-                    if let Some(bytes) = known {
-                        buf.clear();
-                        buf.extend_from_slice(&bytes);
-                        last = Some(loc.hash);
-                    } else if last != Some(loc.hash) {
-                        buf.resize(loc.len as usize, 0);
-                        match packs.read_into_unverified(&loc, &mut buf) {
-                            Ok(()) => {
-                                last = Some(loc.hash);
-                                if loc.codec == Codec::Zstd {
-                                    decoded.put(loc.hash, &buf);
+                    if last != Some(loc.hash) {
+                        let zstd = loc.codec == Codec::Zstd;
+                        if let Some(bytes) = zstd.then(|| decoded.get(&loc.hash)).flatten() {
+                            buf.clear();
+                            buf.extend_from_slice(&bytes);
+                        } else {
+                            buf.resize(loc.len as usize, 0);
+                            match packs.read_into_unverified(&loc, &mut buf) {
+                                Ok(()) if zstd => decoded.put(loc.hash, &buf),
+                                Ok(()) => {}
+                                Err(ReadError::Missing(_)) => {
+                                    *gone = true;
+                                    break;
                                 }
-                            }
-                            Err(ReadError::Missing(_)) => {
-                                *gone = true;
-                                break;
-                            }
-                            Err(e) => {
-                                return Err(StoreError::ReadBack {
-                                    chunk: rrstore_format::id::hex(&loc.hash),
-                                    part: rrstore_format::id::hex(&parts[i].hash),
-                                    reason: e.to_string(),
+                                Err(e) => {
+                                    return Err(StoreError::ReadBack {
+                                        chunk: rrstore_format::id::hex(&loc.hash),
+                                        part: rrstore_format::id::hex(&parts[i].hash),
+                                        reason: e.to_string(),
+                                    }
+                                    .into())
                                 }
-                                .into())
                             }
                         }
+                        last = Some(loc.hash);
                     }
                     hasher.update(&buf);
                     *total += buf.len() as u64;

@@ -318,7 +318,9 @@ impl<R: Read> Scanner<R> {
             out.extend_from_slice(spans);
             t = out.last().map_or(t, |s| s.end);
         }
-        let mut cut_here = out.len()..out.len();
+        // Chunks cut here (not remembered): `out[..cut]` until the chain
+        // meets the candidates.
+        let mut cut = 0;
         let mut j = 0;
         let cands = &scan.cands;
         while t < f.own {
@@ -330,7 +332,7 @@ impl<R: Read> Scanner<R> {
                 out.extend_from_slice(&cands[j..]);
                 break;
             }
-            cut_here.end += 1;
+            cut += 1;
             let len = fill.cut(&mut scan.block, t, self.p)?;
             out.push(Span {
                 start: t,
@@ -341,7 +343,7 @@ impl<R: Read> Scanner<R> {
         }
         scan.ext = fill.ext;
         if remembered.is_none() && entry > 0 {
-            let mine = &out[cut_here];
+            let mine = &out[..cut];
             let keep = mine.iter().take_while(|c| c.end < f.own).count();
             memo::put(&scan.cv, self.p, entry, &mine[..keep]);
         }

@@ -93,6 +93,41 @@ fn a_file_is_read_about_once() {
     );
 }
 
+/// Reads that do not start at a block boundary fail: the second read of
+/// an extension, by a worker or by the resync crossing a zero run out of
+/// phase with the blocks.
+struct FailsInsideBlocks(Vec<u8>);
+impl ReadAt for FailsInsideBlocks {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        if !offset.is_multiple_of(1 << 20) {
+            return Err(io::Error::other(format!("device gone at byte {offset}")));
+        }
+        Mem(self.0.clone(), usize::MAX).read_at(buf, offset)
+    }
+}
+
+#[test]
+fn a_failed_extension_read_is_an_error() {
+    let mut d = noise(8 << 20, 9);
+    d[(2 << 20) + 12_345..(6 << 20) + 999].fill(0);
+    let file: Arc<dyn ReadAt> = Arc::new(FailsInsideBlocks(d.clone()));
+    let err = with_pool(2, 3, 4, |pool| {
+        let mut s: Scanner<io::Empty> =
+            Scanner::at(file, d.len() as u64, ChunkParams::default(), 1 << 20, 3);
+        loop {
+            match s.next(pool) {
+                Ok(Some(_)) => {}
+                Ok(None) => return None,
+                Err(e) => return Some(e),
+            }
+        }
+    });
+    assert!(
+        err.is_some_and(|e| e.to_string().contains("device gone")),
+        "the read error is not reported"
+    );
+}
+
 #[test]
 fn a_file_that_is_not_the_expected_length_is_an_error() {
     let d = noise(3 << 20, 4);
