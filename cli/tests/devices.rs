@@ -114,3 +114,70 @@ fn host_is_unavailable_without_an_offload_runtime() {
         "{host}"
     );
 }
+
+/// A sysfs tree holding a virtio balloon with `features` and, when given,
+/// a huge page pool of (total, free) pages.
+fn sysfs(features: &str, pool: Option<(u64, u64)>) -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    let b = d.path().join("bus/virtio/devices/virtio0");
+    std::fs::create_dir_all(&b).unwrap();
+    std::fs::write(b.join("device"), "0x0005\n").unwrap();
+    std::fs::write(b.join("features"), format!("{features}\n")).unwrap();
+    if let Some((total, free)) = pool {
+        let p = d.path().join("kernel/mm/hugepages/hugepages-2048kB");
+        std::fs::create_dir_all(&p).unwrap();
+        std::fs::write(p.join("nr_hugepages"), format!("{total}\n")).unwrap();
+        std::fs::write(p.join("free_hugepages"), format!("{free}\n")).unwrap();
+    }
+    d
+}
+
+fn devices_with_sysfs(root: &std::path::Path, json: bool) -> String {
+    let mut args = vec!["devices"];
+    if json {
+        args.push("--json");
+    }
+    let o = store_common::command()
+        .args(&args)
+        .env("RRSTORE_DEBUG_SYSFS", root)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8(o.stdout).unwrap()
+}
+
+/// A VM that hands free memory back to its host is named, with the pool
+/// that avoids the slow fills, in text and JSON (host entry only).
+#[test]
+fn memory_line_names_free_page_reporting_and_the_pool() {
+    // Bit 5 (VIRTIO_BALLOON_F_REPORTING) set, no pool: told what to reserve.
+    let vm = sysfs("01100101000000000000000000000000", None);
+    let out = devices_with_sysfs(vm.path(), false);
+    let line = out.lines().find(|l| l.starts_with("memory: ")).expect(&out);
+    assert!(line.contains("free page reporting"), "{line}");
+    assert!(line.contains("sysctl vm.nr_hugepages=N"), "{line}");
+    let v: serde_json::Value = serde_json::from_str(&devices_with_sysfs(vm.path(), true)).unwrap();
+    assert_eq!(
+        v[0]["memory"],
+        serde_json::json!({"free_page_reporting": true, "pool_pages": 0, "pool_free_pages": 0})
+    );
+    assert!(
+        v[1].get("memory").is_none() && v[2].get("memory").is_none(),
+        "{v}"
+    );
+    // With a pool: its free pages, no advice.
+    let pooled = sysfs("01100101", Some((64, 40)));
+    let out = devices_with_sysfs(pooled.path(), false);
+    assert!(
+        out.contains("huge page pool: 40 of 64 pages of 2 MiB free"),
+        "{out}"
+    );
+    assert!(!out.contains("sysctl"), "{out}");
+    // A balloon without the reporting bit: no claim about the host.
+    let plain = sysfs("01100001", None);
+    let out = devices_with_sysfs(plain.path(), false);
+    assert!(
+        out.contains("memory: no huge page pool reserved; arenas use transparent huge pages"),
+        "{out}"
+    );
+}

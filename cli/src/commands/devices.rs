@@ -3,11 +3,13 @@
 //! cores; CUDA: compute capability, driver version; HIP: gfx target,
 //! runtime version). A machine without a GPU
 //! or driver is a normal answer: it says so and exits 0. Also how replays
-//! are confined on this kernel (`rrstore_replay::sandbox`).
+//! are confined on this kernel (`rrstore_replay::sandbox`), and what this
+//! machine does with a fresh arena's memory (`host_memory`).
 
 use std::process::ExitCode;
 
 use rrstore_replay::backend::devices::{self, BackendStatus};
+use rrstore_replay::backend::host::memory::HostMemory;
 
 use crate::Globals;
 
@@ -83,17 +85,22 @@ fn sandbox_text() -> String {
 pub fn run(args: Args, _globals: &Globals) -> anyhow::Result<ExitCode> {
     let all = devices::all();
     let sandbox = sandbox_text();
+    let memory = HostMemory::probe();
     if args.json {
         let mut v = serde_json::to_value(&all)?;
         for b in v.as_array_mut().into_iter().flatten() {
             if let Some(o) = b.as_object_mut() {
                 o.insert("sandbox".into(), sandbox.clone().into());
+                if o.get("backend").and_then(|b| b.as_str()) == Some("host") {
+                    o.insert("memory".into(), serde_json::to_value(memory)?);
+                }
             }
         }
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         print!("{}", render_text(&all));
         println!("sandbox: {sandbox}");
+        println!("memory: {}", super::host_memory::describe(&memory));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -3,6 +3,7 @@
 
 pub mod completions;
 pub mod devices;
+pub mod host_memory;
 pub mod inspect;
 pub mod man;
 pub mod pack;

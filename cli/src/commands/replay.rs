@@ -195,6 +195,23 @@ fn ms(ns: u64) -> String {
     format!("{:.3} ms", ns as f64 / 1e6)
 }
 
+/// A host replay whose first (fresh-arena) fill was slow, on a machine
+/// whose memory explains it, says so on stderr (`host_memory`).
+fn slow_fill_hint(r: &ReplayReport) {
+    let t = &r.timing;
+    let Some(&first) = t.rehydrate_ns.first() else {
+        return;
+    };
+    if r.backend != "host" || first == 0 {
+        return;
+    }
+    let rate = t.rehydrate_bytes as f64 / (first as f64 / 1e9);
+    let memory = rrstore_replay::backend::host::memory::HostMemory::probe();
+    if let Some(h) = super::host_memory::slow_fill_hint(&memory, r.arena_size, rate) {
+        eprintln!("{h}");
+    }
+}
+
 fn print_text(
     r: &ReplayReport,
     history_row: Option<i64>,
@@ -257,6 +274,7 @@ fn print_text(
             ms(t.verify_ns),
             ms(t.wall_ns)
         );
+        slow_fill_hint(r);
     }
     if let Some(m) = &r.mismatch {
         for line in m.describe(r.arena_base) {

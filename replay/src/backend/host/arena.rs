@@ -28,6 +28,7 @@
 use std::fs::File;
 use std::os::fd::{FromRawFd, OwnedFd};
 
+use super::memory::{pool_free_pages, POOL_PAGE};
 use crate::backend::fixed_range::map_noreplace;
 pub use crate::backend::fixed_range::{occupants, overlapping};
 
@@ -63,10 +64,6 @@ pub fn create_memfd(name: &str, len: u64) -> std::io::Result<OwnedFd> {
     File::from(owned.try_clone()?).set_len(len)?;
     Ok(owned)
 }
-
-/// Size of the pool pages [`map_fixed`] uses: the x86-64 and arm64 default
-/// huge page (`/proc/sys/vm/nr_hugepages` counts pages of this size).
-const POOL_PAGE: u64 = 2 << 20;
 
 /// Map the arena at exactly `[lo, lo + len)` without replacing anything
 /// that is there: its 2 MiB-aligned interior from the huge page pool when
@@ -127,17 +124,6 @@ fn map_pool_interior(lo: u64, len: u64) -> Option<(u64, u64)> {
         return None;
     }
     Some((a, b))
-}
-
-/// Free pages of the default-size huge page pool, `None` when there is no
-/// pool (no hugetlbfs support, or an unreadable sysfs).
-fn pool_free_pages() -> Option<u64> {
-    std::fs::read_to_string("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages")
-        .ok()?
-        .trim()
-        .parse()
-        .ok()
-        .filter(|&n| n > 0)
 }
 
 /// Map anonymous memory at exactly `[lo, lo + len)` without replacing

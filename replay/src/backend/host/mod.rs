@@ -57,6 +57,7 @@ pub mod config;
 pub mod fill;
 pub mod fill_trace;
 pub mod libraries;
+pub mod memory;
 pub mod preload;
 pub mod process;
 pub mod protocol;

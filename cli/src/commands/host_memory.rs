@@ -1,0 +1,114 @@
+//! The words for what this machine does with a fresh arena's memory
+//! (`rrstore_replay::backend::host::memory`): the `memory:` line of
+//! `rrstore devices`, and the hint a slow fill of a replay gets.
+
+use rrstore_replay::backend::host::memory::{pages_for, HostMemory, POOL_PAGE};
+
+/// Fills slower than this, of arenas of at least [`HINTED_ARENA`] bytes,
+/// get the hint (the rate issue 24 sets as the floor).
+const HINTED_RATE: f64 = 1.5e9;
+const HINTED_ARENA: u64 = 16 << 20;
+
+const MIB: u64 = 1 << 20;
+
+/// The `memory:` line of `rrstore devices` (without the prefix).
+pub fn describe(m: &HostMemory) -> String {
+    let pool = if m.pool_pages == 0 {
+        "no huge page pool reserved".to_string()
+    } else {
+        format!(
+            "huge page pool: {} of {} pages of 2 MiB free (a fresh arena of up to {} MiB comes from it)",
+            m.pool_free_pages,
+            m.pool_pages,
+            (m.pool_free_pages * POOL_PAGE).saturating_sub(2 * 4096) / MIB
+        )
+    };
+    if !m.free_page_reporting {
+        return format!("{pool}; arenas use transparent huge pages");
+    }
+    let mut s = format!(
+        "this virtual machine hands free memory back to its host (virtio free page reporting); {pool}"
+    );
+    if m.pool_free_pages == 0 {
+        s.push_str(
+            ": a replay's fresh arena can fill several times slower when the last replay was \
+             seconds ago; as root, `sysctl vm.nr_hugepages=N` keeps that memory (N: one page per \
+             2 MiB of arena, per concurrent replay; docs/replay.md)",
+        );
+    }
+    s
+}
+
+/// The hint for a replay whose fill of `arena` bytes ran at `rate` bytes
+/// per second, when this machine's memory explains it; `None` otherwise.
+pub fn slow_fill_hint(m: &HostMemory, arena: u64, rate: f64) -> Option<String> {
+    if arena < HINTED_ARENA || rate >= HINTED_RATE || !m.arena_pays_host_faults(arena) {
+        return None;
+    }
+    Some(format!(
+        "hint: the arena filled at {:.2} GB/s; this virtual machine hands free memory back to \
+         its host, whose page faults then slow a fresh arena's first touch; a huge page pool \
+         keeps that memory (as root: `sysctl vm.nr_hugepages={}` for this arena, more for \
+         concurrent replays; docs/replay.md)",
+        rate / 1e9,
+        m.pool_pages + pages_for(arena).saturating_sub(m.pool_free_pages)
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const VM: HostMemory = HostMemory {
+        free_page_reporting: true,
+        pool_pages: 0,
+        pool_free_pages: 0,
+    };
+
+    #[test]
+    fn a_reporting_vm_without_a_pool_is_told_what_to_reserve() {
+        let d = describe(&VM);
+        assert!(d.contains("free page reporting"), "{d}");
+        assert!(d.contains("sysctl vm.nr_hugepages=N"), "{d}");
+        let pooled = HostMemory {
+            pool_pages: 64,
+            pool_free_pages: 40,
+            ..VM
+        };
+        let d = describe(&pooled);
+        assert!(d.contains("40 of 64 pages of 2 MiB free"), "{d}");
+        assert!(d.contains("up to 79 MiB"), "{d}");
+        assert!(!d.contains("sysctl"), "{d}");
+        let bare = describe(&HostMemory::default());
+        assert_eq!(
+            bare,
+            "no huge page pool reserved; arenas use transparent huge pages"
+        );
+    }
+
+    #[test]
+    fn only_a_slow_large_fill_that_memory_explains_gets_the_hint() {
+        let arena = (64 << 20) + 16;
+        let h = slow_fill_hint(&VM, arena, 0.7e9).unwrap();
+        assert!(h.contains("0.70 GB/s"), "{h}");
+        assert!(h.contains("vm.nr_hugepages=32"), "{h}");
+        // Fast, small, or a pool that holds it, or no reporting: nothing.
+        assert_eq!(slow_fill_hint(&VM, arena, 3e9), None);
+        assert_eq!(slow_fill_hint(&VM, 8 << 20, 0.1e9), None);
+        let pooled = HostMemory {
+            pool_pages: 64,
+            pool_free_pages: 40,
+            ..VM
+        };
+        assert_eq!(slow_fill_hint(&pooled, arena, 0.7e9), None);
+        assert_eq!(slow_fill_hint(&HostMemory::default(), arena, 0.7e9), None);
+        // A pool too small for this arena: enough pages added to what is there.
+        let small = HostMemory {
+            pool_pages: 16,
+            pool_free_pages: 10,
+            ..VM
+        };
+        let h = slow_fill_hint(&small, arena, 0.7e9).unwrap();
+        assert!(h.contains("vm.nr_hugepages=38"), "{h}");
+    }
+}
