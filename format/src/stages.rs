@@ -82,6 +82,8 @@ static BYTES: [AtomicU64; N] = [const { AtomicU64::new(0) }; N];
 /// chunk hash), and blocks scanned.
 static MEMO_HITS: AtomicU64 = AtomicU64::new(0);
 static BLOCKS: AtomicU64 = AtomicU64::new(0);
+/// Of the memo hits, those that also took the chunk into the next block.
+static TAILS: AtomicU64 = AtomicU64::new(0);
 
 /// Count `bytes` and the time since `since` against `stage`.
 pub fn add(stage: Stage, since: Instant, bytes: u64) {
@@ -96,6 +98,16 @@ pub fn block(memo: bool) {
     if memo {
         MEMO_HITS.fetch_add(1, Ordering::Relaxed);
     }
+}
+
+/// Count a memoized block whose tail was taken from the memo too.
+pub fn tail() {
+    TAILS.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Memoized blocks whose tail came from the memo, so far.
+pub fn tails() -> u64 {
+    TAILS.load(Ordering::Relaxed)
 }
 
 /// One stage's totals.
@@ -141,8 +153,11 @@ pub fn report() -> String {
         ));
     }
     s.push_str(&format!(
-        "{:<16} {:>10.4}\nblocks scanned {blocks}, candidates from the block memo {hits}\n",
-        "sum", sum
+        "{:<16} {:>10.4}\nblocks scanned {blocks}, candidates from the block memo {hits} \
+         ({} with the chunk into the next block)\n",
+        "sum",
+        sum,
+        tails()
     ));
     s
 }

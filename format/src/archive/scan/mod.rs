@@ -314,8 +314,8 @@ impl<R: Read> Scanner<R> {
         let remembered = (entry > 0 && entry < f.own)
             .then(|| memo::get(&scan.cv, self.p, entry))
             .flatten();
-        if let Some(spans) = &remembered {
-            out.extend_from_slice(spans);
+        if let Some(r) = &remembered {
+            out.extend_from_slice(&r.spans);
             t = out.last().map_or(t, |s| s.end);
         }
         // Chunks cut here (not remembered): `out[..cut]` until the chain
@@ -345,7 +345,7 @@ impl<R: Read> Scanner<R> {
         if remembered.is_none() && entry > 0 {
             let mine = &out[..cut];
             let keep = mine.iter().take_while(|c| c.end < f.own).count();
-            memo::put(&scan.cv, self.p, entry, &mine[..keep]);
+            memo::put(&scan.cv, self.p, entry, &mine[..keep], None);
         }
         self.chain = f.offset + t as u64;
         stages::add(Stage::Resync, started, 0);

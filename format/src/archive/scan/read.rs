@@ -149,6 +149,22 @@ impl Fill<'_> {
         }
     }
 
+    /// The buffer holds stream bytes up to `end`, reading more of the
+    /// extension if needed; `false` when the stream or the source ends
+    /// before.
+    pub(super) fn have(&mut self, block: &mut Block, end: usize) -> io::Result<bool> {
+        if end > self.avail {
+            return Ok(false);
+        }
+        if self.ext < end {
+            let Some(file) = self.more else {
+                return Ok(false);
+            };
+            self.read_to(block, file, end)?;
+        }
+        Ok(true)
+    }
+
     /// Read the extension up to `end` (at most `avail`).
     fn read_to(&mut self, block: &mut Block, file: &dyn ReadAt, end: usize) -> io::Result<()> {
         let end = end.min(self.avail);

@@ -180,6 +180,7 @@ fn memoized_blocks_give_the_same_chunks_whatever_follows() {
     z2[(3 << 20) + 5] ^= 1;
     variants.push(z2);
     let (_, _, hits0) = crate::stages::snapshot();
+    let tails0 = crate::stages::tails();
     for d in std::iter::once(&a).chain(&variants) {
         let want: Vec<Vec<u8>> = Chunker::new(&d[..], p)
             .unwrap()
@@ -194,6 +195,49 @@ fn memoized_blocks_give_the_same_chunks_whatever_follows() {
     }
     let (_, _, hits1) = crate::stages::snapshot();
     assert!(hits1 - hits0 >= 20, "{} memo hits", hits1 - hits0);
+    // Tails were taken from the memo too (where the bytes after the block
+    // were the same), and never where they were not: the chunks above
+    // would differ.
+    let tails = crate::stages::tails() - tails0;
+    assert!(tails >= 10, "{tails} tails");
+}
+
+/// A repeated block followed by other bytes than when it was memoized:
+/// from the first byte past its end, at the byte after the tail's cut (the
+/// last one the cut examined), or only after it. The chunks are the
+/// sequential chunker's in all three (a tail taken where the examined
+/// bytes differ would end where the old cut was).
+#[test]
+fn a_memoized_tail_is_taken_only_where_the_bytes_that_decided_it_repeat() {
+    let p = ChunkParams::default();
+    let block = 1 << 20;
+    let a = noise(3 << 20, 41);
+    let want = |d: &[u8]| -> Vec<Vec<u8>> {
+        Chunker::new(d, p)
+            .unwrap()
+            .map(|c| c.unwrap().data)
+            .collect()
+    };
+    let (first, ..) = scan_all(&a, p, block, 7);
+    assert!(first == want(&a));
+    // Where block 0's tail ends (the chunk crossing 1 MiB).
+    let mut at = 0;
+    let tail_end = first
+        .iter()
+        .map(|c| {
+            at += c.len();
+            at
+        })
+        .find(|&e| e >= block)
+        .unwrap();
+    for flip in [block, tail_end, tail_end + 1] {
+        let mut d = a.clone();
+        d[flip] ^= 0x5a;
+        for step in [7, usize::MAX] {
+            let (got, ..) = scan_all(&d, p, block, step);
+            assert!(got == want(&d), "flip at {flip}, step {step}");
+        }
+    }
 }
 
 #[test]

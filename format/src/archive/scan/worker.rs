@@ -36,6 +36,52 @@ pub(super) fn first_cut(data: &[u8], p: ChunkParams) -> usize {
     Cutter::new(p).first(data)
 }
 
+/// The tail chunk `t` (the first ending at or past `own`) as the memo keeps
+/// it, or `None` when the stream's end decided it: a cut at `e` examined
+/// the bytes through `e` (so `e` lies before the bytes read), a chunk of
+/// `max` bytes those before its end; one that ends where the stream does
+/// is shorter only because the stream ended.
+fn remember_tail(
+    block: &Block,
+    own: usize,
+    fill: &Fill<'_>,
+    t: Span,
+    p: ChunkParams,
+) -> Option<memo::Tail> {
+    let decided = if t.len() == p.max as usize {
+        t.end
+    } else if t.end < fill.ext {
+        t.end + 1
+    } else {
+        return None;
+    };
+    let t0 = Instant::now();
+    let beyond = *blake3::hash(&block[own..decided]).as_bytes();
+    stages::add(Stage::ChunkHash, t0, (decided - own) as u64);
+    Some(memo::Tail {
+        span: t,
+        decided,
+        beyond,
+    })
+}
+
+/// Whether a remembered tail is this block's too: the bytes past its end
+/// that decided the cut are there and the same.
+fn tail_holds(
+    block: &mut Block,
+    own: usize,
+    fill: &mut Fill<'_>,
+    tail: &memo::Tail,
+) -> io::Result<bool> {
+    if !fill.have(block, tail.decided)? {
+        return Ok(false);
+    }
+    let t = Instant::now();
+    let same = *blake3::hash(&block[own..tail.decided]).as_bytes() == tail.beyond;
+    stages::add(Stage::ChunkHash, t, (tail.decided - own) as u64);
+    Ok(same)
+}
+
 /// Worker side: candidate chunks from the block's first byte, their hashes,
 /// and the block's chaining value (or root hash when `only`). The chaining
 /// value comes first: a block seen before (same bytes at the same offset,
@@ -63,8 +109,14 @@ pub(super) fn scan_block(
     let mut cands = Vec::with_capacity(own / p.avg.max(1) as usize + 4);
     let remembered = memo::get(&cv, p, 0);
     stages::block(remembered.is_some());
-    if let Some(spans) = &remembered {
-        cands.extend_from_slice(spans);
+    if let Some(r) = &remembered {
+        cands.extend_from_slice(&r.spans);
+        if let Some(tail) = r.tail {
+            if tail_holds(&mut block, own, &mut fill, &tail)? {
+                cands.push(tail.span);
+                stages::tail();
+            }
+        }
     }
     let from = cands.last().map_or(0, |c| c.end);
     let mut at = from;
@@ -81,9 +133,13 @@ pub(super) fn scan_block(
     }
     if remembered.is_none() {
         // Only candidates decided by the block's own bytes (module doc of
-        // `memo`): those ending before its end.
+        // `memo`): those ending before its end; the tail with what decided
+        // it beyond.
         let keep = cands.iter().take_while(|c| c.end < own).count();
-        memo::put(&cv, p, 0, &cands[..keep]);
+        let tail = cands
+            .get(keep)
+            .and_then(|t| remember_tail(&block, own, &fill, *t, p));
+        memo::put(&cv, p, 0, &cands[..keep], tail);
     }
     Ok(BlockScan {
         block,
