@@ -89,6 +89,8 @@ pub struct Store {
     /// The `meta/` files written through this handle, made durable
     /// together ([`Store::sync_meta`], or when the store is dropped).
     meta_sync: recovery::MetaSync,
+    /// Chunks this handle's imports committed (`import::known`).
+    known: import::known::KnownChunks,
 }
 
 impl Store {

@@ -33,6 +33,7 @@ impl Store {
             zstd_level: 3,
             read_only: opened.read_only,
             meta_sync: crate::recovery::MetaSync::new(dir),
+            known: Default::default(),
         })
     }
 

@@ -33,7 +33,7 @@ pub(crate) enum Stored {
 /// Sizes of pack files (None: missing), looked up once per import attempt.
 pub(crate) type PackSizes = HashMap<String, Option<u64>>;
 
-fn delivers(dir: &Path, sizes: &mut PackSizes, pack: Option<&str>, end: u64) -> bool {
+pub(crate) fn delivers(dir: &Path, sizes: &mut PackSizes, pack: Option<&str>, end: u64) -> bool {
     let Some(pack) = pack else {
         return false;
     };

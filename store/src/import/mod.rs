@@ -17,11 +17,13 @@
 //! Files: this one holds the import's types and entry points and its retry
 //! loop; [`pipeline`] plans and streams the parts, [`commit`] syncs the
 //! packs and commits through the index's one write path, [`archive`] copies
-//! `.rra` archives, [`heal`] decides whether a stored chunk is deliverable.
+//! `.rra` archives, [`heal`] decides whether a stored chunk is deliverable,
+//! [`known`] remembers the chunks this handle's imports committed.
 
 mod archive;
 mod commit;
 mod heal;
+pub(crate) mod known;
 mod pipeline;
 
 use std::collections::HashSet;

@@ -14,10 +14,10 @@ use rrstore_format::chunk::{ChunkHash, Codec};
 use rrstore_format::stages::{self, Stage};
 use rrstore_format::{PartInfo, PartSource, Recording};
 
-use super::heal::{chunk_stored, lookup_err, Stored};
+use super::heal::{chunk_stored, delivers, lookup_err, Stored};
 use super::{Attempt, Hashes, ImportOptions, ImportReport, NewPart, Plan, Writers};
 use crate::error::{Result, StoreError};
-use crate::index::write::ChunkRow;
+use crate::index::write::{ChunkRow, Outcome};
 use crate::pack::writer::PackWriter;
 use crate::pack::{EntryHeader, ENTRY_HEADER_LEN, PACK_TARGET_SIZE};
 use crate::Store;
@@ -64,6 +64,7 @@ impl Store {
             }
         }
         let epoch0 = self.gc_epoch()?;
+        self.known.begin(epoch0);
         let level = self.zstd_level;
         let mut parts = rec.parts.clone();
         let shown = rec.clone();
@@ -111,6 +112,9 @@ impl Store {
             return Ok(Attempt::Done(report.already_present()));
         }
         let committed = self.sync_and_commit(rec, &id, opts, &plan, epoch0, writers)?;
+        if committed == Outcome::Committed {
+            self.known.committed(epoch0, &plan);
+        }
         Ok(Attempt::after_commit(committed, report))
     }
 
@@ -159,6 +163,12 @@ impl Store {
                 list.push(hash);
                 if plan.written.contains(&hash) {
                     continue;
+                }
+                if let Some((pack, end)) = self.known.get(&hash) {
+                    if delivers(&dir, &mut plan.pack_sizes, Some(pack), end) {
+                        plan.reused_chunks.push(hash);
+                        continue;
+                    }
                 }
                 let t = Instant::now();
                 let stored = chunk_stored(&mut lookup, &dir, &mut plan.pack_sizes, &hash)
