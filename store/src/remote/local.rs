@@ -258,7 +258,7 @@ impl Store {
     /// into the database file were synced by that checkpoint), then the
     /// connection is back to `synchronous=FULL`.
     pub(crate) fn xfer_pull_durable(&mut self) -> Result<()> {
-        crate::recovery::sync_index_log(&self.dir)?;
+        crate::recovery::sync::sync_index_log(&self.dir)?;
         self.conn
             .pragma_update(None, "synchronous", "full")
             .map_err(self.ierr("restoring synchronous=full after a pull"))

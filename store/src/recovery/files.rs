@@ -1,7 +1,7 @@
-//! Recovery metadata beside the packs (`DIR/meta/`): one file per recording
-//! (manifest, label, source, import time, tags) and one chunk list per part,
-//! so that `repair` can rebuild the index from the pack files. Formats and
-//! when each file is written: spec/STORE.md, "Recovery metadata".
+//! The recovery metadata files: a recording's (manifest, label, source,
+//! import time, tags) and a part's chunk list, each written atomically with
+//! a checksum trailer, read back, listed and removed (formats:
+//! spec/STORE.md, "Recovery metadata").
 
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};
@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 
 use rrstore_format::RecordingId;
 use rusqlite::{Connection, OptionalExtension};
-use serde::{Deserialize, Serialize};
 
+use super::{index_err, sync_dir, MetaSync, RecordingMeta};
 use crate::error::{Result, StoreError};
 use crate::index::{hash32, u};
 use crate::layout::{self, META_PARTS, META_RECORDINGS};
@@ -19,140 +19,6 @@ const PARTS_MAGIC: &[u8; 8] = b"RRSPARTS";
 const RECORDING_MAGIC: &[u8; 8] = b"RRSRMETA";
 const VERSION: u32 = 1;
 const PARTS_HEAD: usize = 8 + 4 + 4 + 32 + 8 + 8;
-
-/// What a recording's metadata file holds.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct RecordingMeta {
-    /// The `manifests.manifest` bytes (MessagePack of the `Recording`).
-    pub manifest: Vec<u8>,
-    pub label: String,
-    pub source: String,
-    pub imported_at: i64,
-    pub tags: Vec<(String, String)>,
-}
-
-fn index_err(dir: &Path, context: &str) -> impl Fn(rusqlite::Error) -> StoreError {
-    let path = dir.join(layout::INDEX_FILE);
-    let context = context.to_string();
-    move |source| StoreError::Index {
-        path: path.clone(),
-        context: context.clone(),
-        source,
-    }
-}
-
-/// Durability of what one command writes besides packs: the `meta/`
-/// files, and the index commits of an import of several recordings.
-///
-/// `meta/` files: fsyncing each file and its directory as it was written
-/// cost an import of 11 small recordings 100 extra fsyncs, each its own
-/// journal commit; instead the files are written and renamed at once and
-/// fsynced (files, then their directories up to the store's) when the
-/// command is done with the store ([`MetaSync::flush`], also on drop): the
-/// first fsync commits the journal transaction holding all of them, the
-/// others find their changes committed. Not `syncfs`, which also waits for
-/// every other process's dirty data on the file system (1.2 s for a small
-/// import beside a large copy). Until then a power failure can lose them, never a process
-/// crash (the renames are in the page cache): the same kind of window as the
-/// one between an index commit and its metadata write (spec/STORE.md,
-/// "Recovery metadata"). Removals stay durable at once.
-///
-/// Index commits: an import commits each recording with
-/// `synchronous=NORMAL` ([`MetaSync::defer_index`]: atomic, consistent,
-/// safe against a killed process) and the flush fsyncs the index's log
-/// once, before the `meta/` files (spec/STORE.md, "Import durability").
-#[derive(Debug)]
-pub struct MetaSync {
-    dir: PathBuf,
-    /// Files renamed into place since the last flush.
-    files: std::cell::RefCell<Vec<PathBuf>>,
-    /// Index commits were made without syncing the log.
-    index: std::cell::Cell<bool>,
-}
-
-impl MetaSync {
-    /// For the store at `dir`.
-    pub fn new(dir: &Path) -> Self {
-        MetaSync {
-            dir: dir.to_path_buf(),
-            files: std::cell::RefCell::new(Vec::new()),
-            index: std::cell::Cell::new(false),
-        }
-    }
-
-    /// Whether files were written since the last flush.
-    pub fn pending(&self) -> bool {
-        !self.files.borrow().is_empty()
-    }
-
-    /// Index commits are being made without syncing the index's log: the
-    /// next flush fsyncs it.
-    pub fn defer_index(&self) {
-        self.index.set(true);
-    }
-
-    /// Whether index commits wait for the next flush to be durable.
-    pub fn index_deferred(&self) -> bool {
-        self.index.get()
-    }
-
-    /// Make everything deferred since the last flush durable: the index's
-    /// log first (one fsync), then every `meta/` file written and the
-    /// directories holding them, so a recording's file is never durable
-    /// before the commit that added it.
-    pub fn flush(&self) -> Result<()> {
-        if self.index.get() {
-            sync_index_log(&self.dir)?;
-            self.index.set(false);
-        }
-        let files = std::mem::take(&mut *self.files.borrow_mut());
-        let mut dirs = std::collections::BTreeSet::new();
-        for f in &files {
-            match File::open(f) {
-                Ok(file) => file.sync_data().map_err(|e| StoreError::io(f, e))?,
-                // Removed since (an `rm` in the same command): nothing to keep.
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-                Err(e) => return Err(StoreError::io(f, e)),
-            }
-            // Its directory holds the rename; the ones above, directories
-            // this command may have created.
-            let mut d = f.parent();
-            while let Some(p) = d {
-                if !p.starts_with(&self.dir) || !dirs.insert(p.to_path_buf()) {
-                    break;
-                }
-                d = p.parent();
-            }
-        }
-        for d in dirs.iter().rev() {
-            sync_dir(d)?;
-        }
-        Ok(())
-    }
-
-    /// `path` was renamed into place: fsynced at the next flush.
-    fn written(&self, path: &Path) {
-        self.files.borrow_mut().push(path.to_path_buf());
-    }
-}
-
-/// fsync the index's log (`index.sqlite-wal`, none is fine) of the store at
-/// `dir`: makes every commit made with `synchronous=NORMAL` durable.
-pub(crate) fn sync_index_log(dir: &Path) -> Result<()> {
-    let wal = dir.join(format!("{}-wal", layout::INDEX_FILE));
-    match File::open(&wal) {
-        Ok(f) => f.sync_all().map_err(|e| StoreError::io(&wal, e)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(StoreError::io(&wal, e)),
-    }
-}
-
-impl Drop for MetaSync {
-    fn drop(&mut self) {
-        // A command that returns early (an error) still syncs what it wrote.
-        let _ = self.flush();
-    }
-}
 
 /// Write `path` through a temporary file in its directory: fill, rename;
 /// durable at `sync`'s next flush. `fill` gets a hasher fed with everything
@@ -191,13 +57,6 @@ fn write_atomic(
         let _ = std::fs::remove_file(&tmp);
     }
     result
-}
-
-/// fsync directory `dir`, so that a rename or unlink in it is durable.
-fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| StoreError::io(dir, e))
 }
 
 /// Path of a part's chunk list.
@@ -443,122 +302,4 @@ pub fn write_all(conn: &Connection, dir: &Path, sync: &MetaSync) -> Result<()> {
         write_recording(conn, dir, &RecordingId(hash32(id)), sync)?;
     }
     sync.flush()
-}
-
-/// Recording metadata files whose recording the index does not list: how
-/// many, and the first one's ID.
-pub fn unaccounted(conn: &Connection, dir: &Path) -> Result<(u64, Option<String>)> {
-    let mut stmt = conn
-        .prepare_cached("SELECT 1 FROM recordings WHERE id_hex = ?1")
-        .map_err(index_err(dir, "checking recordings against their metadata"))?;
-    let mut n = 0;
-    let mut first = None;
-    for p in list(dir, META_RECORDINGS)? {
-        let hex = p
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let known = stmt
-            .exists([&hex])
-            .map_err(index_err(dir, "checking recordings against their metadata"))?;
-        if !known {
-            n += 1;
-            first.get_or_insert(hex);
-        }
-    }
-    Ok((n, first))
-}
-
-impl crate::Store {
-    /// gc's safety check: fail with [`StoreError::IndexIncomplete`] when a
-    /// recording's metadata is in the store but the index does not list it
-    /// (the index was lost or replaced: its data would look unreferenced).
-    /// Runs under the index's write lock, so no import is between writing
-    /// its metadata and committing.
-    pub fn check_index_accounts_for_store(&mut self) -> Result<()> {
-        let dir = self.dir().to_path_buf();
-        let tx = self
-            .conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .map_err(index_err(&dir, "locking the index to check it"))?;
-        let (missing, example) = unaccounted(&tx, &dir)?;
-        drop(tx);
-        if missing > 0 {
-            return Err(StoreError::IndexIncomplete {
-                dir,
-                missing,
-                example: example.unwrap_or_default(),
-            });
-        }
-        Ok(())
-    }
-}
-
-impl crate::Store {
-    /// gc's sweep of `meta/parts/`: remove the chunk lists of parts no
-    /// recording in the index names any more (`repair` reads only those a
-    /// recording names; a part kept for an image or a saved output needs
-    /// none). Each file is checked and removed while this process holds
-    /// the index's write lock, so no import or pull can commit a recording
-    /// that names the part in between; one that commits after writes the
-    /// list again (it writes a missing one after its commit). Returns how
-    /// many were (with `dry_run`: would be) removed.
-    pub(crate) fn sweep_part_lists(&mut self, dry_run: bool) -> Result<u64> {
-        let dir = self.dir().to_path_buf();
-        let files = list(&dir, META_PARTS)?;
-        if files.is_empty() {
-            return Ok(0);
-        }
-        if dry_run {
-            return sweep_unnamed(&self.conn, &dir, &files, true);
-        }
-        let tx = self
-            .conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .map_err(index_err(&dir, "gc: locking the index to sweep meta/parts"))?;
-        let removed = sweep_unnamed(&tx, &dir, &files, false)?;
-        // Nothing was written: ending it only releases the lock.
-        tx.rollback().map_err(index_err(
-            &dir,
-            "gc: unlocking the index after sweeping meta/parts",
-        ))?;
-        Ok(removed)
-    }
-}
-
-/// Of the part lists `files`, those whose part no recording in `conn`'s
-/// index names: unlinked (directories fsynced after), or with `dry_run`
-/// only counted. Returns how many.
-fn sweep_unnamed(conn: &Connection, dir: &Path, files: &[PathBuf], dry_run: bool) -> Result<u64> {
-    let ierr = index_err(dir, "gc: checking the parts' recovery chunk lists");
-    let mut named = conn
-        .prepare_cached("SELECT 1 FROM recording_parts WHERE part = ?1")
-        .map_err(&ierr)?;
-    let mut removed = 0;
-    let mut dirs = std::collections::BTreeSet::new();
-    for p in files {
-        let name = p.file_name().map(|n| n.to_string_lossy().into_owned());
-        // A name that is not a part hash is not ours to judge.
-        let Some(hash) = name.as_deref().and_then(rrstore_format::id::parse_hex32) else {
-            continue;
-        };
-        if named.exists([&hash[..]]).map_err(&ierr)? {
-            continue;
-        }
-        removed += 1;
-        if dry_run {
-            continue;
-        }
-        match std::fs::remove_file(p) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(StoreError::io(p, e)),
-            _ => {}
-        }
-        if let Some(d) = p.parent() {
-            dirs.insert(d.to_path_buf());
-        }
-    }
-    for d in &dirs {
-        sync_dir(d)?;
-    }
-    Ok(removed)
 }
