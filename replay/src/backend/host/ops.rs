@@ -1,0 +1,328 @@
+//! The [`Backend`] operations of the host backend: reserving the arena in
+//! a runner, filling it (from files in the runner, or through the staging
+//! window), loading the image, writing globals, launching, and reading the
+//! arena back or hashing it in place. The runner side of each is in
+//! [`super::runner`]; the module documentation of [`super`] says why.
+
+use super::*;
+
+impl Backend for HostBackend {
+    fn name(&self) -> &'static str {
+        "host"
+    }
+
+    fn device_description(&self) -> String {
+        host_description()
+    }
+
+    fn place(&mut self, req: &ArenaRequest<'_>) -> Result<Placement, BackendError> {
+        self.expect_image(req.image);
+        self.reserve(req.base, req.size)?;
+        Ok(Placement { base: req.base })
+    }
+
+    fn reserve(&mut self, base: u64, size: u64) -> Result<(), BackendError> {
+        let reserve_err = |reason: String| BackendError::Reserve { base, size, reason };
+        let Some((lo, hi)) = arena::page_range(base, size) else {
+            return Err(reserve_err(
+                "the range wraps around the address space".into(),
+            ));
+        };
+        let len = hi - lo;
+        // 1. The spare, unless it preloaded a runtime the image does not
+        // need or something it loaded sits in the range (then it is killed
+        // and a runner that maps the arena first takes over).
+        if let Some(spare) = take_spare(&self.config) {
+            match self.reserve_in(spare.live, lo, len) {
+                Ok(Ok(preloaded)) => {
+                    self.forked = spare.forked;
+                    self.preloaded = preloaded;
+                    return self.mapped(base, size, lo);
+                }
+                Ok(Err((ErrKind::Occupied | ErrKind::Incompatible, _))) => {
+                    // Not waited for: it may be in the middle of its load.
+                    if let Some(spare) = self.live.take() {
+                        spare.end();
+                    }
+                }
+                Ok(Err((_, why))) => {
+                    self.kill("arena reservation failed");
+                    return Err(reserve_err(why));
+                }
+                // The spare is gone (killed with the thread that started
+                // it, say): start a fresh runner.
+                Err(_) => {}
+            }
+        }
+        // 2. Mapped here and inherited by a forked runner.
+        self.preloaded = Vec::new();
+        if let Some(live) = self.fork_reserved(lo, len) {
+            self.dead = None;
+            self.live = Some(live);
+            self.forked = true;
+            return self.mapped(base, size, lo);
+        }
+        // 3. Executed runners, each in a fresh address-space layout.
+        self.forked = false;
+        let mut last = String::new();
+        for _ in 0..RESERVE_ATTEMPTS {
+            let live = self.spawn()?;
+            match self.reserve_in(live, lo, len)? {
+                Ok(_) => return self.mapped(base, size, lo),
+                Err((ErrKind::Occupied, why)) => {
+                    last = why;
+                    self.kill("arena range occupied");
+                }
+                Err((_, why)) => {
+                    self.kill("arena reservation failed");
+                    return Err(reserve_err(why));
+                }
+            }
+        }
+        Err(reserve_err(format!(
+            "{last} (in {RESERVE_ATTEMPTS} fresh runner processes)"
+        )))
+    }
+
+    fn upload(&mut self, offset: u64, data: &[u8]) -> Result<(), BackendError> {
+        self.write_arena(offset, data)
+    }
+
+    fn begin_fill(&mut self, input: &dyn InputSource) -> Result<(), BackendError> {
+        // The runner reads the input's files itself where that is faster
+        // (see [`fills_from_files`]), asked before the image load so that
+        // it fills while its preload finishes.
+        if self.fill_started || self.files_failed || !self.fills_from_files(input.len()) {
+            return Ok(());
+        }
+        if let Some(plan) = input.extents() {
+            self.start_fill(plan)?;
+            self.fill_started = true;
+        }
+        Ok(())
+    }
+
+    fn fill(&mut self, input: &mut dyn InputSource) -> Result<FillOutcome, FillError> {
+        if std::mem::take(&mut self.fill_started) {
+            match self.finish_fill()? {
+                Ok(took) => {
+                    return Ok(FillOutcome {
+                        path: RehydratePath::Files,
+                        took: Some(took),
+                    })
+                }
+                // A pack moved by gc, a corrupt chunk: the bytes are handed
+                // over instead, which retries and reports precisely, and so
+                // are later repetitions'.
+                Err(_) => self.files_failed = true,
+            }
+        }
+        copy_in(self, input)
+    }
+
+    fn staging_window(&mut self, max_len: usize) -> Result<Option<&mut [u8]>, BackendError> {
+        if self.staging.is_none() {
+            let size = self.arena.as_ref().map_or(0, |a| a.size);
+            let len = STAGING_WINDOW.min(usize::try_from(size).unwrap_or(STAGING_WINDOW));
+            self.staging = Some(
+                StagingBuf::new(len.max(1))
+                    .map_err(|e| driver("allocating the staging window", e))?,
+            );
+        }
+        Ok(self.staging.as_mut().map(|b| {
+            let n = b.len().min(max_len);
+            &mut b.as_mut_slice()[..n]
+        }))
+    }
+
+    fn commit_staging(&mut self, offset: u64, len: usize) -> Result<(), BackendError> {
+        let Some(buf) = self.staging.take() else {
+            return Err(internal(
+                "a staging window was committed before one was handed out",
+            ));
+        };
+        let r = match buf.as_slice().get(..len) {
+            Some(data) => self.write_arena(offset, data),
+            None => Err(internal(format!(
+                "{len} bytes committed from the {}-byte staging window",
+                buf.len()
+            ))),
+        };
+        self.staging = Some(buf);
+        r
+    }
+
+    fn load_image(&mut self, image: &[u8], kernel: &str) -> Result<(), BackendError> {
+        let info = elf::parse(image).map_err(BackendError::Image)?;
+        match info.symbol(kernel) {
+            Some(s) if s.kind == elf::SymKind::Func => {}
+            _ => return Err(BackendError::MissingKernel(kernel.to_string())),
+        }
+        let needed = info.needed.clone();
+        self.elf = Some(info);
+        // Pipelined: the runner dlopens while the engine goes on (rehydrating
+        // the arena); the replies are collected by the next request.
+        let mut m = Msg::op(Op::LoadImage);
+        m.bytes(kernel.as_bytes()).bytes(image);
+        self.send(&m)?;
+        self.send(&Msg::op(Op::Libraries))?;
+        self.pending.push(Pending::Load {
+            kernel: kernel.to_string(),
+            needed,
+        });
+        self.pending.push(Pending::Libraries);
+        Ok(())
+    }
+
+    fn write_global(&mut self, name: &str, data: &[u8]) -> Result<(), BackendError> {
+        let sym = self
+            .elf()?
+            .symbol(name)
+            .cloned()
+            .ok_or_else(|| BackendError::MissingGlobal { name: name.into() })?;
+        if sym.size != data.len() as u64 {
+            return Err(BackendError::GlobalSize {
+                name: name.into(),
+                recorded: data.len() as u64,
+                actual: sym.size,
+            });
+        }
+        // Pipelined like the load: the runner writes it after the dlopen,
+        // and a failure is reported by the next request (the launch) before
+        // the kernel runs.
+        let mut m = Msg::op(Op::WriteGlobal);
+        m.bytes(name.as_bytes()).bytes(data);
+        self.send(&m)?;
+        self.pending.push(Pending::Global { name: name.into() });
+        Ok(())
+    }
+
+    fn launch(&mut self, args: &[u64], params: &LaunchParams) -> Result<Duration, BackendError> {
+        let mut m = Msg::op(Op::Launch);
+        m.u64(args.len() as u64);
+        for a in args {
+            m.u64(*a);
+        }
+        match self.request(&m, params.timeout)? {
+            Ok(reply) => {
+                let ns = Fields::new(&reply)
+                    .u64()
+                    .map_err(|e| malformed("the launch", e))?;
+                Ok(Duration::from_nanos(ns))
+            }
+            Err((_, why)) => Err(driver("launch", why)),
+        }
+    }
+
+    fn download(&mut self, offset: u64, dst: &mut [u8]) -> Result<(), BackendError> {
+        self.read_arena(offset, dst)
+    }
+
+    fn arena_hash(&mut self) -> Result<Option<[u8; 32]>, BackendError> {
+        if let Some(h) = self.translated_hash.take() {
+            return Ok(Some(h));
+        }
+        let a = self.arena_at(0, 0)?;
+        let mut m = Msg::op(Op::Hash);
+        m.u64(a.base).u64(a.size);
+        match self.request(&m, None)? {
+            Ok(reply) => match <[u8; 32]>::try_from(reply.as_slice()) {
+                Ok(h) => Ok(Some(h)),
+                Err(_) => Err(malformed("hashing the arena", "short reply")),
+            },
+            Err((_, why)) => Err(driver("hashing the arena", why)),
+        }
+    }
+
+    fn runtime_libraries(&self) -> Vec<String> {
+        self.libraries.clone()
+    }
+
+    fn sandbox_applied(&self) -> Option<crate::sandbox::Mechanisms> {
+        self.sandbox
+    }
+
+    // Relocation (issue 19): the runner scans each chunk it decodes and
+    // translates the output back in place.
+    fn scan_fills(&mut self, rebaser: Option<crate::placement::Rebaser>) -> bool {
+        self.rebaser = rebaser;
+        true
+    }
+
+    fn fill_rebased(&self) -> u64 {
+        self.fill_rebased
+    }
+
+    fn back_translate(
+        &mut self,
+        r: &crate::placement::Rebaser,
+    ) -> Result<Option<u64>, BackendError> {
+        let mut m = Msg::op(Op::Translate);
+        m.u64(r.new_base).u64(r.size).u64(r.old_base);
+        let op = "translating the arena back";
+        match self.request(&m, None)? {
+            Ok(reply) => {
+                let mut f = Fields::new(&reply);
+                let n = f.u64().map_err(|e| malformed(op, e))?;
+                f.u64().map_err(|e| malformed(op, e))?;
+                let hash = reply
+                    .get(16..48)
+                    .and_then(|h| <[u8; 32]>::try_from(h).ok())
+                    .ok_or_else(|| malformed(op, "short reply"))?;
+                self.translated_hash = Some(hash);
+                Ok(Some(n))
+            }
+            Err((_, why)) => Err(driver(op, why)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn describes_the_host() {
+        assert!(host_description().starts_with("host x86_64: "));
+    }
+
+    /// A backend driven out of order says it is rrstore's bug (exit code
+    /// 70), not a driver failure; nothing is started for that.
+    #[test]
+    fn calls_before_the_reservation_are_internal_errors() {
+        let mut b = HostBackend::new(HostConfig {
+            runner: Runner {
+                program: "/nonexistent/runner".into(),
+                args: vec![],
+            },
+            env: Vec::new(),
+            arena_io: ArenaIo::Auto,
+            preload: Preload::default(),
+        });
+        let internal = |e: BackendError| match e {
+            BackendError::Internal { backend, what } => {
+                assert_eq!(backend, "host");
+                what
+            }
+            other => panic!("{other:?}"),
+        };
+        assert!(internal(b.upload(0, b"x").unwrap_err()).contains("before it was reserved"));
+        let mut dst = [0u8; 4];
+        assert!(internal(b.download(0, &mut dst).unwrap_err()).contains("before it was reserved"));
+        assert!(internal(b.commit_staging(0, 1).unwrap_err()).contains("staging window"));
+        assert!(internal(
+            b.launch(
+                &[],
+                &LaunchParams {
+                    num_teams: 1,
+                    num_threads: 1,
+                    shared_memory: 0,
+                    loop_trip_count: 0,
+                    timeout: None,
+                }
+            )
+            .unwrap_err()
+        )
+        .contains("before the arena was reserved"));
+    }
+}
