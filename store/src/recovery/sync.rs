@@ -73,14 +73,27 @@ impl MetaSync {
             self.index.set(false);
         }
         let files = std::mem::take(&mut *self.files.borrow_mut());
-        let mut dirs = std::collections::BTreeSet::new();
+        // Start every file's write-back first, then wait for each: the
+        // blocks of all of them are allocated in one journal transaction,
+        // which the first wait commits, instead of one commit per file
+        // (~4 ms each on a VM disk: 35 ms at the end of an import of three
+        // recordings). `POSIX_FADV_DONTNEED` starts write-back without
+        // waiting; failing, it only loses that overlap.
+        let mut open = Vec::with_capacity(files.len());
         for f in &files {
             match File::open(f) {
-                Ok(file) => file.sync_data().map_err(|e| StoreError::io(f, e))?,
+                Ok(file) => {
+                    let _ = rustix::fs::fadvise(&file, 0, None, rustix::fs::Advice::DontNeed);
+                    open.push((f, file));
+                }
                 // Removed since (an `rm` in the same command): nothing to keep.
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
                 Err(e) => return Err(StoreError::io(f, e)),
             }
+        }
+        let mut dirs = std::collections::BTreeSet::new();
+        for (f, file) in open {
+            file.sync_data().map_err(|e| StoreError::io(f, e))?;
             // Its directory holds the rename; the ones above, directories
             // this command may have created.
             let mut d = f.parent();
