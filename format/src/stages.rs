@@ -33,6 +33,8 @@ pub enum Stage {
     Probe,
     /// zstd of the chunks that were worth it.
     Compress,
+    /// Waiting for the pack writer another worker holds.
+    AppendWait,
     /// Appending entries to the pack (buffer copies, `write`, write-back start).
     Append,
     /// Making packs durable (`fdatasync`, directory fsyncs).
@@ -42,7 +44,7 @@ pub enum Stage {
 }
 
 /// Every stage, in pipeline order.
-pub const ALL: [Stage; 11] = [
+pub const ALL: [Stage; 12] = [
     Stage::Read,
     Stage::BlockHash,
     Stage::Cut,
@@ -51,6 +53,7 @@ pub const ALL: [Stage; 11] = [
     Stage::Lookup,
     Stage::Probe,
     Stage::Compress,
+    Stage::AppendWait,
     Stage::Append,
     Stage::Sync,
     Stage::Commit,
@@ -67,6 +70,7 @@ impl Stage {
             Stage::Lookup => "index lookup",
             Stage::Probe => "compress probe",
             Stage::Compress => "zstd",
+            Stage::AppendWait => "pack lock wait",
             Stage::Append => "pack append",
             Stage::Sync => "fdatasync",
             Stage::Commit => "index commit",

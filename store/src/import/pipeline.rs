@@ -269,7 +269,9 @@ fn append_batch(
         .iter()
         .map(|s| w.compress(&block[s.start..s.end]))
         .collect();
+    let t = Instant::now();
     let mut ws = writers.lock().map_err(|_| worker_panicked())?;
+    stages::add(Stage::AppendWait, t, 0);
     let t = Instant::now();
     let mut out = Vec::with_capacity(batch.len());
     let mut appended = 0u64;
