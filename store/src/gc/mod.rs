@@ -6,9 +6,9 @@
 //! and changes nothing.
 //!
 //! Files: this one holds the options, the report and the entry points (the
-//! run and the dry run's plan); [`usage`] measures each pack's live bytes
-//! and decides its fate, [`mark`] removes the unreferenced rows (phase 1),
-//! [`packs`] deletes and rewrites packs (phase 2), [`orphans`] sweeps pack
+//! run and the dry run's plan); `usage` measures each pack's live bytes
+//! and decides its fate, `mark` removes the unreferenced rows (phase 1),
+//! `packs` deletes and rewrites packs (phase 2), `orphans` sweeps pack
 //! files no index row names (phase 3).
 
 mod mark;

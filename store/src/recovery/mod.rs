@@ -3,9 +3,9 @@
 //! so that `repair` can rebuild the index from the pack files. Formats and
 //! when each file is written: spec/STORE.md, "Recovery metadata".
 //!
-//! Files: [`sync`] makes what a command wrote durable at once (the `meta/`
-//! files and deferred index commits), [`files`] writes, reads and lists the
-//! metadata files, [`sweep`] checks them against the index and removes the
+//! Files: `sync` makes what a command wrote durable at once (the `meta/`
+//! files and deferred index commits), `files` writes, reads and lists the
+//! metadata files, `sweep` checks them against the index and removes the
 //! chunk lists no recording names (gc).
 
 mod files;
