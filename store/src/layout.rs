@@ -53,6 +53,25 @@ pub fn pack_path(dir: &Path, name: &str) -> PathBuf {
     dir.join(PACKS_DIR).join(fan).join(format!("{name}.pack"))
 }
 
+/// The pack files (`packs/<fan>/<name>.pack`) as the file system lists them
+/// now, in no order; a fan directory or entry that cannot be read is
+/// skipped (the callers count or sweep what they can see; `repair`, which
+/// must see everything, lists strictly itself).
+pub fn pack_files(dir: &Path) -> impl Iterator<Item = PathBuf> {
+    std::fs::read_dir(dir.join(PACKS_DIR))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .flat_map(|fan| {
+            std::fs::read_dir(fan.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+        })
+        .map(|f| f.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "pack"))
+}
+
 /// `meta/<kind>/<first two hex digits>/<hex>`.
 pub fn meta_path(dir: &Path, kind: &str, hex: &str) -> PathBuf {
     let fan = hex.get(..2).unwrap_or("00");

@@ -168,16 +168,5 @@ fn ensure_dirs(dir: &Path, read_only: bool) -> Result<()> {
 
 /// Whether `packs/` holds at least one pack file.
 pub(crate) fn packs_present(dir: &Path) -> bool {
-    let Ok(fans) = std::fs::read_dir(dir.join(layout::PACKS_DIR)) else {
-        return false;
-    };
-    fans.flatten().any(|fan| {
-        std::fs::read_dir(fan.path())
-            .map(|files| {
-                files
-                    .flatten()
-                    .any(|f| f.path().extension().is_some_and(|e| e == "pack"))
-            })
-            .unwrap_or(false)
-    })
+    layout::pack_files(dir).next().is_some()
 }

@@ -59,22 +59,9 @@ impl Store {
             parts: u(parts),
             ..Default::default()
         };
-        let packs_dir = self.dir().join(crate::layout::PACKS_DIR);
-        for fan in std::fs::read_dir(&packs_dir)
-            .into_iter()
-            .flatten()
-            .flatten()
-        {
-            for f in std::fs::read_dir(fan.path())
-                .into_iter()
-                .flatten()
-                .flatten()
-            {
-                if f.path().extension().is_some_and(|e| e == "pack") {
-                    s.packs += 1;
-                    s.pack_bytes += f.metadata().map(|m| m.len()).unwrap_or(0);
-                }
-            }
+        for p in crate::layout::pack_files(self.dir()) {
+            s.packs += 1;
+            s.pack_bytes += std::fs::symlink_metadata(&p).map(|m| m.len()).unwrap_or(0);
         }
         for name in ["index.sqlite", "index.sqlite-wal"] {
             s.index_bytes += std::fs::metadata(self.dir().join(name))

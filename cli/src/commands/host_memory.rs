@@ -40,9 +40,14 @@ pub fn describe(m: &HostMemory) -> String {
 }
 
 /// The hint for a replay whose fill of `arena` bytes ran at `rate` bytes
-/// per second, when this machine's memory explains it; `None` otherwise.
-pub fn slow_fill_hint(m: &HostMemory, arena: u64, rate: f64) -> Option<String> {
-    if arena < HINTED_ARENA || rate >= HINTED_RATE || !m.arena_pays_host_faults(arena) {
+/// per second, when this machine's memory (read by `probe`, only for a
+/// slow fill) explains it; `None` otherwise.
+pub fn slow_fill_hint(probe: impl FnOnce() -> HostMemory, arena: u64, rate: f64) -> Option<String> {
+    if arena < HINTED_ARENA || rate >= HINTED_RATE {
+        return None;
+    }
+    let m = probe();
+    if !m.arena_pays_host_faults(arena) {
         return None;
     }
     Some(format!(
@@ -89,26 +94,30 @@ mod tests {
     #[test]
     fn only_a_slow_large_fill_that_memory_explains_gets_the_hint() {
         let arena = (64 << 20) + 16;
-        let h = slow_fill_hint(&VM, arena, 0.7e9).unwrap();
+        let h = slow_fill_hint(|| VM, arena, 0.7e9).unwrap();
         assert!(h.contains("0.70 GB/s"), "{h}");
         assert!(h.contains("vm.nr_hugepages=32"), "{h}");
         // Fast, small, or a pool that holds it, or no reporting: nothing.
-        assert_eq!(slow_fill_hint(&VM, arena, 3e9), None);
-        assert_eq!(slow_fill_hint(&VM, 8 << 20, 0.1e9), None);
+        assert_eq!(slow_fill_hint(|| VM, arena, 3e9), None);
+        // A fast or small fill does not read sysfs at all.
+        let unread = || -> HostMemory { panic!("probed for a fast fill") };
+        assert_eq!(slow_fill_hint(unread, arena, 3e9), None);
+        assert_eq!(slow_fill_hint(unread, 8 << 20, 0.1e9), None);
+        assert_eq!(slow_fill_hint(|| VM, 8 << 20, 0.1e9), None);
         let pooled = HostMemory {
             pool_pages: 64,
             pool_free_pages: 40,
             ..VM
         };
-        assert_eq!(slow_fill_hint(&pooled, arena, 0.7e9), None);
-        assert_eq!(slow_fill_hint(&HostMemory::default(), arena, 0.7e9), None);
+        assert_eq!(slow_fill_hint(|| pooled, arena, 0.7e9), None);
+        assert_eq!(slow_fill_hint(HostMemory::default, arena, 0.7e9), None);
         // A pool too small for this arena: enough pages added to what is there.
         let small = HostMemory {
             pool_pages: 16,
             pool_free_pages: 10,
             ..VM
         };
-        let h = slow_fill_hint(&small, arena, 0.7e9).unwrap();
+        let h = slow_fill_hint(|| small, arena, 0.7e9).unwrap();
         assert!(h.contains("vm.nr_hugepages=38"), "{h}");
     }
 }

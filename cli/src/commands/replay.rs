@@ -206,8 +206,8 @@ fn slow_fill_hint(r: &ReplayReport) {
         return;
     }
     let rate = t.rehydrate_bytes as f64 / (first as f64 / 1e9);
-    let memory = rrstore_replay::backend::host::memory::HostMemory::probe();
-    if let Some(h) = super::host_memory::slow_fill_hint(&memory, r.arena_size, rate) {
+    let probe = rrstore_replay::backend::host::memory::HostMemory::probe;
+    if let Some(h) = super::host_memory::slow_fill_hint(probe, r.arena_size, rate) {
         eprintln!("{h}");
     }
 }

@@ -28,31 +28,19 @@ impl Store {
             let rows = stmt.query_map([], |r| r.get(0)).map_err(&ierr)?;
             rows.collect::<rusqlite::Result<_>>().map_err(&ierr)?
         };
-        let packs_dir = self.dir().join(layout::PACKS_DIR);
-        for fan in std::fs::read_dir(&packs_dir)
-            .into_iter()
-            .flatten()
-            .flatten()
-        {
-            for f in std::fs::read_dir(fan.path())
-                .into_iter()
-                .flatten()
-                .flatten()
-            {
-                let p = f.path();
-                let Some(stem) = p.file_stem().and_then(|s| s.to_str()) else {
-                    continue;
-                };
-                if p.extension().is_none_or(|e| e != "pack") || known.contains(stem) {
-                    continue;
+        for p in layout::pack_files(self.dir()) {
+            let Some(stem) = p.file_stem().and_then(|s| s.to_str()) else {
+                continue;
+            };
+            if known.contains(stem) {
+                continue;
+            }
+            let Ok(file) = File::open(&p) else { continue };
+            if lock::flock(&file, Mode::Exclusive, false).unwrap_or(false) {
+                if !dry_run {
+                    std::fs::remove_file(&p).map_err(|e| StoreError::io(&p, e))?;
                 }
-                let Ok(file) = File::open(&p) else { continue };
-                if lock::flock(&file, Mode::Exclusive, false).unwrap_or(false) {
-                    if !dry_run {
-                        std::fs::remove_file(&p).map_err(|e| StoreError::io(&p, e))?;
-                    }
-                    report.orphans_deleted += 1;
-                }
+                report.orphans_deleted += 1;
             }
         }
         Ok(())

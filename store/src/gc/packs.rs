@@ -74,7 +74,7 @@ impl Store {
                  (SELECT 1 FROM chunks WHERE pack = ?1)",
                 [pid],
             )
-            .map_err(err)?;
+            .map_err(&err)?;
         Ok(())
     }
 
@@ -125,43 +125,38 @@ impl Store {
             moved.push((hash, new_off));
         }
         w.sync()?;
-        let path_idx = self.index_path();
-        let err = |source| StoreError::Index {
-            path: path_idx.clone(),
-            context: "gc: repointing moved chunks".into(),
-            source,
-        };
+        let err = self.ierr("gc: repointing moved chunks");
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(err)?;
+            .map_err(&err)?;
         tx.execute(
             "INSERT INTO packs (name, size) VALUES (?1, ?2) \
              ON CONFLICT (name) DO UPDATE SET size = max(size, excluded.size)",
             rusqlite::params![w.name(), i(w.len())],
         )
-        .map_err(err)?;
+        .map_err(&err)?;
         let new_id: i64 = tx
             .query_row("SELECT id FROM packs WHERE name = ?1", [w.name()], |r| {
                 r.get(0)
             })
-            .map_err(err)?;
+            .map_err(&err)?;
         {
             let mut up = tx
                 .prepare_cached(
                     "UPDATE chunks SET pack = ?1, offset = ?2 WHERE hash = ?3 AND pack = ?4",
                 )
-                .map_err(err)?;
+                .map_err(&err)?;
             for (hash, off) in &moved {
                 up.execute(rusqlite::params![new_id, i(*off), hash, pid])
-                    .map_err(err)?;
+                    .map_err(&err)?;
             }
         }
         let left: i64 = tx
             .query_row("SELECT count(*) FROM chunks WHERE pack = ?1", [pid], |r| {
                 r.get(0)
             })
-            .map_err(err)?;
+            .map_err(&err)?;
         if left != 0 {
             // Cannot happen (only gc moves chunks, and gc is exclusive);
             // leave the pack in place rather than lose data.
@@ -171,7 +166,7 @@ impl Store {
             });
         }
         tx.execute("DELETE FROM packs WHERE id = ?1", [pid])
-            .map_err(err)?;
-        tx.commit().map_err(err)
+            .map_err(&err)?;
+        tx.commit().map_err(&err)
     }
 }

@@ -72,3 +72,53 @@ impl KnownChunks {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::write::ChunkRow;
+    use rrstore_format::chunk::Codec;
+
+    fn plan(rows: &[(u8, &str, u64, u32)]) -> Plan {
+        Plan {
+            new_chunks: rows
+                .iter()
+                .map(|&(h, pack, offset, stored_len)| ChunkRow {
+                    hash: [h; 32],
+                    pack: pack.into(),
+                    offset,
+                    stored_len,
+                    len: stored_len,
+                    codec: Codec::Raw,
+                })
+                .collect(),
+            ..Plan::default()
+        }
+    }
+
+    #[test]
+    fn rows_are_kept_per_epoch_with_their_entry_ends() {
+        let mut k = KnownChunks::default();
+        k.begin(3);
+        k.committed(3, &plan(&[(1, "aa", 100, 50), (2, "bb", 0, 7)]));
+        k.begin(3);
+        let end = |o: u64, n: u64| o + ENTRY_HEADER_LEN as u64 + n;
+        assert_eq!(k.get(&[1; 32]), Some(("aa", end(100, 50))));
+        assert_eq!(k.get(&[2; 32]), Some(("bb", end(0, 7))));
+        assert_eq!(k.get(&[9; 32]), None);
+        // Another attempt at the same epoch adds to them, sharing packs.
+        k.committed(3, &plan(&[(3, "aa", 200, 1)]));
+        assert_eq!(k.packs.len(), 2);
+        assert_eq!(k.get(&[3; 32]), Some(("aa", end(200, 1))));
+        // gc ran: everything is forgotten.
+        k.begin(4);
+        assert_eq!(k.get(&[1; 32]), None);
+        assert!(k.rows.is_empty() && k.packs.is_empty());
+        // An attempt that started at an epoch other than the remembered
+        // one replaces them.
+        k.committed(4, &plan(&[(5, "cc", 0, 1)]));
+        k.committed(5, &plan(&[(6, "dd", 0, 1)]));
+        assert_eq!(k.get(&[5; 32]), None);
+        assert!(k.get(&[6; 32]).is_some());
+    }
+}

@@ -128,6 +128,45 @@ fn a_failed_extension_read_is_an_error() {
     );
 }
 
+/// Reads shorter than a block (extensions) fail; the blocks' own reads of
+/// a stream of whole blocks succeed.
+struct FailsShortReads(Vec<u8>);
+impl ReadAt for FailsShortReads {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        if buf.len() < 1 << 20 {
+            return Err(io::Error::other(format!("device gone at byte {offset}")));
+        }
+        Mem(self.0.clone(), usize::MAX).read_at(buf, offset)
+    }
+}
+
+/// A repeated block checks its remembered tail against the bytes past its
+/// end, which it reads first (`Fill::have`): a failure there is the
+/// scan's error too.
+#[test]
+fn a_failed_read_checking_a_remembered_tail_is_an_error() {
+    let d = noise(6 << 20, 77);
+    let scan = |file: Arc<dyn ReadAt>| {
+        with_pool(2, 3, 4, |pool| {
+            let mut s: Scanner<io::Empty> =
+                Scanner::at(file, d.len() as u64, ChunkParams::default(), 1 << 20, 3);
+            loop {
+                match s.next(pool) {
+                    Ok(Some(_)) => {}
+                    Ok(None) => return None,
+                    Err(e) => return Some(e),
+                }
+            }
+        })
+    };
+    assert!(scan(Arc::new(Mem(d.clone(), usize::MAX))).is_none());
+    let err = scan(Arc::new(FailsShortReads(d.clone())));
+    assert!(
+        err.is_some_and(|e| e.to_string().contains("device gone")),
+        "the read error is not reported"
+    );
+}
+
 #[test]
 fn a_file_that_is_not_the_expected_length_is_an_error() {
     let d = noise(3 << 20, 4);
