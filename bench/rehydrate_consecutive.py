@@ -16,12 +16,21 @@
                          comes from the pool, docs/replay.md), alternating
                          as two binaries do; after the pool is reserved,
                          one replay that is not counted touches it first
+      --cache SIZE       one binary, two ways, as --pool: blocks "fresh" run
+                         without an arena cache, blocks "cache" with
+                         `arena_cache = SIZE` (a configuration file named by
+                         RRSTORE_CONFIG; slots in a private directory on
+                         /dev/shm, RRSTORE_ARENA_CACHE_DIR; docs/replay.md),
+                         after one replay that is not counted made its slot
 
 Each replay is `BIN --store S replay ID --verify --json` (one repetition:
 the arena is fresh), started as soon as the previous one returned, and
 recorded with:
   * GB/s: `rehydrate_bytes_per_s` of the replay's JSON (the runner's fill,
-    from its first fill thread's start);
+    from its first fill thread's start); the summary adds the reservation's
+    and the whole replay's wall time (`timing.reserve_ns`, `wall_ns`: a
+    held arena builds its page tables in the reservation) and which memory
+    the arena was (`timing.arena_memory`);
   * the runner's own figures when the binary has the fill trace
     (`RRSTORE_FILL_TRACE`, replay/src/backend/host/fill_trace.rs): CPU time
     of the fill threads (summed), their time waiting for a CPU, the latest
@@ -88,8 +97,8 @@ def runner_left(pid):
     return int(anon) if anon.isdigit() else 0
 
 
-def replay(binary, store, rid, trace, perf, tmp):
-    env = dict(os.environ, RRSTORE_FILL_TRACE=trace)
+def replay(binary, store, rid, trace, perf, tmp, extra_env=None):
+    env = dict(os.environ, RRSTORE_FILL_TRACE=trace, **(extra_env or {}))
     cmd = [binary, "--store", store, "replay", rid, "--verify", "--json"]
     pfile = os.path.join(tmp, "perf.csv")
     if perf:
@@ -116,6 +125,9 @@ def replay(binary, store, rid, trace, perf, tmp):
         "path": rep["timing"].get("rehydrate_path"),
         "fill_ms": rep["timing"]["rehydrate_ns"][0] / 1e6 if rep["timing"]["rehydrate_ns"] else 0,
         "verdict": rep.get("verdict"),
+        "reserve_ms": rep["timing"]["reserve_ns"] / 1e6,
+        "wall_ms": rep["timing"]["wall_ns"] / 1e6,
+        "memory": rep["timing"].get("arena_memory"),
         "vm": {k: v1.get(k, 0) - v0.get(k, 0) for k in VMSTAT},
         "perf": counters,
         "fill": fill,
@@ -173,6 +185,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--pause", type=float, default=0.0)
     ap.add_argument("--pool", type=int)
+    ap.add_argument("--cache")
     a = ap.parse_args()
     rec = a.recording or sorted(glob.glob("/work/data/corpus/large/*/*.json"))[0]
     bins = {"after": os.path.abspath(a.after)}
@@ -180,8 +193,17 @@ def main():
         bins = {"before": os.path.abspath(a.before), **bins}
     if a.pool:
         bins = {"no-pool": bins["after"], "pool": bins["after"]}
+    if a.cache:
+        bins = {"fresh": bins["after"], "cache": bins["after"]}
     perf = perf_works()
     tmp = tempfile.mkdtemp(prefix="rehydrate-bench-")
+    envs = {b: {"RRSTORE_CONFIG": os.path.join(tmp, "no-config.toml")} for b in bins}
+    if a.cache:
+        cache_dir = tempfile.mkdtemp(prefix="rehydrate-bench-", dir="/dev/shm")
+        conf = os.path.join(tmp, "cache.toml")
+        with open(conf, "w") as f:
+            f.write(f'arena_cache = "{a.cache}"\n')
+        envs["cache"] = {"RRSTORE_CONFIG": conf, "RRSTORE_ARENA_CACHE_DIR": cache_dir}
     try:
         store = os.path.join(tmp, "store")
         first = next(iter(bins.values()))
@@ -199,20 +221,20 @@ def main():
         for r in range(a.rounds):
             blocks += order if r % 2 == 0 else order[::-1]
         results = {b: [] for b in bins}
-        for b in bins:  # page cache warm, not counted
-            replay(bins[b], store, rid, os.path.join(tmp, f"{b}.trace"), False, tmp)
+        for b in bins:  # page cache warm (and the cache's slot made), not counted
+            replay(bins[b], store, rid, os.path.join(tmp, f"{b}.trace"), False, tmp, envs[b])
         for n, b in enumerate(blocks):
             trace = os.path.join(tmp, f"{b}.trace")
             if a.pool:
                 set_pool(a.pool if b == "pool" else 0)
                 if b == "pool":  # the pool's first touch, not counted
-                    replay(bins[b], store, rid, trace, False, tmp)
+                    replay(bins[b], store, rid, trace, False, tmp, envs[b])
             print(f"\n== block {n + 1}: {b} ({bins[b]}), load {load()}")
             print(HEADER)
             prev_left = ...
             rows = []
             for i in range(a.replays):
-                r = replay(bins[b], store, rid, trace, perf, tmp)
+                r = replay(bins[b], store, rid, trace, perf, tmp, envs[b])
                 r["prev_left"] = prev_left
                 prev_left = r["left"]
                 rows.append(r)
@@ -231,10 +253,15 @@ def main():
                     f"below 1.5: {sum(x < 1.5 for x in g)} of {len(g)}")
             if cpu:
                 line += f"; fill CPU ms median {statistics.median(cpu):.1f} max {max(cpu):.1f}"
+            line += (f"; reserve ms median {statistics.median(r['reserve_ms'] for r in rows):.1f}"
+                     f", replay wall ms median {statistics.median(r['wall_ms'] for r in rows):.1f}"
+                     f"; arena memory {sorted(set(str(r['memory']) for r in rows))}")
             print(line)
             print("        " + " ".join(f"{x:.2f}" for x in g))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+        if a.cache:
+            shutil.rmtree(cache_dir, ignore_errors=True)
         if a.pool:
             set_pool(a.pool)
 

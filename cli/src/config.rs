@@ -7,6 +7,7 @@
 //! remote = "lab"            # default remote of push, pull and `ls :`
 //! require_signed_by = ["ed25519:…"]  # default --require-signed-by of pull
 //! sandbox = "strict"        # default --sandbox of replay, check, bisect and diff
+//! arena_cache = "256MiB"    # keep up to this much host arena memory between replays (docs/replay.md)
 //! ```
 //!
 //! A missing file is no configuration. An unknown key or a value of the
@@ -31,6 +32,69 @@ pub struct Config {
     pub require_signed_by: Option<Vec<String>>,
     /// The default `--sandbox` (`auto`, `strict`, `off`).
     pub sandbox: Option<crate::commands::confine::SandboxArg>,
+    /// At most this much host arena memory is kept on tmpfs between
+    /// replays (`rrstore_replay::backend::host::held`); none by default.
+    pub arena_cache: Option<ByteSize>,
+}
+
+/// A number of bytes: an integer, or a string of a number and a unit,
+/// `B`, `KiB`, `MiB`, `GiB`, `TiB` (`K`, `M`, `G`, `T` mean the same) or
+/// `kB`, `MB`, `GB`, `TB` (powers of 1000).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "RawSize")]
+pub struct ByteSize(pub u64);
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawSize {
+    Bytes(u64),
+    Text(String),
+}
+
+impl TryFrom<RawSize> for ByteSize {
+    type Error = String;
+    fn try_from(raw: RawSize) -> Result<ByteSize, String> {
+        match raw {
+            RawSize::Bytes(n) => Ok(ByteSize(n)),
+            RawSize::Text(t) => parse_size(&t).map(ByteSize),
+        }
+    }
+}
+
+/// Parse [`ByteSize`]'s text form.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let not_a_size =
+        || format!("`{text}` is not a size: expected a number and a unit, as `256MiB`");
+    if num.is_empty() {
+        return Err(not_a_size());
+    }
+    let scale: u64 = match unit.trim() {
+        "" | "B" => 1,
+        "K" | "KiB" => 1 << 10,
+        "M" | "MiB" => 1 << 20,
+        "G" | "GiB" => 1 << 30,
+        "T" | "TiB" => 1 << 40,
+        "kB" | "KB" => 1_000,
+        "MB" => 1_000_000,
+        "GB" => 1_000_000_000,
+        "TB" => 1_000_000_000_000,
+        other => {
+            return Err(format!(
+                "`{text}`: unknown unit `{other}` (use B, KiB, MiB, GiB or TiB)"
+            ))
+        }
+    };
+    let n: f64 = num.parse().map_err(|_| not_a_size())?;
+    let bytes = n * scale as f64;
+    if !bytes.is_finite() || bytes >= u64::MAX as f64 {
+        return Err(format!("`{text}` is too large"));
+    }
+    Ok(bytes as u64)
 }
 
 /// Where the configuration file is looked for.
@@ -113,5 +177,30 @@ pub fn apply(c: &Config, cli: &mut Cli) {
     }
     if confine.sandbox.is_none() {
         confine.sandbox = c.sandbox;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_take_binary_and_decimal_units() {
+        assert_eq!(parse_size("256MiB"), Ok(256 << 20));
+        assert_eq!(parse_size("1.5 GiB"), Ok(3 << 29));
+        assert_eq!(parse_size("64M"), Ok(64 << 20));
+        assert_eq!(parse_size("2GB"), Ok(2_000_000_000));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("0"), Ok(0));
+        let e = parse_size("12 parsecs").unwrap_err();
+        assert!(e.contains("unknown unit `parsecs`"), "{e}");
+        assert!(parse_size("MiB").unwrap_err().contains("not a size"));
+        assert!(parse_size("1e30TiB").is_err());
+        let c: Config = toml::from_str("arena_cache = 1048576").unwrap();
+        assert_eq!(c.arena_cache, Some(ByteSize(1 << 20)));
+        let c: Config = toml::from_str("arena_cache = \"1GiB\"").unwrap();
+        assert_eq!(c.arena_cache, Some(ByteSize(1 << 30)));
+        let e = toml::from_str::<Config>("arena_cache = \"lots\"").unwrap_err();
+        assert!(e.to_string().contains("not a size"), "{e}");
     }
 }

@@ -105,6 +105,8 @@ pub struct Globals {
     pub store: Option<PathBuf>,
     /// The configuration file's default remote (push, pull, `ls :`).
     pub remote: Option<String>,
+    /// The configuration file's `arena_cache`, in bytes (0: off).
+    pub arena_cache: u64,
 }
 
 fn main() -> ExitCode {
@@ -115,10 +117,10 @@ fn main() -> ExitCode {
     }
     let mut cli = Cli::parse();
     color::init(cli.color);
-    let remote = match config::load() {
+    let (remote, arena_cache) = match config::load() {
         Ok(c) => {
             config::apply(&c, &mut cli);
-            c.remote
+            (c.remote, c.arena_cache.map_or(0, |s| s.0))
         }
         Err(e) => return exit::report(&e),
     };
@@ -126,6 +128,7 @@ fn main() -> ExitCode {
     let globals = Globals {
         store: cli.store,
         remote,
+        arena_cache,
     };
     let result = match cli.command {
         Command::Pack(a) => commands::pack::run(a, &globals),

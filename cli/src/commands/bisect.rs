@@ -101,7 +101,7 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         images,
         good: args.good,
         bad: args.bad,
-        run: args.run.options(true)?,
+        run: args.run.options(true, globals)?,
     };
     rrstore_replay::regress::bisect::range(&opts).map_err(regress_err)?;
     let fleet = args.run.parallel.fleet()?;

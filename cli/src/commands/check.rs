@@ -48,7 +48,7 @@ pub struct RunArgs {
 }
 
 impl RunArgs {
-    pub fn options(&self, use_cache: bool) -> anyhow::Result<RunOptions> {
+    pub fn options(&self, use_cache: bool, globals: &Globals) -> anyhow::Result<RunOptions> {
         let confinement = self.confine.apply()?;
         let tolerance = self.tolerance.then(|| Tolerance {
             dtype: if self.dtype.as_deref() == Some("f64") {
@@ -72,6 +72,7 @@ impl RunArgs {
             ..ReplayOptions::default()
         };
         replay.backends.sandbox = confinement.sandbox;
+        replay.backends.host.arena_cache = super::replay::arena_cache_setting(globals.arena_cache);
         self.placement.apply(&mut replay)?;
         Ok(RunOptions {
             replay,
@@ -227,7 +228,7 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         Some(spec) => Some(resolve_image(&mut store, spec)?.image),
         None => None,
     };
-    let mut run = args.run.options(args.use_cache)?;
+    let mut run = args.run.options(args.use_cache, globals)?;
     run.replay.repetitions = args.repetitions;
     let mut fleet = args.run.parallel.fleet()?;
     fleet.shard = args.shard.as_deref().map(super::fleet::shard).transpose()?;

@@ -68,7 +68,7 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
             .map(|d| if d == "f64" { DType::F64 } else { DType::F32 }),
         rtol: args.rtol,
         atol: args.atol,
-        run: run_args.options(false)?,
+        run: run_args.options(false, globals)?,
     };
     let r = diff(&mut store, &args.a, &args.b, &opts).map_err(regress_err)?;
     if args.json {

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
+use rrstore_replay::backend::host::held::HeldArenas;
 use rrstore_replay::backend::host::{HostSettings, Preload};
 use rrstore_replay::verify::tolerance::{DType, Tolerance};
 use rrstore_replay::{
@@ -106,7 +107,7 @@ pub enum DTypeArg {
     F64,
 }
 
-fn options(args: &Args) -> anyhow::Result<ReplayOptions> {
+fn options(args: &Args, globals: &Globals) -> anyhow::Result<ReplayOptions> {
     let confinement = args.confine.apply()?;
     let timeout = confinement.timeout;
     let mut opts = ReplayOptions {
@@ -139,7 +140,7 @@ fn options(args: &Args) -> anyhow::Result<ReplayOptions> {
         timeout,
         save_output: args.save_output.clone(),
         save_relocated: args.save_output_form == SaveForm::Relocated,
-        backends: backend_config(confinement.sandbox),
+        backends: backend_config(confinement.sandbox, globals.arena_cache),
         image: None,
         device: args.device.ordinal()?,
         ..ReplayOptions::default()
@@ -149,14 +150,21 @@ fn options(args: &Args) -> anyhow::Result<ReplayOptions> {
 }
 
 /// Each backend's configuration: where this command's settings become it.
-fn backend_config(sandbox: rrstore_replay::sandbox::Mode) -> BackendConfig {
+fn backend_config(sandbox: rrstore_replay::sandbox::Mode, arena_cache: u64) -> BackendConfig {
     BackendConfig {
         host: HostSettings {
             preload: preload_setting(),
+            arena_cache: arena_cache_setting(arena_cache),
             ..HostSettings::default()
         },
         sandbox,
     }
+}
+
+/// The arena cache of at most `limit` bytes (the configuration's
+/// `arena_cache`), in its default directory.
+pub fn arena_cache_setting(limit: u64) -> HeldArenas {
+    HeldArenas { limit, dir: None }
 }
 
 /// What the host runner loads before the recording is known: `auto`
@@ -339,7 +347,7 @@ pub enum SaveForm {
 }
 
 pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
-    let mut opts = options(&args)?;
+    let mut opts = options(&args, globals)?;
     // Before the store is opened: the host backend's runner is forked now,
     // while this process is small, and loads the OpenMP runtime while the
     // store and the recording are read (unused when the recording needs

@@ -1,5 +1,5 @@
-//! Anonymous memory at exactly a given address range, never over what is
-//! already there (`MAP_FIXED_NOREPLACE`), and the report of what occupies
+//! Memory (anonymous, or a file's) at exactly a given address range, never
+//! over what is already there (`MAP_FIXED_NOREPLACE`), and the report of what occupies
 //! a range that could not be had: shared by the host runner's arena
 //! ([`crate::backend::host::arena`]) and the GPU backends' placeholder
 //! ([`crate::backend::placeholder`]).
@@ -9,22 +9,44 @@
 /// touched). `Err` is a sentence saying what occupies the range or why the
 /// kernel refused it.
 pub fn map_noreplace(lo: u64, len: u64, prot: libc::c_int) -> Result<(), String> {
+    let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE;
+    map_at(lo, len, prot, flags, -1)
+}
+
+/// Map the first `len` bytes of the file open as `fd`, shared and
+/// read-write, at exactly `lo`, without replacing anything: the held
+/// arena ([`crate::backend::host::held`]). `Err` as for [`map_noreplace`].
+pub fn map_file_noreplace(
+    lo: u64,
+    len: u64,
+    fd: std::os::fd::BorrowedFd<'_>,
+) -> Result<(), String> {
+    use std::os::fd::AsRawFd;
+    let prot = libc::PROT_READ | libc::PROT_WRITE;
+    map_at(lo, len, prot, libc::MAP_SHARED, fd.as_raw_fd())
+}
+
+fn map_at(
+    lo: u64,
+    len: u64,
+    prot: libc::c_int,
+    flags: libc::c_int,
+    fd: libc::c_int,
+) -> Result<(), String> {
     let Ok(ulen) = usize::try_from(len) else {
         return Err("the range does not fit the address space".into());
     };
     // SAFETY: MAP_FIXED_NOREPLACE never replaces an existing mapping; on
     // kernels older than 4.17 the flag is ignored and the kernel may choose
-    // another address, which is detected and undone below.
+    // another address, which is detected and undone below. `fd` is -1 or a
+    // descriptor the caller keeps open for the call.
     let p = unsafe {
         libc::mmap(
             lo as *mut libc::c_void,
             ulen,
             prot,
-            libc::MAP_PRIVATE
-                | libc::MAP_ANONYMOUS
-                | libc::MAP_NORESERVE
-                | libc::MAP_FIXED_NOREPLACE,
-            -1,
+            flags | libc::MAP_FIXED_NOREPLACE,
+            fd,
             0,
         )
     };

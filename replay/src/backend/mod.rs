@@ -246,6 +246,12 @@ pub trait Backend {
         None
     }
 
+    /// What memory the reserved arena is, for backends whose arena is host
+    /// memory of their choosing. Default: `None`.
+    fn arena_memory(&self) -> Option<rehydrate::ArenaMemory> {
+        None
+    }
+
     /// How many stored pointers the last fill rebased. Default: 0.
     fn fill_rebased(&self) -> u64 {
         0

@@ -103,6 +103,39 @@ pub enum RehydratePath {
     Engine,
 }
 
+/// What memory a host arena is (`timing.arena_memory` of a replay's
+/// report; `rrstore_replay::backend::host::arena` says why each).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ArenaMemory {
+    /// Fresh anonymous memory, advised to use transparent huge pages.
+    Transparent,
+    /// Its 2 MiB-aligned interior from the huge page pool.
+    Pool,
+    /// A slot of the arena cache, kept between replays.
+    Held,
+}
+
+impl ArenaMemory {
+    /// The byte the host runner's `Reserve` reply carries.
+    pub fn to_u8(self) -> u8 {
+        match self {
+            ArenaMemory::Transparent => 0,
+            ArenaMemory::Pool => 1,
+            ArenaMemory::Held => 2,
+        }
+    }
+
+    pub fn from_u8(b: u8) -> Option<ArenaMemory> {
+        Some(match b {
+            0 => ArenaMemory::Transparent,
+            1 => ArenaMemory::Pool,
+            2 => ArenaMemory::Held,
+            _ => return None,
+        })
+    }
+}
+
 /// What a fill did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FillOutcome {

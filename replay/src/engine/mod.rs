@@ -219,6 +219,7 @@ fn run(
             .took
             .map_or_else(|| t.elapsed().as_nanos() as u64, |d| d.as_nanos() as u64);
         report.timing.rehydrate_path = Some(filled.path);
+        report.timing.arena_memory = backend.arena_memory();
         report.timing.rehydrate_ns.push(ns);
         if rep > 0 {
             write_globals(&mut backend, report)?;

@@ -68,6 +68,8 @@ pub struct Timing {
     /// How the input reached the arena in the last repetition (`None`
     /// when the replay stopped before).
     pub rehydrate_path: Option<RehydratePath>,
+    /// What memory the arena is, where the backend chose it (host).
+    pub arena_memory: Option<crate::backend::rehydrate::ArenaMemory>,
     pub load_image_ns: u64,
     pub globals_ns: u64,
     /// Per repetition, measured around the call in the runner/device.

@@ -33,7 +33,7 @@ pub fn occupy_from_env() {
     ONCE.call_once(|| {
         if let Some((addr, len)) = requested() {
             if let Some((lo, hi)) = crate::backend::host::arena::page_range(addr, len) {
-                let _ = crate::backend::host::arena::map_fixed(lo, hi - lo);
+                let _ = crate::backend::host::arena::map_fixed(lo, hi - lo, None);
             }
         }
     });

@@ -25,12 +25,15 @@
 //! use. Without a pool, or when it lacks free pages, the arena is what it
 //! was: anonymous memory with transparent huge pages.
 
-use std::fs::File;
-use std::os::fd::{FromRawFd, OwnedFd};
+use std::fs::{File, OpenOptions};
+use std::os::fd::{AsFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
 
 use super::memory::{pool_free_pages, POOL_PAGE};
-use crate::backend::fixed_range::map_noreplace;
+use crate::backend::fixed_range::{map_file_noreplace, map_noreplace};
 pub use crate::backend::fixed_range::{occupants, overlapping};
+pub use crate::backend::rehydrate::ArenaMemory;
 
 /// Page-rounded range `[lo, hi)` covering `[base, base + size)`.
 pub fn page_range(base: u64, size: u64) -> Option<(u64, u64)> {
@@ -68,10 +71,28 @@ pub fn create_memfd(name: &str, len: u64) -> std::io::Result<OwnedFd> {
 /// Map the arena at exactly `[lo, lo + len)` without replacing anything
 /// that is there: its 2 MiB-aligned interior from the huge page pool when
 /// the pool has the pages ([`map_pool_interior`]), the rest (or all of it)
-/// as [`map_fixed_transparent`]. The mappings are deliberately leaked: they
-/// are the arena for the rest of the runner process' life.
-pub fn map_fixed(lo: u64, len: u64) -> Result<(), String> {
-    if let Some((a, b)) = map_pool_interior(lo, len) {
+/// as [`map_fixed_transparent`]; or, without pool pages and given a held
+/// slot ([`super::held`]), that file ([`map_held`]). The mappings are
+/// deliberately leaked: they are the arena for the rest of the runner
+/// process' life.
+pub fn map_fixed(lo: u64, len: u64, held: Option<&Path>) -> Result<ArenaMemory, String> {
+    let pooled = map_pool_interior(lo, len);
+    if let (None, Some(path)) = (pooled, held) {
+        match OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(path)
+        {
+            Ok(file) if file.metadata().is_ok_and(|m| m.len() >= len) => {
+                return map_held(lo, len, &file).map(|()| ArenaMemory::Held);
+            }
+            // Gone or cut back (a user removing the directory): the arena
+            // is fresh memory, as without a cache.
+            _ => {}
+        }
+    }
+    if let Some((a, b)) = pooled {
         let edges = [(lo, a), (b, lo + len)];
         let mut mapped = vec![(a, b)];
         for (x, y) in edges.into_iter().filter(|(x, y)| y > x) {
@@ -81,13 +102,13 @@ pub fn map_fixed(lo: u64, len: u64) -> Result<(), String> {
                 for (x, y) in mapped {
                     unmap(x, y - x);
                 }
-                return map_fixed_transparent(lo, len);
+                return map_fixed_transparent(lo, len).map(|()| ArenaMemory::Transparent);
             }
             mapped.push((x, y));
         }
-        return Ok(());
+        return Ok(ArenaMemory::Pool);
     }
-    map_fixed_transparent(lo, len)
+    map_fixed_transparent(lo, len).map(|()| ArenaMemory::Transparent)
 }
 
 /// Map `[a, b)`, the 2 MiB-aligned interior of `[lo, lo + len)`, from the
@@ -144,6 +165,60 @@ pub fn map_fixed_transparent(lo: u64, len: u64) -> Result<(), String> {
     Ok(())
 }
 
+/// Map the first `len` bytes of the held slot `file` at exactly `[lo, lo +
+/// len)`, shared, and zero its first and last page, whose bytes outside
+/// the recorded arena no fill writes (a fresh arena has zeros there).
+/// Its page tables are built apart ([`populate_in_background`]), by the
+/// runner: a fork does not copy the page tables of a shared file mapping.
+pub fn map_held(lo: u64, len: u64, file: &File) -> Result<(), String> {
+    map_file_noreplace(lo, len, file.as_fd())?;
+    let page = page_size();
+    for at in [lo, (lo + len).saturating_sub(page).max(lo)] {
+        // SAFETY: `[at, at + page)` lies in the mapping just made (`len` is
+        // a whole number of pages, at least one).
+        unsafe { std::ptr::write_bytes(at as *mut u8, 0, page as usize) };
+    }
+    Ok(())
+}
+
+/// Build the page tables of the held slot mapped at `[lo, lo + len)` in
+/// a call per 2 MiB instead of a fault per 4 KiB page at the first touch.
+/// `MADV_POPULATE_READ` (Linux 5.14+; elsewhere the first touch faults
+/// them in as before): a read fault of a shared tmpfs page maps its
+/// neighbours too (fault-around), and, tmpfs needing no write
+/// notification, writably; half the time of `MADV_POPULATE_WRITE`, and
+/// the fill that follows takes no fault (BENCHMARKS.md, session 17). One
+/// thread, 2 MiB per call: each call holds the address space's lock, which
+/// the runtime preload's mappings also need, and the other cores serve the
+/// preload and the parent meanwhile.
+pub fn populate(lo: u64, len: u64) {
+    let mut p = lo;
+    while p < lo + len {
+        let piece = (lo + len - p).min(POOL_PAGE);
+        // SAFETY: advice over part of a range this process mapped; it only
+        // maps pages that are there, it changes no contents.
+        unsafe {
+            libc::madvise(
+                p as *mut libc::c_void,
+                piece as usize,
+                libc::MADV_POPULATE_READ,
+            );
+        }
+        p += piece;
+    }
+}
+
+/// [`populate`] on a thread of its own, so that the reservation's reply
+/// does not wait for it; whoever writes the arena next joins it first.
+/// `None` (nothing populated: the first touch faults) when no thread can
+/// be started.
+pub fn populate_in_background(lo: u64, len: u64) -> Option<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("rrstore-populate".into())
+        .spawn(move || populate(lo, len))
+        .ok()
+}
+
 /// Unmap `[lo, lo + len)` mapped by [`map_fixed`] or
 /// [`map_fixed_transparent`] in this process: the parent's copy of an
 /// arena that a forked runner inherited, or the runner's arena when the
@@ -173,7 +248,7 @@ mod tests {
         let page = page_size() as usize;
         let heap = vec![0u8; 4 * page];
         let addr = (heap.as_ptr() as u64 + page as u64 - 1) & !(page as u64 - 1);
-        let err = map_fixed(addr, page as u64).unwrap_err();
+        let err = map_fixed(addr, page as u64, None).unwrap_err();
         assert!(err.contains("occupied by"), "{err}");
         assert!(err.contains("rw-p"), "{err}");
     }
@@ -182,17 +257,60 @@ mod tests {
     fn maps_a_free_range_at_its_exact_address() {
         // A range the test process certainly does not use: 1 TiB up.
         let lo = 0x100_0000_0000u64;
-        map_fixed(lo, 4 << 20).unwrap();
+        map_fixed(lo, 4 << 20, None).unwrap();
         let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
         assert_eq!(overlapping(&maps, lo, lo + (4 << 20)).len(), 1);
         // A second reservation of the same range names the first.
-        let err = map_fixed(lo, 4096).unwrap_err();
+        let err = map_fixed(lo, 4096, None).unwrap_err();
         assert!(err.contains("0x10000000000-"), "{err}");
     }
 
     #[test]
+    fn a_held_slot_is_mapped_shared_with_its_edge_pages_zeroed() {
+        use std::os::unix::fs::{DirBuilderExt, FileExt};
+        let dir = std::path::PathBuf::from(format!(
+            "/dev/shm/rrstore-arena-test-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::DirBuilder::new().mode(0o700).create(&dir).unwrap();
+        let cache = super::super::held::HeldArenas {
+            limit: 1 << 20,
+            dir: Some(dir.clone()),
+        };
+        let page = page_size();
+        let h = cache.acquire(3 * page).unwrap().unwrap();
+        // What an earlier replay left.
+        h.file()
+            .write_all_at(&vec![0xab; 3 * page as usize], 0)
+            .unwrap();
+        let lo = 0x150_0000_0000u64;
+        map_fixed(lo, 3 * page, Some(h.path())).unwrap();
+        // SAFETY: `[lo, lo + 3 pages)` was just mapped read-write.
+        let arena = unsafe { std::slice::from_raw_parts_mut(lo as *mut u8, 3 * page as usize) };
+        let (first, rest) = arena.split_at_mut(page as usize);
+        let (middle, last) = rest.split_at_mut(page as usize);
+        assert!(first.iter().chain(last.iter()).all(|&b| b == 0));
+        assert!(middle.iter().all(|&b| b == 0xab));
+        middle.fill(0x5a);
+        unmap(lo, 3 * page);
+        // Shared: the next replay's mapping finds the pages (and bytes).
+        let mut back = vec![0u8; page as usize];
+        h.file().read_exact_at(&mut back, page).unwrap();
+        assert!(back.iter().all(|&b| b == 0x5a));
+        // A slot smaller than the arena (cut back since): fresh memory.
+        map_fixed(lo, 4 * page, Some(h.path())).unwrap();
+        // SAFETY: as above, four pages now.
+        let fresh = unsafe { std::slice::from_raw_parts(lo as *const u8, 4 * page as usize) };
+        assert!(fresh.iter().all(|&b| b == 0));
+        unmap(lo, 4 * page);
+        drop(h);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn kernel_space_is_reported_as_outside_the_address_space() {
-        let err = map_fixed(0xffff_8000_0000_0000, page_size()).unwrap_err();
+        let err = map_fixed(0xffff_8000_0000_0000, page_size(), None).unwrap_err();
         assert!(err.contains("outside"), "{err}");
     }
 
@@ -227,7 +345,7 @@ mod tests {
         // interior is the 4 MiB from the next boundary.
         let base = 0x120_0000_0000u64;
         let (lo, len) = (base + 0x3000, 6 << 20);
-        map_fixed(lo, len).unwrap();
+        map_fixed(lo, len, None).unwrap();
         let a = base + POOL_PAGE;
         let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
         assert_eq!(overlapping(&maps, lo, lo + len).len(), 3, "{maps}");
@@ -254,7 +372,7 @@ mod tests {
         // Something already sits in the upper edge.
         let squatter = lo + len - 0x1000;
         map_fixed_transparent(squatter, 0x1000).unwrap();
-        let err = map_fixed(lo, len).unwrap_err();
+        let err = map_fixed(lo, len, None).unwrap_err();
         assert!(err.contains("occupied by"), "{err}");
         let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
         let left = overlapping(&maps, lo, lo + len);
@@ -281,7 +399,7 @@ mod tests {
             .unwrap();
         let base = 0x140_0000_0000u64;
         let len = (total + 1) * POOL_PAGE;
-        map_fixed(base, len).unwrap();
+        map_fixed(base, len, None).unwrap();
         let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
         assert_eq!(overlapping(&maps, base, base + len).len(), 1, "{maps}");
         assert_eq!(kernel_page_kib(base), Some(4));

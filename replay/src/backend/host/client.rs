@@ -2,6 +2,7 @@
 //! pipelined replies, how a runner's death is reported, mapping the arena in
 //! a forked or executed runner, and copying bytes in and out of it.
 
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::ExitStatusExt;
 use std::time::Duration;
 
@@ -10,6 +11,7 @@ use super::process::{self, RunnerProcess};
 use super::protocol::Op;
 use super::protocol::{self, ErrKind, Fields, Msg};
 use super::{arena, elf, runner, transfer, Arena, ArenaIo, HostBackend, HostConfig, SOCKET_PIECE};
+use crate::backend::rehydrate::ArenaMemory;
 use crate::backend::BackendError;
 
 /// How long an idle runner gets to unmap its arena before it is killed
@@ -188,12 +190,24 @@ impl HostBackend {
     /// range is not free here, and a runner is then executed instead (it
     /// maps the range in its own, different address-space layout, or
     /// reports what occupies it there).
-    pub(super) fn fork_reserved(&self, lo: u64, len: u64) -> Option<RunnerProcess> {
-        if !process::single_threaded() || arena::map_fixed_transparent(lo, len).is_err() {
+    pub(super) fn fork_reserved(&mut self, lo: u64, len: u64) -> Option<RunnerProcess> {
+        if !process::single_threaded() {
+            return None;
+        }
+        let held = self.held.as_ref();
+        let mapped = match held {
+            Some(h) => arena::map_held(lo, len, h.file()),
+            None => arena::map_fixed_transparent(lo, len),
+        };
+        if mapped.is_err() {
             return None;
         }
         let forked = RunnerProcess::fork(&self.config.env, |sock| {
-            runner::serve_reserved(sock, lo, len)
+            runner::serve_reserved(sock, lo, len, held.is_some())
+        });
+        self.arena_memory = Some(match held {
+            Some(_) => ArenaMemory::Held,
+            None => ArenaMemory::Transparent,
         });
         // The child has its own copy of the mapping; this one is not used.
         arena::unmap(lo, len);
@@ -201,7 +215,8 @@ impl HostBackend {
     }
 
     /// Make `live` the runner and ask it to map `[lo, lo + len)`; the reply
-    /// carries what it preloaded.
+    /// carries what it preloaded, and what memory the arena is (kept in
+    /// `arena_memory`).
     pub(super) fn reserve_in(
         &mut self,
         live: RunnerProcess,
@@ -215,10 +230,18 @@ impl HostBackend {
         for n in &self.needed {
             m.bytes(n.as_bytes());
         }
-        Ok(self.request(&m, None)?.map(|reply| {
+        let held = self.held.as_ref().map(|h| h.path().as_os_str().as_bytes());
+        m.bytes(held.unwrap_or_default());
+        let reply = self.request(&m, None)?.map(|reply| {
             let mut f = Fields::new(&reply);
             let n = f.u64().unwrap_or(0);
-            (0..n).filter_map(|_| f.string().ok()).collect()
+            let preloaded: Vec<String> = (0..n).filter_map(|_| f.string().ok()).collect();
+            let memory = f.u64().ok().and_then(|b| u8::try_from(b).ok());
+            (preloaded, memory.and_then(ArenaMemory::from_u8))
+        });
+        Ok(reply.map(|(preloaded, memory)| {
+            self.arena_memory = memory;
+            preloaded
         }))
     }
 

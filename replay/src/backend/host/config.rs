@@ -4,6 +4,7 @@
 
 use std::ffi::OsString;
 
+use super::held::HeldArenas;
 use super::process::Runner;
 use super::{Preload, RUNNER_SUBCOMMAND};
 use crate::backend::open::LaunchOverrides;
@@ -52,6 +53,8 @@ pub struct HostConfig {
     pub arena_io: ArenaIo,
     /// What a spare runner ([`prestart`]) loads before its arena is known.
     pub preload: Preload,
+    /// Where arenas may keep their memory between replays ([`super::held`]).
+    pub arena_cache: HeldArenas,
 }
 /// What the caller chooses for the host backend; [`HostSettings::config`]
 /// adds the launch overrides.
@@ -65,6 +68,8 @@ pub struct HostSettings {
     /// What the spare runner loads before the recording is known
     /// ([`super::preload`]).
     pub preload: Preload,
+    /// The arena cache (default: off).
+    pub arena_cache: HeldArenas,
 }
 
 impl HostSettings {
@@ -90,6 +95,7 @@ impl HostSettings {
             env,
             arena_io: self.arena_io,
             preload: self.preload.clone(),
+            arena_cache: self.arena_cache.clone(),
         })
     }
 }

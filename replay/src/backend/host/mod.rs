@@ -57,6 +57,7 @@ pub mod config;
 mod describe;
 pub mod fill;
 pub mod fill_trace;
+pub mod held;
 pub mod libraries;
 pub mod memory;
 mod ops;
@@ -181,6 +182,13 @@ pub struct HostBackend {
     /// The arena's blake3 computed with the back-translation, for the
     /// [`Backend::arena_hash`] that follows it.
     translated_hash: Option<[u8; 32]>,
+    /// The arena cache's slot the runner maps, held until the runner is
+    /// gone (dropped after [`Drop::drop`] ended it), and why none was had
+    /// when the cache is on.
+    held: Option<held::Held>,
+    held_error: Option<String>,
+    /// What memory the runner's arena is (its `Reserve` reply).
+    arena_memory: Option<super::rehydrate::ArenaMemory>,
 }
 
 impl HostBackend {
@@ -204,7 +212,24 @@ impl HostBackend {
             rebaser: None,
             fill_rebased: 0,
             translated_hash: None,
+            held: None,
+            held_error: None,
+            arena_memory: None,
         }
+    }
+
+    /// The arena cache's file the arena is mapped from ([`held`]), if any;
+    /// meaningful once [`Backend::reserve`] succeeded (a huge page pool,
+    /// when it has the pages, serves before the cache does).
+    pub fn arena_held(&self) -> Option<&std::path::Path> {
+        self.held.as_ref().map(held::Held::path)
+    }
+
+    /// Why the arena cache, though on, served no slot for this arena (an
+    /// unusable directory, a full tmpfs); `None` when it served one, is
+    /// off, or had no room beside the slots other replays hold.
+    pub fn arena_held_error(&self) -> Option<&str> {
+        self.held_error.as_deref()
     }
 
     /// Whether the runner was forked from this process (a spare from

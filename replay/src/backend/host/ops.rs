@@ -29,6 +29,19 @@ impl Backend for HostBackend {
             ));
         };
         let len = hi - lo;
+        // A slot of the arena cache, taken before any runner maps the
+        // range; the slot of an earlier reservation is released only once
+        // its runner is gone (a SIGKILLed runner writes nothing more).
+        if let Some(old) = self.live.take() {
+            old.end();
+        }
+        self.held = None;
+        self.held_error = None;
+        self.arena_memory = None;
+        match self.config.arena_cache.acquire(len) {
+            Ok(h) => self.held = h,
+            Err(e) => self.held_error = Some(e.to_string()),
+        }
         // 1. The spare, unless it preloaded a runtime the image does not
         // need or something it loaded sits in the range (then it is killed
         // and a runner that maps the arena first takes over).
@@ -82,6 +95,10 @@ impl Backend for HostBackend {
         Err(reserve_err(format!(
             "{last} (in {RESERVE_ATTEMPTS} fresh runner processes)"
         )))
+    }
+
+    fn arena_memory(&self) -> Option<super::super::rehydrate::ArenaMemory> {
+        self.arena_memory
     }
 
     fn upload(&mut self, offset: u64, data: &[u8]) -> Result<(), BackendError> {
@@ -298,6 +315,7 @@ mod tests {
             env: Vec::new(),
             arena_io: ArenaIo::Auto,
             preload: Preload::default(),
+            arena_cache: Default::default(),
         });
         let internal = |e: BackendError| match e {
             BackendError::Internal { backend, what } => {

@@ -14,9 +14,11 @@ const MAX_MESSAGE: u32 = 1 << 30;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
 pub enum Op {
-    /// lo, len, the image's `DT_NEEDED` (count, names): map the arena at
-    /// `lo` (anonymous memory, see `arena`), unless this runner preloaded
-    /// a library the image does not need (see `preload`).
+    /// lo, len, the image's `DT_NEEDED` (count, names), the arena cache's
+    /// slot (a path, empty for none): map the arena at `lo` (see `arena`),
+    /// unless this runner preloaded a library the image does not need (see
+    /// `preload`). Reply: what it preloaded (count, names), and what
+    /// memory the arena is (`ArenaMemory::to_u8`, as a u64).
     Reserve = 1,
     /// kernel name, image bytes: dlopen the image, dlsym the kernel.
     LoadImage = 2,

@@ -65,8 +65,13 @@ pub fn serve_unreserved(sock: UnixStream, preload: &Preload) -> i32 {
 
 /// Serve as a runner forked after its parent mapped the arena `[lo, lo +
 /// len)` (inherited by the fork): the same requests, minus `Reserve`.
-pub fn serve_reserved(sock: UnixStream, lo: u64, len: u64) -> i32 {
+/// `held`: the arena is a held slot's file, whose page tables the fork
+/// did not copy; they are built first ([`arena::populate`]).
+pub fn serve_reserved(sock: UnixStream, lo: u64, len: u64, held: bool) -> i32 {
     let mut state = State::new(Some((lo, len)));
+    if held {
+        state.populating = arena::populate_in_background(lo, len);
+    }
     state.prepared = crate::sandbox::Prepared::new(false); // sandbox (hD)
     serve(sock, state)
 }
@@ -106,6 +111,9 @@ struct State {
     preloaded: Vec<String>,
     /// The thread loading them, joined before the image is loaded.
     preloading: Option<std::thread::JoinHandle<()>>,
+    /// The thread building a held arena's page tables, joined before a
+    /// fill writes the arena.
+    populating: Option<std::thread::JoinHandle<()>>,
     /// The files fills read, which the confined runner may read again.
     filled_files: Vec<std::path::PathBuf>,
     /// The confinement, made ready once the runner is in use (`Reserve`).
@@ -123,6 +131,7 @@ impl State {
             kernel: std::ptr::null(),
             preloaded: Vec::new(),
             preloading: None,
+            populating: None,
             filled_files: Vec::new(),
             prepared: None,
             rebased: Vec::new(),
@@ -151,6 +160,12 @@ impl State {
                 let needed = (0..f.u64()?)
                     .map(|_| f.string())
                     .collect::<std::io::Result<Vec<_>>>()?;
+                // The held slot to map (`held`), or none.
+                let held = f.bytes()?;
+                let held = (!held.is_empty()).then(|| {
+                    use std::os::unix::ffi::OsStrExt;
+                    std::path::PathBuf::from(std::ffi::OsStr::from_bytes(held))
+                });
                 if self.arena.is_some() {
                     return Ok(Msg::err(ErrKind::Reserve, "the arena is already mapped"));
                 }
@@ -162,9 +177,12 @@ impl State {
                     );
                     return Ok(Msg::err(ErrKind::Incompatible, &why));
                 }
-                match arena::map_fixed(lo, len) {
-                    Ok(()) => {
+                match arena::map_fixed(lo, len, held.as_deref()) {
+                    Ok(memory) => {
                         self.arena = Some((lo, len));
+                        if memory == arena::ArenaMemory::Held {
+                            self.populating = arena::populate_in_background(lo, len);
+                        }
                         // sandbox (hD): while the preload thread loads.
                         self.prepared = crate::sandbox::Prepared::new(false);
                         let mut m = Msg::ok();
@@ -172,6 +190,7 @@ impl State {
                         for lib in &self.preloaded {
                             m.bytes(lib.as_bytes());
                         }
+                        m.u64(u64::from(memory.to_u8()));
                         m
                     }
                     Err(reason) if reason.contains("occupied") => {
@@ -273,7 +292,15 @@ impl State {
                 // Debugging aid (issue 24): where the fill's time went.
                 let preloading = self.preloading.as_ref().is_some_and(|t| !t.is_finished());
                 let trace = fill_trace::Trace::start(preloading);
-                let filled = self.fill(&plan, base, rebaser.as_ref(), trace.as_ref());
+                // The page tables' wait counts as the fill's time.
+                let waited = std::time::Instant::now();
+                if let Some(t) = self.populating.take() {
+                    let _ = t.join();
+                }
+                let waited = waited.elapsed();
+                let filled = self
+                    .fill(&plan, base, rebaser.as_ref(), trace.as_ref())
+                    .map(|(took, rebased)| (took + waited, rebased));
                 if let (Some(t), Some((lo, len))) = (trace, self.arena) {
                     let took = filled.as_ref().map_or(0, |f| f.0.as_nanos() as u64);
                     t.write(took, lo, len);
@@ -387,6 +414,11 @@ impl State {
         // The memfd is written while the preload may still run; the image's
         // dlopen would wait for it anyway (the loader's lock).
         if let Some(t) = self.preloading.take() {
+            let _ = t.join();
+        }
+        // No thread of ours outlives the confinement (the page tables of a
+        // held arena without a fill, a parent-copied one).
+        if let Some(t) = self.populating.take() {
             let _ = t.join();
         }
         // sandbox (hD): confined before the image's constructors run.
