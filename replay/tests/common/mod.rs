@@ -147,6 +147,7 @@ pub fn host_config() -> HostConfig {
         env: host.env,
         arena_io: ArenaIo::Auto,
         preload: host.preload,
+        arena_cache: host.arena_cache,
     }
 }
 
