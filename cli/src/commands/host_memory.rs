@@ -32,8 +32,9 @@ pub fn describe(m: &HostMemory) -> String {
     if m.pool_free_pages == 0 {
         s.push_str(
             ": a replay's fresh arena can fill several times slower when the last replay was \
-             seconds ago; as root, `sysctl vm.nr_hugepages=N` keeps that memory (N: one page per \
-             2 MiB of arena, per concurrent replay; docs/replay.md)",
+             seconds ago; `arena_cache = \"256MiB\"` in the configuration file keeps that memory \
+             on tmpfs (no root needed), and as root, `sysctl vm.nr_hugepages=N` keeps it in 2 MiB \
+             pages (N: one page per 2 MiB of arena, per concurrent replay; docs/replay.md)",
         );
     }
     s
@@ -52,10 +53,12 @@ pub fn slow_fill_hint(probe: impl FnOnce() -> HostMemory, arena: u64, rate: f64)
     }
     Some(format!(
         "hint: the arena filled at {:.2} GB/s; this virtual machine hands free memory back to \
-         its host, whose page faults then slow a fresh arena's first touch; a huge page pool \
-         keeps that memory (as root: `sysctl vm.nr_hugepages={}` for this arena, more for \
-         concurrent replays; docs/replay.md)",
+         its host, whose page faults then slow a fresh arena's first touch; the arena cache \
+         keeps that memory (`arena_cache = \"{}MiB\"` in the configuration file, more for \
+         concurrent replays), as does a huge page pool (as root: `sysctl vm.nr_hugepages={}` \
+         for this arena; docs/replay.md)",
         rate / 1e9,
+        arena.div_ceil(MIB),
         m.pool_pages + pages_for(arena).saturating_sub(m.pool_free_pages)
     ))
 }
@@ -97,6 +100,7 @@ mod tests {
         let h = slow_fill_hint(|| VM, arena, 0.7e9).unwrap();
         assert!(h.contains("0.70 GB/s"), "{h}");
         assert!(h.contains("vm.nr_hugepages=32"), "{h}");
+        assert!(h.contains("arena_cache = \"65MiB\""), "{h}");
         // Fast, small, or a pool that holds it, or no reporting: nothing.
         assert_eq!(slow_fill_hint(|| VM, arena, 3e9), None);
         // A fast or small fill does not read sysfs at all.

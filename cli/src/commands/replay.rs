@@ -210,7 +210,9 @@ fn slow_fill_hint(r: &ReplayReport) {
     let Some(&first) = t.rehydrate_ns.first() else {
         return;
     };
-    if r.backend != "host" || first == 0 {
+    // A held arena (the arena cache) is not fresh memory: no such cause.
+    let held = r.timing.arena_memory == Some(rrstore_replay::backend::rehydrate::ArenaMemory::Held);
+    if r.backend != "host" || first == 0 || held {
         return;
     }
     let rate = t.rehydrate_bytes as f64 / (first as f64 / 1e9);
