@@ -82,10 +82,12 @@ fn sandbox_text() -> String {
     format!("{}: {verdict}", probe.describe())
 }
 
-pub fn run(args: Args, _globals: &Globals) -> anyhow::Result<ExitCode> {
+pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
     let all = devices::all();
     let sandbox = sandbox_text();
     let memory = HostMemory::probe();
+    let limit = globals.arena_cache;
+    let cache = super::replay::arena_cache_setting(limit).usage();
     if args.json {
         let mut v = serde_json::to_value(&all)?;
         for b in v.as_array_mut().into_iter().flatten() {
@@ -93,6 +95,8 @@ pub fn run(args: Args, _globals: &Globals) -> anyhow::Result<ExitCode> {
                 o.insert("sandbox".into(), sandbox.clone().into());
                 if o.get("backend").and_then(|b| b.as_str()) == Some("host") {
                     o.insert("memory".into(), serde_json::to_value(memory)?);
+                    let c = super::host_memory::cache_json(limit, &cache);
+                    o.insert("arena_cache".into(), c);
                 }
             }
         }
@@ -101,6 +105,9 @@ pub fn run(args: Args, _globals: &Globals) -> anyhow::Result<ExitCode> {
         print!("{}", render_text(&all));
         println!("sandbox: {sandbox}");
         println!("memory: {}", super::host_memory::describe(&memory));
+        if let Some(line) = super::host_memory::describe_cache(limit, &cache) {
+            println!("arena cache: {line}");
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -2,6 +2,7 @@
 //! (`rrstore_replay::backend::host::memory`): the `memory:` line of
 //! `rrstore devices`, and the hint a slow fill of a replay gets.
 
+use rrstore_replay::backend::host::held::{HeldError, Usage};
 use rrstore_replay::backend::host::memory::{pages_for, HostMemory, POOL_PAGE};
 
 /// Fills slower than this, of arenas of at least [`HINTED_ARENA`] bytes,
@@ -38,6 +39,49 @@ pub fn describe(m: &HostMemory) -> String {
         );
     }
     s
+}
+
+/// The `arena cache:` line of `rrstore devices` for the configuration's
+/// `limit` and what the cache's directory holds; `None` when the cache is
+/// off and holds nothing.
+pub fn describe_cache(limit: u64, usage: &Result<Option<Usage>, HeldError>) -> Option<String> {
+    let setting = if limit == 0 {
+        "off".to_string()
+    } else {
+        format!("up to {} MiB", limit.div_ceil(MIB))
+    };
+    match usage {
+        Err(e) => {
+            (limit > 0).then(|| format!("{setting}, unusable ({e}): replays use fresh memory"))
+        }
+        Ok(None) => (limit > 0).then(|| format!("{setting}, nothing held yet")),
+        Ok(Some(u)) if limit == 0 && u.slots == 0 => None,
+        Ok(Some(u)) => Some(format!(
+            "{setting}, {} slot(s) in {} holding {} MiB ({} in use){}",
+            u.slots,
+            u.dir.display(),
+            u.bytes.div_ceil(MIB),
+            u.in_use,
+            if limit == 0 {
+                "; the next replay removes the free ones"
+            } else {
+                ""
+            }
+        )),
+    }
+}
+
+/// The host entry's `arena_cache` object of `rrstore devices --json`.
+pub fn cache_json(limit: u64, usage: &Result<Option<Usage>, HeldError>) -> serde_json::Value {
+    let u = usage.as_ref().ok().and_then(Option::as_ref);
+    serde_json::json!({
+        "limit_bytes": limit,
+        "dir": u.map(|u| u.dir.display().to_string()),
+        "slots": u.map_or(0, |u| u.slots),
+        "bytes": u.map_or(0, |u| u.bytes),
+        "in_use": u.map_or(0, |u| u.in_use),
+        "error": usage.as_ref().err().map(|e| e.to_string()),
+    })
 }
 
 /// The hint for a replay whose fill of `arena` bytes ran at `rate` bytes
@@ -92,6 +136,43 @@ mod tests {
             bare,
             "no huge page pool reserved; arenas use transparent huge pages"
         );
+    }
+
+    #[test]
+    fn the_cache_line_says_what_is_held_and_nothing_when_off_and_empty() {
+        let u = |slots, in_use| {
+            Ok(Some(Usage {
+                dir: "/dev/shm/c".into(),
+                slots,
+                bytes: slots * (64 << 20),
+                in_use,
+            }))
+        };
+        assert_eq!(
+            describe_cache(256 << 20, &u(2, 1)).unwrap(),
+            "up to 256 MiB, 2 slot(s) in /dev/shm/c holding 128 MiB (1 in use)"
+        );
+        let off = describe_cache(0, &u(1, 0)).unwrap();
+        assert!(off.starts_with("off, 1 slot(s)"), "{off}");
+        assert!(
+            off.ends_with("the next replay removes the free ones"),
+            "{off}"
+        );
+        assert_eq!(describe_cache(0, &u(0, 0)), None);
+        assert_eq!(describe_cache(0, &Ok(None)), None);
+        assert_eq!(
+            describe_cache(MIB, &Ok(None)).unwrap(),
+            "up to 1 MiB, nothing held yet"
+        );
+        let refused = Err(HeldError::NotMemory {
+            path: "/home/x".into(),
+        });
+        let line = describe_cache(MIB, &refused).unwrap();
+        assert!(line.contains("unusable (/home/x is not on tmpfs"), "{line}");
+        assert_eq!(describe_cache(0, &refused), None);
+        let j = cache_json(MIB, &refused);
+        assert_eq!(j["dir"], serde_json::Value::Null);
+        assert!(j["error"].as_str().unwrap().contains("not on tmpfs"));
     }
 
     #[test]

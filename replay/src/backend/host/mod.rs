@@ -183,10 +183,10 @@ pub struct HostBackend {
     /// [`Backend::arena_hash`] that follows it.
     translated_hash: Option<[u8; 32]>,
     /// The arena cache's slot the runner maps, held until the runner is
-    /// gone (dropped after [`Drop::drop`] ended it), and why none was had
-    /// when the cache is on.
+    /// gone (dropped after [`Drop::drop`] ended it). A cache that cannot
+    /// serve (its directory refused, a full tmpfs) means fresh memory;
+    /// `rrstore devices` says why ([`held::HeldArenas::usage`]).
     held: Option<held::Held>,
-    held_error: Option<String>,
     /// What memory the runner's arena is (its `Reserve` reply).
     arena_memory: Option<super::rehydrate::ArenaMemory>,
 }
@@ -213,23 +213,8 @@ impl HostBackend {
             fill_rebased: 0,
             translated_hash: None,
             held: None,
-            held_error: None,
             arena_memory: None,
         }
-    }
-
-    /// The arena cache's file the arena is mapped from ([`held`]), if any;
-    /// meaningful once [`Backend::reserve`] succeeded (a huge page pool,
-    /// when it has the pages, serves before the cache does).
-    pub fn arena_held(&self) -> Option<&std::path::Path> {
-        self.held.as_ref().map(held::Held::path)
-    }
-
-    /// Why the arena cache, though on, served no slot for this arena (an
-    /// unusable directory, a full tmpfs); `None` when it served one, is
-    /// off, or had no room beside the slots other replays hold.
-    pub fn arena_held_error(&self) -> Option<&str> {
-        self.held_error.as_deref()
     }
 
     /// Whether the runner was forked from this process (a spare from

@@ -36,12 +36,8 @@ impl Backend for HostBackend {
             old.end();
         }
         self.held = None;
-        self.held_error = None;
         self.arena_memory = None;
-        match self.config.arena_cache.acquire(len) {
-            Ok(h) => self.held = h,
-            Err(e) => self.held_error = Some(e.to_string()),
-        }
+        self.held = self.config.arena_cache.acquire(len).ok().flatten();
         // 1. The spare, unless it preloaded a runtime the image does not
         // need or something it loaded sits in the range (then it is killed
         // and a runner that maps the arena first takes over).
