@@ -335,91 +335,103 @@ mod tests {
         assert_eq!(p.wait().unwrap().signal(), Some(libc::SIGKILL));
     }
 
+    /// What [`child`] asks of the test binary it executes: hold two
+    /// threads, or 64 MiB of touched memory, then sleep until killed.
+    const CHILD_ENV: &str = "RRSTORE_TEST_PROCESS_CHILD";
+
+    /// Not a test of its own: the body of the child that [`child`]
+    /// executes (this test binary, this test alone, on libtest's only
+    /// thread). A child *forked* from the test harness could deadlock
+    /// before it got there: another test thread may hold std's environment
+    /// lock at the fork, and [`RunnerProcess::fork`] rewrites the
+    /// environment (it requires a single-threaded parent, which libtest is
+    /// not). Executing a fresh process has no such state to inherit.
     #[test]
-    fn idle_threads_lowers_every_thread_of_a_child() {
-        // A child with two threads, like a runner after a launch. The test
-        // harness runs other tests on other threads, so the forked child
-        // uses only glibc (which resets its own locks in a fork child), not
-        // std's locks that another thread may have held.
-        extern "C" fn sleeper(_: *mut libc::c_void) -> *mut libc::c_void {
-            // SAFETY: sleep has no preconditions.
-            unsafe { libc::sleep(30) };
-            std::ptr::null_mut()
-        }
-        let p = RunnerProcess::fork(&[], |_| {
-            let mut t: libc::pthread_t = 0;
-            // SAFETY: `sleeper` has the signature pthread_create expects
-            // and uses no argument; default attributes.
-            unsafe {
-                libc::pthread_create(&mut t, std::ptr::null(), sleeper, std::ptr::null_mut());
-                libc::sleep(30);
+    #[ignore = "run by the tests below as their child process"]
+    fn process_child() {
+        match std::env::var(CHILD_ENV).as_deref() {
+            Ok("threads") => {
+                let _t =
+                    std::thread::spawn(|| std::thread::sleep(std::time::Duration::from_secs(60)));
+                std::thread::sleep(std::time::Duration::from_secs(60));
             }
-            0
-        })
-        .unwrap();
-        let tids = || -> Vec<libc::pid_t> {
-            std::fs::read_dir(format!("/proc/{}/task", p.pid))
-                .unwrap()
-                .filter_map(|t| t.ok()?.file_name().to_str()?.parse().ok())
-                .collect()
-        };
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while tids().len() < 2 && std::time::Instant::now() < deadline {
+            Ok("memory") => {
+                let held = vec![1u8; 64 << 20];
+                std::thread::sleep(std::time::Duration::from_secs(60));
+                drop(std::hint::black_box(held));
+            }
+            _ => {}
+        }
+    }
+
+    /// This test binary executed as [`process_child`] doing `what`.
+    fn child(what: &str) -> std::process::Child {
+        std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--ignored",
+                "--exact",
+                "backend::host::process::tests::process_child",
+                "--test-threads=1",
+                "--nocapture",
+            ])
+            .env(CHILD_ENV, what)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    }
+
+    /// Wait up to 20 s for `ready` of the child's state.
+    fn wait_for(ready: impl Fn() -> bool) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while !ready() && std::time::Instant::now() < deadline {
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
+    }
+
+    #[test]
+    fn idle_threads_lowers_every_thread_of_a_child() {
+        // A child with several threads, like a runner after a launch.
+        let mut c = child("threads");
+        let pid = c.id() as libc::pid_t;
+        let tids = || -> Vec<libc::pid_t> {
+            std::fs::read_dir(format!("/proc/{pid}/task"))
+                .map(|d| {
+                    d.filter_map(|t| t.ok()?.file_name().to_str()?.parse().ok())
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        wait_for(|| tids().len() >= 2);
         let tids = tids();
-        assert_eq!(tids.len(), 2, "the child should run two threads");
+        assert!(
+            tids.len() >= 2,
+            "the child should run two threads: {tids:?}"
+        );
         // SAFETY: querying threads of our own child.
         let policy = |tid| unsafe { libc::sched_getscheduler(tid) };
         assert!(tids.iter().all(|&t| policy(t) == libc::SCHED_OTHER));
-        idle_threads(p.pid);
+        idle_threads(pid);
         assert!(tids.iter().all(|&t| policy(t) == libc::SCHED_IDLE));
-        p.kill();
-        assert_eq!(p.wait().unwrap().signal(), Some(libc::SIGKILL));
+        c.kill().unwrap();
+        assert_eq!(c.wait().unwrap().signal(), Some(libc::SIGKILL));
     }
 
     #[test]
     fn only_a_small_runner_tears_down_at_idle_priority() {
         // A child resident in at least 64 MiB (touched), then idle.
-        let p = RunnerProcess::fork(&[], |_| {
-            let len = 64 << 20;
-            // SAFETY: a fresh private anonymous mapping, written within its
-            // length; the child only sleeps afterwards.
-            unsafe {
-                let m = libc::mmap(
-                    std::ptr::null_mut(),
-                    len,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                    -1,
-                    0,
-                );
-                if m != libc::MAP_FAILED {
-                    libc::memset(m, 1, len);
-                }
-                libc::sleep(30);
-            }
-            0
-        })
-        .unwrap();
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while resident_bytes(p.pid).unwrap_or(0) < 64 << 20 && std::time::Instant::now() < deadline
-        {
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
+        let mut c = child("memory");
+        let pid = c.id() as libc::pid_t;
+        wait_for(|| resident_bytes(pid).unwrap_or(0) >= 64 << 20);
         // SAFETY: querying our own child.
-        let policy = || unsafe { libc::sched_getscheduler(p.pid) };
+        let policy = || unsafe { libc::sched_getscheduler(pid) };
         assert!(
-            !idle_teardown(p.pid, 32 << 20),
+            !idle_teardown(pid, 32 << 20),
             "64 MiB is over a 32 MiB limit"
         );
         assert_eq!(policy(), libc::SCHED_OTHER);
-        assert!(
-            idle_teardown(p.pid, 1 << 30),
-            "64 MiB is under a 1 GiB limit"
-        );
+        assert!(idle_teardown(pid, 1 << 30), "64 MiB is under a 1 GiB limit");
         assert_eq!(policy(), libc::SCHED_IDLE);
-        p.kill();
-        assert_eq!(p.wait().unwrap().signal(), Some(libc::SIGKILL));
+        c.kill().unwrap();
+        assert_eq!(c.wait().unwrap().signal(), Some(libc::SIGKILL));
     }
 }
