@@ -221,7 +221,7 @@ impl<R: Read> Scanner<R> {
                     Some(a) => a,
                     None => {
                         let mut b = Block::new(cap);
-                        let n = fill(r, &mut b.data[..block_len])?;
+                        let n = fill(r, &mut b[..block_len])?;
                         (b, n)
                     }
                 };
@@ -233,9 +233,9 @@ impl<R: Read> Scanner<R> {
                     (n, true)
                 } else {
                     let mut next = Block::new(cap);
-                    let n2 = fill(r, &mut next.data[..block_len])?;
+                    let n2 = fill(r, &mut next[..block_len])?;
                     let copied = n2.min(max);
-                    cur.data[n..n + copied].copy_from_slice(&next.data[..copied]);
+                    cur[n..n + copied].copy_from_slice(&next[..copied]);
                     if n2 > 0 {
                         *ahead = Some((next, n2));
                     }
@@ -265,7 +265,7 @@ impl<R: Read> Scanner<R> {
                 let rx = pool.submit(move |_| {
                     let mut b = Block::new(cap);
                     let t = Instant::now();
-                    read_block(&*file, &mut b.data[..own], offset, last)?;
+                    read_block(&*file, &mut b[..own], offset, last)?;
                     stages::add(Stage::Read, t, own as u64);
                     let fill = Fill {
                         ext: own,

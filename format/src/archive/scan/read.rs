@@ -137,7 +137,7 @@ impl Fill<'_> {
         }
         loop {
             let t = Instant::now();
-            let len = first_cut(&block.data[at..self.ext], p);
+            let len = first_cut(&block[at..self.ext], p);
             stages::add(Stage::Cut, t, len as u64);
             if at + len < self.ext || self.ext - at >= max || self.ext == self.avail {
                 return Ok(len);
@@ -171,7 +171,7 @@ impl Fill<'_> {
         let t = Instant::now();
         read_block(
             file,
-            &mut block.data[self.ext..end],
+            &mut block[self.ext..end],
             self.offset + self.ext as u64,
             false,
         )?;
