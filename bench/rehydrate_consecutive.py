@@ -22,6 +22,11 @@
                          RRSTORE_CONFIG; slots in a private directory on
                          /dev/shm, RRSTORE_ARENA_CACHE_DIR; docs/replay.md),
                          after one replay that is not counted made its slot
+      --preload-ab       one binary, two ways: blocks "preload" run as
+                         rrstore does by default, blocks "no-preload" with
+                         RRSTORE_HOST_PRELOAD=off (the runner loads the
+                         runtime after the fill instead of during it);
+                         with --cache, both with the arena cache
 
 Each replay is `BIN --store S replay ID --verify --json` (one repetition:
 the arena is fresh), started as soon as the previous one returned, and
@@ -186,6 +191,7 @@ def main():
     ap.add_argument("--pause", type=float, default=0.0)
     ap.add_argument("--pool", type=int)
     ap.add_argument("--cache")
+    ap.add_argument("--preload-ab", action="store_true")
     a = ap.parse_args()
     rec = a.recording or sorted(glob.glob("/work/data/corpus/large/*/*.json"))[0]
     bins = {"after": os.path.abspath(a.after)}
@@ -193,8 +199,10 @@ def main():
         bins = {"before": os.path.abspath(a.before), **bins}
     if a.pool:
         bins = {"no-pool": bins["after"], "pool": bins["after"]}
-    if a.cache:
+    if a.cache and not a.preload_ab:
         bins = {"fresh": bins["after"], "cache": bins["after"]}
+    if a.preload_ab:
+        bins = {"preload": bins["after"], "no-preload": bins["after"]}
     perf = perf_works()
     tmp = tempfile.mkdtemp(prefix="rehydrate-bench-")
     envs = {b: {"RRSTORE_CONFIG": os.path.join(tmp, "no-config.toml")} for b in bins}
@@ -203,7 +211,11 @@ def main():
         conf = os.path.join(tmp, "cache.toml")
         with open(conf, "w") as f:
             f.write(f'arena_cache = "{a.cache}"\n')
-        envs["cache"] = {"RRSTORE_CONFIG": conf, "RRSTORE_ARENA_CACHE_DIR": cache_dir}
+        cached = {"RRSTORE_CONFIG": conf, "RRSTORE_ARENA_CACHE_DIR": cache_dir}
+        for b in (bins if a.preload_ab else ["cache"]):
+            envs[b] = dict(cached)
+    if a.preload_ab:
+        envs["no-preload"]["RRSTORE_HOST_PRELOAD"] = "off"
     try:
         store = os.path.join(tmp, "store")
         first = next(iter(bins.values()))
