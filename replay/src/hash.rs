@@ -111,7 +111,7 @@ impl Leaf for Prepared<'_, '_> {
 }
 
 fn parallel_root<L: Leaf>(data: L) -> [u8; 32] {
-    use blake3::hazmat::{left_subtree_len, merge_subtrees_root, Mode};
+    use blake3::hazmat::{merge_subtrees_root, Mode};
     // Small inputs first: asking for the CPU count reads cgroup files
     // (~0.2 ms), more than hashing a small arena takes.
     if data.len() < PARALLEL_HASH_MIN {
@@ -123,35 +123,59 @@ fn parallel_root<L: Leaf>(data: L) -> [u8; 32] {
     if threads < 2 {
         return data.hash_root();
     }
-    let split = left_subtree_len(data.len() as u64) as usize;
+    let (l, r) = halves(data, 0, threads);
+    *merge_subtrees_root(&l, &r, Mode::Hash).as_bytes()
+}
+
+/// How `threads` threads share a subtree of `len` bytes whose left subtree
+/// is `left` bytes: (left's threads, right's threads), right's 0 when it
+/// is hashed on the left's first thread after the left. BLAKE3's left
+/// subtree is the largest power of two of chunks below the whole, so the
+/// halves are rarely equal: an arena of 64 MiB and 16 bytes (LLVM's
+/// recorded size) splits into 64 MiB and 16 bytes, and halving the thread
+/// count at each level (as before) left one thread with all of it.
+/// Threads follow the bytes instead.
+fn allot(len: usize, left: usize, threads: usize) -> (usize, usize) {
+    let right = (len - left) as u128;
+    let rt = ((threads as u128 * right + len as u128 / 2) / len.max(1) as u128) as usize;
+    let rt = rt.min(threads - 1);
+    (threads - rt, rt)
+}
+
+/// The chaining values of the left and right subtrees of `data` (at input
+/// offset `offset`), hashed by `threads` threads (this one included).
+fn halves<L: Leaf>(
+    data: L,
+    offset: u64,
+    threads: usize,
+) -> (blake3::hazmat::ChainingValue, blake3::hazmat::ChainingValue) {
+    let split = blake3::hazmat::left_subtree_len(data.len() as u64) as usize;
+    let (lt, rt) = allot(data.len(), split, threads);
     let (left, right) = data.split(split);
-    let depth = threads.next_power_of_two().trailing_zeros() - 1;
+    let right_offset = offset + split as u64;
+    if rt == 0 {
+        let l = subtree_cv(left, offset, lt);
+        return (l, subtree_cv(right, right_offset, 1));
+    }
     let (l, r) = std::thread::scope(|s| {
-        let r = s.spawn(|| subtree_cv(right, split as u64, depth));
-        let l = subtree_cv(left, 0, depth);
+        let r = s.spawn(|| subtree_cv(right, right_offset, rt));
+        let l = subtree_cv(left, offset, lt);
         (l, r.join())
     });
     // Hashing (and the back-translation) cannot panic on any input; a
     // panic there is a bug, raised here as it was raised there.
     let r = r.unwrap_or_else(|e| std::panic::resume_unwind(e));
-    *merge_subtrees_root(&l, &r, Mode::Hash).as_bytes()
+    (l, r)
 }
 
 /// Chaining value of the BLAKE3 subtree `data` starting at byte `offset` of
-/// the input (a subtree boundary), split `depth` more times across threads.
-fn subtree_cv<L: Leaf>(data: L, offset: u64, depth: u32) -> blake3::hazmat::ChainingValue {
-    use blake3::hazmat::{left_subtree_len, merge_subtrees_non_root, Mode};
-    if depth == 0 || data.len() <= 2 * blake3::CHUNK_LEN || data.len() < PARALLEL_HASH_MIN / 2 {
+/// the input (a subtree boundary), hashed by `threads` threads.
+fn subtree_cv<L: Leaf>(data: L, offset: u64, threads: usize) -> blake3::hazmat::ChainingValue {
+    use blake3::hazmat::{merge_subtrees_non_root, Mode};
+    if threads < 2 || data.len() <= 2 * blake3::CHUNK_LEN || data.len() < PARALLEL_HASH_MIN / 2 {
         return data.hash_leaf(offset);
     }
-    let split = left_subtree_len(data.len() as u64) as usize;
-    let (left, right) = data.split(split);
-    let (l, r) = std::thread::scope(|s| {
-        let r = s.spawn(|| subtree_cv(right, offset + split as u64, depth - 1));
-        let l = subtree_cv(left, offset, depth - 1);
-        (l, r.join())
-    });
-    let r = r.unwrap_or_else(|e| std::panic::resume_unwind(e));
+    let (l, r) = halves(data, offset, threads);
     merge_subtrees_non_root(&l, &r, Mode::Hash)
 }
 
@@ -197,13 +221,60 @@ mod tests {
             );
             assert!(mine == want, "{len}");
         }
-        for depth in 0..4 {
-            let d = &data[..(6 << 20) + 5];
-            let split = blake3::hazmat::left_subtree_len(d.len() as u64) as usize;
-            let l = subtree_cv::<&[u8]>(&d[..split], 0, depth);
-            let r = subtree_cv::<&[u8]>(&d[split..], split as u64, depth);
-            let root = blake3::hazmat::merge_subtrees_root(&l, &r, blake3::hazmat::Mode::Hash);
-            assert_eq!(root, blake3::hash(d), "depth {depth}");
+        for threads in 1..9 {
+            for len in [(6 << 20) + 5, (8 << 20) + 16, 9 << 20] {
+                let d = &data[..len];
+                let (l, r) = halves::<&[u8]>(d, 0, threads);
+                let root = blake3::hazmat::merge_subtrees_root(&l, &r, blake3::hazmat::Mode::Hash);
+                assert_eq!(root, blake3::hash(d), "{threads} threads, {len} bytes");
+            }
         }
+    }
+
+    /// The most bytes one thread hashes when `threads` share `len` bytes
+    /// the way `halves` shares them.
+    fn busiest(len: usize, threads: usize) -> usize {
+        fn tree(len: usize, threads: usize) -> Vec<usize> {
+            if threads < 2 || len <= 2 * blake3::CHUNK_LEN || len < PARALLEL_HASH_MIN / 2 {
+                return vec![len];
+            }
+            let split = blake3::hazmat::left_subtree_len(len as u64) as usize;
+            let (lt, rt) = allot(len, split, threads);
+            let mut l = tree(split, lt);
+            if rt == 0 {
+                l[0] += len - split; // hashed after the left, on its first thread
+                return l;
+            }
+            l.extend(tree(len - split, rt));
+            l
+        }
+        tree(len, threads).into_iter().max().unwrap_or(0)
+    }
+
+    #[test]
+    fn threads_share_an_arena_of_a_power_of_two_and_a_few_bytes_evenly() {
+        // LLVM records a 64 MiB arena as 64 MiB and 16 bytes: its left
+        // subtree is all but 16 bytes, and one thread used to hash it all.
+        let mib = 1 << 20;
+        assert!(busiest(64 * mib + 16, 2) <= 32 * mib + 16);
+        assert!(busiest(1024 * mib + 16, 16) <= 64 * mib + 16);
+        assert!(busiest(64 * mib, 2) <= 32 * mib);
+        assert!(busiest(96 * mib, 3) <= 32 * mib);
+        // A power-of-two thread count gets even shares of a power-of-two
+        // arena; others (the tree splits in halves) at most twice one.
+        for threads in 2..=16 {
+            for len in [64 * mib + 16, 100 * mib + 7, 1024 * mib + 16] {
+                let even = len / threads;
+                let b = busiest(len, threads);
+                assert!(
+                    b <= 2 * even + 2 * mib,
+                    "{threads} threads, {len} bytes: {b}"
+                );
+                if threads.is_power_of_two() && len != 100 * mib + 7 {
+                    assert!(b <= even + 16, "{threads} threads, {len} bytes: {b}");
+                }
+            }
+        }
+        assert_eq!(allot(64 * mib + 16, 64 * mib, 2), (2, 0));
     }
 }
