@@ -28,7 +28,10 @@ pub enum Op {
     Launch = 4,
     /// reply: runtime libraries mapped in the runner.
     Libraries = 5,
-    /// addr, len: reply carries the blake3 of those arena bytes.
+    /// addr, len: reply carries the blake3 of those arena bytes. Sent only
+    /// after the last launch: the runner first lowers the runtime's
+    /// threads to `SCHED_IDLE` (`process::idle_other_threads`), so a launch
+    /// after it would still run, its OpenMP workers at idle priority.
     Hash = 6,
     /// addr, bytes: copy into the arena (when `process_vm_writev` is
     /// forbidden).
@@ -45,7 +48,7 @@ pub enum Op {
     /// point into it back to the recorded arena, in place (relocated
     /// replays, `crate::placement`), hashing it in the same pass; reply
     /// carries how many words, how many the last fill rebased, and the
-    /// arena's blake3.
+    /// arena's blake3. Sent only after the last launch, as [`Op::Hash`].
     Translate = 10,
     /// Unmap the arena: the runner is about to be killed, and the next
     /// replay's arena should get these pages (`HostBackend::release_arena`).

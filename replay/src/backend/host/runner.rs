@@ -246,6 +246,9 @@ impl State {
                 let (addr, len) = (f.u64()?, f.u64()?);
                 match self.arena_slice(addr, len) {
                     Ok(bytes) => {
+                        // The arena is hashed after the last launch
+                        // (protocol): the runtime's threads are done.
+                        super::process::idle_other_threads();
                         let mut m = Msg::ok();
                         m.0.extend_from_slice(&crate::hash::parallel_blake3(bytes));
                         m
@@ -334,7 +337,9 @@ impl State {
                             std::slice::from_raw_parts_mut(bytes.as_ptr() as *mut u8, bytes.len())
                         };
                         // Translated and hashed in one pass: the engine
-                        // asks for the hash next.
+                        // asks for the hash next. After the last launch,
+                        // as a hash (see Op::Hash).
+                        super::process::idle_other_threads();
                         let n = std::sync::atomic::AtomicU64::new(0);
                         let hash = crate::hash::parallel_blake3_prepared(bytes, &|b, at| {
                             let k = r.back_translate(b, at);
