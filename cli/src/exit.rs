@@ -375,7 +375,7 @@ fn remote_code_for(cause: &(dyn std::error::Error + 'static)) -> Option<u8> {
         R::Config { .. } | R::Cache { .. } => STORE,
         R::Request { .. } | R::Setup { .. } | R::NoS3(_) | R::Busy { .. } => REMOTE,
         R::NotV3 { .. } => INVALID_INPUT,
-        R::Corrupt { .. } => CORRUPT,
+        R::Corrupt { .. } | R::Unsafe { .. } => CORRUPT,
         R::Store(_) => return None,
     })
 }

@@ -1,9 +1,11 @@
 //! The object store behind a remote (`object_store`: AmazonS3 or
 //! LocalFileSystem), driven from sync code by a small tokio runtime owned by
 //! [`Backend`]. Transfers run with bounded concurrency; bytes moved are
-//! counted for the push/pull reports. A `file://` remote's objects are
-//! written by `remote::temp` (through its `tmp/` directory), not by
-//! `object_store`, whose staging files sit beside the objects.
+//! counted for the push/pull reports. A `file://` remote never goes
+//! through `object_store` (whose LocalFileSystem follows symbolic links):
+//! every request is served by `remote::dirfs`, which follows no link below
+//! the remote's directory, and objects are written through its `tmp/`
+//! directory (`remote::temp`).
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -16,6 +18,7 @@ use object_store::path::Path as ObjPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 
 use super::config::RemoteConfig;
+use super::dirfs::FsError;
 use super::error::{RemoteError, Result};
 use super::temp;
 use super::trace::Trace;
@@ -87,9 +90,12 @@ impl Backend {
                         path.display()
                     )));
                 }
-                let fs = object_store::local::LocalFileSystem::new_with_prefix(path)
-                    .map_err(|e| setup(e.to_string()))?;
-                (Arc::new(fs), String::new())
+                // Never used (requests go to `dirfs`): were one made by
+                // mistake, it could not reach the disk.
+                (
+                    Arc::new(object_store::memory::InMemory::new()),
+                    String::new(),
+                )
             }
             RemoteUrl::S3 { bucket, prefix } => {
                 let s3 = s3_store(bucket, cfg).map_err(|e| match e {
@@ -116,6 +122,19 @@ impl Backend {
             requests: AtomicU64::new(0),
             pack_target: pack_target(cfg),
             trace: Trace::from_env(),
+        })
+    }
+
+    /// Run a file:// remote's `dirfs` call off the runtime's workers.
+    pub(super) async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce() -> std::result::Result<T, FsError> + Send + 'static,
+    ) -> std::result::Result<T, FsError> {
+        tokio::task::spawn_blocking(f).await.unwrap_or_else(|e| {
+            Err(FsError::Io {
+                path: String::new(),
+                source: std::io::Error::other(e.to_string()),
+            })
         })
     }
 
@@ -172,13 +191,28 @@ impl Backend {
         }
     }
 
+    /// An error of a file:// remote's directory (`dirfs`): a link or
+    /// special file met is [`RemoteError::Unsafe`].
+    pub(super) fn fs_err(&self, what: String, e: FsError) -> RemoteError {
+        match e {
+            FsError::Unsafe { path, what: is } => RemoteError::Unsafe {
+                remote: self.name.clone(),
+                url: self.url.clone(),
+                key: path,
+                reason: is.to_string(),
+            },
+            FsError::Io { path, source } if path.is_empty() => self.io_err(what, source),
+            FsError::Io { path, source } => self.io_err(format!("{what} ({path})"), source),
+        }
+    }
+
     /// Remove the temporary files interrupted pushes left on a file://
     /// remote (none on S3, whose PUTs leave nothing behind); returns how
     /// many were removed.
     pub fn remove_stale_temporaries(&self) -> Result<u64> {
         match &self.root {
             Some(root) => temp::remove_stale(root)
-                .map_err(|e| self.io_err("removing stale temporary files".into(), e)),
+                .map_err(|e| self.fs_err("removing stale temporary files".into(), e)),
             None => Ok(0),
         }
     }
@@ -237,10 +271,11 @@ impl Backend {
         if let Some(root) = &self.root {
             self.count(1);
             let (root, k) = (root.clone(), key.to_string());
-            return tokio::task::spawn_blocking(move || temp::write_object(&root, &k, &body))
+            return self
+                .blocking(move || temp::write_object(&root, &k, &body, false))
                 .await
-                .unwrap_or_else(|e| Err(std::io::Error::other(e.to_string())))
-                .map_err(|e| self.io_err(format!("writing {key}"), e));
+                .map(drop)
+                .map_err(|e| self.fs_err(format!("writing {key}"), e));
         }
         if body.len() <= MULTIPART_OVER {
             self.count(1);

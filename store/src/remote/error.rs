@@ -50,6 +50,16 @@ pub enum RemoteError {
         key: String,
         reason: String,
     },
+    /// A symbolic link or special file under a file:// remote's directory,
+    /// or a key that is not the name of an rrstore object about to be
+    /// deleted (spec/REMOTE.md, "Links and names"): left alone.
+    #[error("remote `{remote}` ({url}): {key} {reason}; rrstore follows no symbolic link under a remote and deletes nothing but its own objects there, so it left {key} alone and stopped: someone with write access to the remote put it there, remove it")]
+    Unsafe {
+        remote: String,
+        url: String,
+        key: String,
+        reason: String,
+    },
     #[error("remote `{remote}` is busy: {reason}")]
     Busy { remote: String, reason: String },
     #[error("remote `{remote}` is layout 2, which cannot be pruned: convert it with `rrstore remote migrate {remote}` first")]

@@ -52,6 +52,11 @@ impl Backend {
     /// PUT `key`; with `create`, only if it does not exist (`Ok(false)`:
     /// it did).
     fn put_lock(&self, key: &str, kind: &str, create: bool) -> Result<bool> {
+        if let Some(root) = &self.root {
+            self.count(1);
+            return super::temp::write_object(root, key, &body(kind), create)
+                .map_err(|e| self.fs_err(format!("writing lock {key}"), e));
+        }
         let path = self.path(key);
         let opts = PutOptions {
             mode: if create {
@@ -77,10 +82,22 @@ impl Backend {
     fn refresh_in_background(&self, key: &str, kind: &'static str) -> tokio::task::JoinHandle<()> {
         let store = self.store.clone();
         let path = self.path(key);
+        let (root, key) = (self.root.clone(), key.to_string());
         self.rt.spawn(async move {
             loop {
                 tokio::time::sleep(REFRESH).await;
-                let _ = store.put(&path, PutPayload::from(body(kind))).await;
+                match &root {
+                    Some(root) => {
+                        let (root, key) = (root.clone(), key.clone());
+                        let _ = tokio::task::spawn_blocking(move || {
+                            super::temp::write_object(&root, &key, &body(kind), false)
+                        })
+                        .await;
+                    }
+                    None => {
+                        let _ = store.put(&path, PutPayload::from(body(kind))).await;
+                    }
+                }
             }
         })
     }
@@ -177,6 +194,31 @@ impl Backend {
         }
         Ok(lock)
     }
+}
+
+/// `locks/exclusive` or `locks/shared-<host>-<pid>-<n>` (the host as
+/// [`host`] writes it).
+pub fn is_lock_key(key: &str) -> bool {
+    let Some(name) = key.strip_prefix(LOCKS) else {
+        return false;
+    };
+    if key == EXCLUSIVE {
+        return true;
+    }
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let Some(rest) = name.strip_prefix("shared-") else {
+        return false;
+    };
+    let mut it = rest.rsplitn(3, '-');
+    let (Some(n), Some(pid), Some(host)) = (it.next(), it.next(), it.next()) else {
+        return false;
+    };
+    digits(n)
+        && digits(pid)
+        && !host.is_empty()
+        && host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
 /// The host name as a key component: other than letters, digits and `-`

@@ -70,7 +70,12 @@ pub fn migrate(
         (Kind::Part, layout::PARTS),
     ] {
         progress(Event::Phase(format!("copying {dir_key}")));
-        let keys = remote.list(dir_key)?;
+        // Objects by their exact names: only those are deleted after.
+        let keys: Vec<String> = remote
+            .list(dir_key)?
+            .into_iter()
+            .filter(|k| super::names::is_object(k))
+            .collect();
         for round in keys.chunks(ROUND) {
             let mut got: Vec<(String, [u8; 32], Vec<u8>)> = Vec::new();
             remote.get_all(round.iter().cloned(), &mut |key, body| {

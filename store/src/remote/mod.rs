@@ -14,8 +14,10 @@
 //! * [`tree`]: a part's chunk list as a content-defined tree.
 //! * [`push`] (`push3`: version 3), [`pull`], [`list`] (`ls NAME:`), [`images`] (the image
 //!   library); `local`: the store side; `known`: trees a pull derives;
-//!   `temp`: a file:// remote's temporary files; [`migrate`]: version 2
-//!   to 3 (`deletes`: removing objects); [`lock`]: lock objects;
+//!   `temp`: a file:// remote's temporary files; `dirfs`: a file://
+//!   remote's directory, no link followed; [`migrate`]: version 2
+//!   to 3 (`deletes`: removing objects, `names`: the only names deleted);
+//!   [`lock`]: lock objects;
 //!   [`prune`]: `rm NAME:ID` and `remote prune`.
 //! * [`history`]: shared replay history (`history_cache`: the local copy
 //!   of a remote's history batches).
@@ -28,6 +30,7 @@ mod cache;
 pub mod check;
 pub mod config;
 mod deletes;
+mod dirfs;
 pub mod error;
 pub mod history;
 mod history_cache;
@@ -42,6 +45,7 @@ mod local;
 pub mod lock;
 mod manifest3;
 pub mod migrate;
+mod names;
 pub mod prune;
 pub mod pull;
 mod pull_chunks;

@@ -19,6 +19,7 @@ use super::check::{part_chunks, Node};
 use super::error::{RemoteError, Result};
 use super::layout;
 use super::layout3::{self, Entry, Kind};
+use super::names;
 use super::pull::corrupt;
 use super::Event;
 
@@ -56,13 +57,16 @@ pub fn remove(remote: &Backend, ids: &[RecordingId]) -> Result<Vec<RecordingId>>
     remote.delete_all(&keys)?;
     // After the manifests (spec/REMOTE.md, "Signatures"): a signature is
     // never left without its manifest by anything but an interrupted rm.
+    // Only names of signature objects: anything else someone put there
+    // is left alone (spec/REMOTE.md, "Links and names").
     let mut signatures = Vec::new();
     for id in &gone {
-        signatures.extend(remote.list(&format!(
-            "{}{}/",
-            super::signature::SIGNATURES,
-            id.to_hex()
-        ))?);
+        signatures.extend(
+            remote
+                .list(&format!("{}{}/", super::signature::SIGNATURES, id.to_hex()))?
+                .into_iter()
+                .filter(|k| names::is_object(k)),
+        );
     }
     remote.delete_all(&signatures)?;
     Ok(gone)
@@ -89,7 +93,13 @@ pub fn prune(dir: &Path, remote: &Backend, progress: &mut dyn FnMut(Event)) -> R
             format!("{} (prune cannot tell what is live)", b.reason),
         ));
     }
-    let index_keys = remote.list(layout3::INDEX)?;
+    // Index objects and packs by their exact names: nothing else under
+    // `index/` or `packs/` is rrstore's to delete.
+    let index_keys: Vec<String> = remote
+        .list(layout3::INDEX)?
+        .into_iter()
+        .filter(|k| names::is_object(k))
+        .collect();
     // What is live: everything a manifest or image entry reaches.
     progress(Event::Phase("finding live data".into()));
     let mut live: HashSet<(Kind, [u8; 32])> = HashSet::new();
@@ -166,7 +176,11 @@ pub fn prune(dir: &Path, remote: &Backend, progress: &mut dyn FnMut(Event)) -> R
         history_batches_deleted: h.batches_deleted,
         ..Default::default()
     };
-    let sizes: HashMap<String, u64> = remote.list_sized(layout3::PACKS)?.into_iter().collect();
+    let sizes: HashMap<String, u64> = remote
+        .list_sized(layout3::PACKS)?
+        .into_iter()
+        .filter(|(k, _)| names::is_object(k))
+        .collect();
     let mut new_index: Vec<Entry> = Vec::new();
     let mut doomed: Vec<String> = Vec::new();
     let mut out: Vec<u8> = Vec::new();

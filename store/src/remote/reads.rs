@@ -11,7 +11,9 @@ use futures::{StreamExt, TryStreamExt};
 use object_store::ObjectStoreExt;
 
 use super::backend::{Backend, CONCURRENCY};
+use super::dirfs;
 use super::error::{RemoteError, Result};
+use super::temp;
 
 /// One listed object: key (relative to the remote's root), size, time.
 pub struct Listed {
@@ -26,8 +28,29 @@ impl Backend {
         self.rt.block_on(f)
     }
 
-    /// LIST the objects under `dir`.
+    /// LIST the objects under `dir`. On a file:// remote, a link below the
+    /// directory is an error (`dirfs`), and the staging files of older
+    /// versions are left out (as `object_store` did).
     pub async fn list_async(&self, dir: &str) -> Result<Vec<Listed>> {
+        if let Some(root) = self.root.clone() {
+            let mark = self.trace.begin();
+            let d = dir.to_string();
+            let items = self
+                .blocking(move || dirfs::list(&root, &d))
+                .await
+                .map_err(|e| self.fs_err(format!("listing {dir}"), e))?;
+            self.trace.end(mark, "LIST", dir, None, items.len() as u64);
+            self.count(1 + items.len() as u64 / 1000);
+            return Ok(items
+                .into_iter()
+                .filter(|e| !temp::is_legacy_staging(&e.key))
+                .map(|e| Listed {
+                    key: e.key,
+                    size: e.size,
+                    modified: e.modified,
+                })
+                .collect());
+        }
         let prefix = self.path(dir.trim_end_matches('/'));
         let base_len = self.base_len();
         let mark = self.trace.begin();
@@ -87,16 +110,24 @@ impl Backend {
         let path = self.path(key);
         self.count(1);
         let mark = self.trace.begin();
-        let r = match self.store.get(&path).await {
-            Ok(g) => g.bytes().await.map(Some),
-            Err(object_store::Error::NotFound { .. }) => Ok(None),
-            Err(e) => Err(e),
+        let b = if let Some(root) = self.root.clone() {
+            let k = key.to_string();
+            self.blocking(move || dirfs::get(&root, &k))
+                .await
+                .map_err(|e| self.fs_err(format!("reading {key}"), e))?
+        } else {
+            let r = match self.store.get(&path).await {
+                Ok(g) => g.bytes().await.map(Some),
+                Err(object_store::Error::NotFound { .. }) => Ok(None),
+                Err(e) => Err(e),
+            };
+            r.map_err(|e| self.err(format!("reading {key}"), e))?
+                .map(|b| b.to_vec())
         };
-        let b = r.map_err(|e| self.err(format!("reading {key}"), e))?;
         let n = b.as_ref().map_or(0, |b| b.len() as u64);
         self.trace.end(mark, "GET", key, None, n);
         self.received.fetch_add(n, Ordering::Relaxed);
-        Ok(b.map(|b| b.to_vec()))
+        Ok(b)
     }
 
     /// Every object of `keys` ([`CONCURRENCY`] at once), `None` for those
