@@ -41,6 +41,7 @@ CHECK(hipDeviceAttributeMultiprocessorCount, 63);
 CHECK(hipDeviceAttributeWarpSize, 87);
 CHECK(hipDeviceAttributeWallClockRate, 10017);
 CHECK(hipHostMallocDefault, 0);
+CHECK(hipLimitStackSize, 0);
 
 /* Struct layouts. */
 CHECK(sizeof(hipMemLocation), 8);

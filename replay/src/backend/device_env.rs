@@ -8,7 +8,7 @@
 //! the host RPC server when the image has an RPC client, then runs the
 //! image's constructors. The backends follow that order from the image's own
 //! symbols (looked up through the driver, so PTX and fatbins work too):
-//! environment, refusal of RPC images, constructors (AMDGPU), then the
+//! environment, refusal of images whose code uses the RPC client, constructors (AMDGPU), then the
 //! engine's recorded globals and the launch.
 //!
 //! The environment's layout depends on the LLVM version that built the
@@ -20,10 +20,11 @@ use super::BackendError;
 /// The device environment global of LLVM's OpenMP device runtime.
 pub const DEVICE_ENV_SYMBOL: &str = "__omp_rtl_device_environment";
 
-/// Symbols whose presence means the image calls the host through LLVM's RPC
-/// (device `printf`, `malloc`, `assert`, `fprintf`): `__llvm_rpc_client`
-/// (LLVM 19 and later) and `__llvm_libc_rpc_client` (LLVM 17-18). LLVM's
-/// plugin starts its RPC server exactly when one is in the image.
+/// LLVM's RPC client symbols: `__llvm_rpc_client` (LLVM 19 and later; since
+/// LLVM 20 defined in every image and removed only when unused at -O1 and
+/// above) and `__llvm_libc_rpc_client` (LLVM 17-18). LLVM's plugin starts
+/// its RPC server whenever one is in the image; rrstore refuses only an
+/// image whose code uses it ([`super::rpc_client`]).
 pub const RPC_CLIENT_SYMBOLS: [&str; 2] = ["__llvm_rpc_client", "__llvm_libc_rpc_client"];
 
 /// The AMDGPU kernel that runs an image's `.init_array` (global constructors).
@@ -135,14 +136,16 @@ pub fn encode_for_symbol(env: &DeviceEnv, size: u64) -> Result<Vec<u8>, BackendE
         })
 }
 
-/// The refusal for an image that calls the host through RPC (`symbol` is
-/// the client symbol found): such a kernel would wait forever for a server.
-pub fn refuse_rpc(symbol: &str) -> BackendError {
+/// The refusal for an image whose code uses LLVM's RPC client (`symbol`;
+/// `evidence` says how it was found, or why its use could not be ruled
+/// out): such a kernel calls the host and would wait forever for a server.
+pub fn refuse_rpc(symbol: &str, evidence: &str) -> BackendError {
     BackendError::Unavailable(format!(
-        "the image calls the host through LLVM's RPC (it has {symbol}: device printf, malloc, \
-         assert or fprintf), which rrstore's GPU backends do not serve; the kernel would hang \
-         waiting for an answer, so it is not launched. Rebuild the program without device \
-         printf/assert/malloc to record it, or replay it with LLVM's own replay tool"
+        "the image calls the host through LLVM's RPC ({symbol}: {evidence}); it needs the RPC \
+         server LLVM's offload plugin runs beside the kernel (device printf, fprintf, assert, \
+         or libc functions on the GPU), which rrstore's GPU backends do not serve, so the kernel \
+         would hang waiting for an answer and is not launched. Rebuild the program without \
+         device printf/assert/libc calls to record it, or replay it with LLVM's own replay tool"
     ))
 }
 
@@ -388,7 +391,10 @@ mod tests {
 
     #[test]
     fn rpc_images_are_refused_with_a_sentence() {
-        let e = refuse_rpc("__llvm_rpc_client");
+        let e = refuse_rpc(
+            "__llvm_rpc_client",
+            ".rela.text relocates a reference to it",
+        );
         assert!(matches!(e, BackendError::Unavailable(_)));
         let m = e.to_string();
         assert!(

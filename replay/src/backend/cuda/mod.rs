@@ -162,6 +162,15 @@ impl DeviceApi for CudaApi {
         )
     }
 
+    fn set_stack_limit(&self, bytes: u64) -> ApiResult<()> {
+        let bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
+        // SAFETY: sets one limit of the current (primary) context.
+        ck(
+            unsafe { sys::cuCtxSetLimit(sys::CUlimit::CU_LIMIT_STACK_SIZE, bytes) },
+            "cuCtxSetLimit(CU_LIMIT_STACK_SIZE) for LIBOMPTARGET_STACK_SIZE",
+        )
+    }
+
     fn granularity(&self) -> ApiResult<u64> {
         let p = self.prop();
         let mut g: usize = 0;

@@ -90,6 +90,10 @@ pub trait DeviceApi: Sized {
         Ok(())
     }
 
+    /// Set the per-thread device stack to `bytes` (`LIBOMPTARGET_STACK_SIZE`,
+    /// as LLVM's plugins do at device initialization).
+    fn set_stack_limit(&self, bytes: u64) -> ApiResult<()>;
+
     /// The physical allocation granularity (rounds the arena).
     fn granularity(&self) -> ApiResult<u64>;
     /// Reserve `len` bytes of device address space with `hint` as the

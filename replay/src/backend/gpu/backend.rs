@@ -9,6 +9,7 @@ use super::api::{ApiQueue, DeviceApi, LoadFailure};
 use super::arena::DeviceArena;
 use super::{GpuBackend, STAGING_BUFFERS};
 use crate::backend::args::{dynamic_shared_opt_in, KernelParams, LaunchDims};
+use crate::backend::placeholder::Placeholder;
 use crate::backend::staging::ArenaUploads;
 use crate::backend::target;
 use crate::backend::wait::poll_until;
@@ -42,6 +43,10 @@ impl<D: DeviceApi> Backend for GpuBackend<D> {
         if let Some(mut p) = self.placeholder.take() {
             p.release();
         }
+        // The range must be free in this process (the host backend checks
+        // the same in its `reserve`): fails with the occupant's name, which
+        // `placement::place` turns into a relocation under `auto`.
+        Placeholder::new(base, size)?.release();
         let arena = self.arena.insert(DeviceArena::create(
             &self.api,
             base,
@@ -74,6 +79,44 @@ impl<D: DeviceApi> Backend for GpuBackend<D> {
     }
 
     fn load_image(&mut self, image: &[u8], kernel: &str) -> Result<(), BackendError> {
+        self.image = Some((image.to_vec(), kernel.to_string()));
+        self.written.clear();
+        self.launched = false;
+        self.stateful = None;
+        self.load_and_set_up(image, kernel)
+    }
+
+    fn write_global(&mut self, name: &str, data: &[u8]) -> Result<(), BackendError> {
+        self.reset_device_state()?;
+        self.written.insert(name.to_string());
+        self.write_global_now(name, data)
+    }
+
+    fn launch(&mut self, args: &[u64], params: &LaunchParams) -> Result<Duration, BackendError> {
+        self.reset_device_state()?;
+        self.launched = true;
+        self.launch_now(args, params)
+    }
+
+    fn download(&mut self, offset: u64, dst: &mut [u8]) -> Result<(), BackendError> {
+        self.api.make_current()?;
+        let src = self.uploads.address(offset, dst.len(), "download")?;
+        self.uploads.settle()?;
+        if dst.is_empty() {
+            return Ok(());
+        }
+        self.api.copy_dtoh(dst, src)
+    }
+}
+
+impl<D: DeviceApi> GpuBackend<D> {
+    /// Load `image` (replacing the module loaded before), look up `kernel`
+    /// and set up the device state LLVM's plugin creates at load.
+    pub(super) fn load_and_set_up(
+        &mut self,
+        image: &[u8],
+        kernel: &str,
+    ) -> Result<(), BackendError> {
         self.api.make_current()?;
         let image_target = detect(&image[..image.len().min(4096)]);
         target::check(&image_target, &self.api.target())?;
@@ -99,7 +142,7 @@ impl<D: DeviceApi> Backend for GpuBackend<D> {
         self.setup_device_state(m, image)
     }
 
-    fn write_global(&mut self, name: &str, data: &[u8]) -> Result<(), BackendError> {
+    fn write_global_now(&mut self, name: &str, data: &[u8]) -> Result<(), BackendError> {
         self.api.make_current()?;
         let m = Self::loaded(self.module, "write_global")?;
         let (ptr, bytes) = self
@@ -118,7 +161,11 @@ impl<D: DeviceApi> Backend for GpuBackend<D> {
         self.uploads.write_device(ptr, data)
     }
 
-    fn launch(&mut self, args: &[u64], params: &LaunchParams) -> Result<Duration, BackendError> {
+    fn launch_now(
+        &mut self,
+        args: &[u64],
+        params: &LaunchParams,
+    ) -> Result<Duration, BackendError> {
         self.api.make_current()?;
         let f = Self::loaded(self.function, "launch")?;
         let (start, stop) = Self::loaded(self.timing, "launch")?;
@@ -159,16 +206,6 @@ impl<D: DeviceApi> Backend for GpuBackend<D> {
         r.map_err(BackendError::DeviceFault)?;
         let ms = self.api.elapsed_ms(start, stop)?;
         Ok(Duration::from_secs_f64(f64::from(ms.max(0.0)) / 1e3))
-    }
-
-    fn download(&mut self, offset: u64, dst: &mut [u8]) -> Result<(), BackendError> {
-        self.api.make_current()?;
-        let src = self.uploads.address(offset, dst.len(), "download")?;
-        self.uploads.settle()?;
-        if dst.is_empty() {
-            return Ok(());
-        }
-        self.api.copy_dtoh(dst, src)
     }
 }
 

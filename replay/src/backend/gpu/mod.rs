@@ -18,6 +18,7 @@
 //! * [`arena`]: the reservation and its mapping.
 //! * `setup.rs`: device environment and constructors.
 //! * [`heap`]: the device `malloc` heap (AMDGPU pool, CUDA heap limit).
+//! * [`statics`]: device statics between repetitions (the image reloaded).
 //! * `backend.rs`: the [`Backend`](crate::backend::Backend) implementation.
 
 pub mod api;
@@ -25,6 +26,7 @@ pub mod arena;
 mod backend;
 pub mod heap;
 mod setup;
+pub mod statics;
 #[cfg(test)]
 mod tests;
 
@@ -45,12 +47,20 @@ use super::BackendError;
 /// to the copy).
 const STAGING_BUFFERS: usize = 3;
 
+/// The variable LLVM's plugins read the device stack size from (decimal
+/// bytes, as `LIBOMPTARGET_HEAP_SIZE`).
+pub const STACK_SIZE_VARIABLE: &str = "LIBOMPTARGET_STACK_SIZE";
+
 /// The variables LLVM's plugins read that change what a kernel sees, read
 /// as they read them.
 #[derive(Clone, Copy, Debug, Default)]
 struct PluginVariables {
     /// `LIBOMPTARGET_HEAP_SIZE` (unset: the plugin's default).
     heap_size: Option<u64>,
+    /// `LIBOMPTARGET_STACK_SIZE` (unset: the driver's default): LLVM's
+    /// plugins set the device's per-thread stack to it at device
+    /// initialization (`GenericDeviceTy::init`, before the heap).
+    stack_size: Option<u64>,
     /// `LIBOMPTARGET_SHARED_MEMORY_SIZE` (0 unless set): written to the
     /// environment's `DynamicMemSize`, and every launch gets at least this
     /// much dynamic shared memory, as LLVM launches with the larger of it
@@ -62,6 +72,9 @@ impl PluginVariables {
     fn from_env() -> Self {
         PluginVariables {
             heap_size: self::heap::heap_size_from_env(),
+            stack_size: self::heap::parse_heap_size(
+                std::env::var(STACK_SIZE_VARIABLE).ok().as_deref(),
+            ),
             shared_memory_size: DeviceEnv::default().with_llvm_variables().dynamic_mem_size,
         }
     }
@@ -92,6 +105,16 @@ pub struct GpuBackend<D: DeviceApi> {
     shared_attr: Option<u32>,
     /// A launch timed out and may still run: teardown must not wait on it.
     wedged: bool,
+    /// The image and kernel loaded, kept to reload them between
+    /// repetitions ([`statics`]).
+    image: Option<(Vec<u8>, String)>,
+    /// Globals written since the image was loaded (the recorded ones).
+    written: std::collections::BTreeSet<String>,
+    /// A launch ran since the image was (re)loaded.
+    launched: bool,
+    /// Whether the image has statics no recorded global rewrites, once
+    /// known (after the first launch); `None` before.
+    stateful: Option<bool>,
     /// The replay may relocate: keep a reservation the driver placed
     /// elsewhere ([`crate::backend::Backend::allow_elsewhere`]).
     allow_elsewhere: bool,
@@ -114,17 +137,23 @@ impl<D: DeviceApi> GpuBackend<D> {
         arena: Option<(u64, u64)>,
         vars: PluginVariables,
     ) -> Result<Self, BackendError> {
-        let mut placeholder = match arena {
-            // Fails with the occupant's name when the range is taken here.
-            Some((base, size)) => Some(Placeholder::new(base, size)?),
-            None => None,
+        // Held only where the runtime must not take it (HIP) and only when
+        // it is free: a range mapped here is not an error yet. Like the
+        // host backend, the check belongs to the placement step
+        // (`Backend::reserve`, which `placement::place` drives): under
+        // `--placement auto|relocate` it relocates instead (exit 10 only
+        // under `recorded`, from `reserve`).
+        let placeholder = match arena {
+            Some((base, size)) if D::HOLDS_PLACEHOLDER => Placeholder::new(base, size).ok(),
+            _ => None,
         };
-        if !D::HOLDS_PLACEHOLDER {
-            if let Some(mut p) = placeholder.take() {
-                p.release();
-            }
-        }
         let api = Arc::new(D::open(device)?);
+        // LLVM's plugins size the device stack at device initialization,
+        // only when the variable is set (CUDA: cuCtxSetLimit(
+        // CU_LIMIT_STACK_SIZE); HIP: hipDeviceSetLimit(hipLimitStackSize)).
+        if let Some(bytes) = vars.stack_size {
+            api.set_stack_limit(bytes)?;
+        }
         // LLVM's CUDA plugin sizes the driver's heap at device
         // initialization, only when the variable is set.
         if let (DeviceHeap::DriverLimit, Some(bytes)) = (D::HEAP, vars.heap_size) {
@@ -154,6 +183,10 @@ impl<D: DeviceApi> GpuBackend<D> {
             static_shared: 0,
             shared_attr: None,
             wedged: false,
+            image: None,
+            written: Default::default(),
+            launched: false,
+            stateful: None,
             allow_elsewhere: false,
             placed_elsewhere: None,
         })
@@ -199,6 +232,30 @@ impl<D: DeviceApi> GpuBackend<D> {
             Ok(c) => self.api.global(m, &c),
             Err(_) => Ok(None),
         }
+    }
+
+    /// Before the next repetition's globals or launch: reload the image
+    /// when a launch ran since it was loaded and it has device statics no
+    /// recorded global rewrites ([`statics`]), so every launch starts from
+    /// the state the recorded one saw.
+    fn reset_device_state(&mut self) -> Result<(), BackendError> {
+        if !std::mem::take(&mut self.launched) {
+            return Ok(());
+        }
+        let Some((image, kernel)) = self.image.take() else {
+            return Ok(());
+        };
+        let stateful = *self.stateful.get_or_insert_with(|| {
+            self::statics::unrecorded_statics(&image, &self.written)
+                .is_none_or(|names| !names.is_empty())
+        });
+        let r = if stateful {
+            self.load_and_set_up(&image, &kernel)
+        } else {
+            Ok(())
+        };
+        self.image = Some((image, kernel));
+        r
     }
 
     fn loaded<T>(v: Option<T>, op: &str) -> Result<T, BackendError> {

@@ -1,7 +1,7 @@
 //! What LLVM's plugins set up after loading an image, in their order: the
 //! device environment (`__omp_rtl_device_environment`, laid out by the
 //! symbol's size), the AMDGPU device memory pool (`heap.rs`), the refusal
-//! of images that need the host RPC server, then the image's constructors;
+//! of images whose code uses the host RPC client, then the image's constructors;
 //! all on the replay stream, so before the recorded globals and the launch.
 
 use super::api::DeviceApi;
@@ -11,6 +11,7 @@ use crate::backend::device_env::{
     encode_for_symbol, nvptx_constructors, refuse_rpc, AMDGPU_INIT_KERNEL, DEVICE_ENV_SYMBOL,
     NVPTX_INIT_END, NVPTX_INIT_KERNEL, NVPTX_INIT_START, RPC_CLIENT_SYMBOLS,
 };
+use crate::backend::rpc_client::{client_use, ClientUse};
 use crate::backend::BackendError;
 
 impl<D: DeviceApi> GpuBackend<D> {
@@ -28,9 +29,18 @@ impl<D: DeviceApi> GpuBackend<D> {
             self.uploads.write_device(ptr, &bytes)?;
         }
         self.setup_memory_pool(m)?;
+        // LLVM 20+ defines the client in every image (an -O0 one keeps it
+        // unused): refused only when the image's code can reach it.
         for symbol in RPC_CLIENT_SYMBOLS {
             if self.lookup_global(m, symbol)?.is_some() {
-                return Err(refuse_rpc(symbol));
+                match client_use(image, symbol) {
+                    ClientUse::Unused => {}
+                    ClientUse::Used(how) => return Err(refuse_rpc(symbol, &how)),
+                    ClientUse::Unknown(why) => {
+                        let e = format!("{why}, so its use of the client cannot be ruled out");
+                        return Err(refuse_rpc(symbol, &e));
+                    }
+                }
             }
         }
         if let Some(init) = self.lookup_function(m, NVPTX_INIT_KERNEL)? {

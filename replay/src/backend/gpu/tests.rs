@@ -133,7 +133,7 @@ fn open_on<D: DeviceApi>(
 ) -> (GpuBackend<D>, Log) {
     let vars = PluginVariables {
         heap_size: heap,
-        shared_memory_size: 0,
+        ..PluginVariables::default()
     };
     open_with_vars(device, vars, cfg, arena)
 }
@@ -219,6 +219,11 @@ impl<const HOLD: bool> DeviceApi for Fake<HOLD> {
 
     fn set_heap_limit(&self, bytes: u64) -> ApiResult<()> {
         self.note(format!("heap_limit {bytes}"));
+        Ok(())
+    }
+
+    fn set_stack_limit(&self, bytes: u64) -> ApiResult<()> {
+        self.note(format!("stack_limit {bytes}"));
         Ok(())
     }
 
@@ -896,8 +901,8 @@ fn llvms_shared_memory_size_is_in_the_environment_and_a_floor_for_every_launch()
     cfg.globals = vec![(DEVICE_ENV_SYMBOL.into(), 0x1000, vec![0; 48])];
     cfg.static_shared = 1024;
     let vars = PluginVariables {
-        heap_size: None,
         shared_memory_size: 48 * 1024,
+        ..PluginVariables::default()
     };
     let base = 0x7f10_0000_0000;
     let (mut b, log) = open_with_vars::<CudaLike>(0, vars, &cfg, Some((base, 4096)));
@@ -951,4 +956,165 @@ fn the_backend_reports_the_uuid_its_device_api_gives() {
     );
     let (b, _) = open::<HipLike>(&Config::amd(), None);
     assert_eq!(b.device_uuid(), None, "none given: none reported");
+}
+
+#[test]
+fn a_mapped_recorded_range_is_left_to_the_placement_step() {
+    // The recorded range is mapped in this process (here by a placeholder
+    // of the test's): opening succeeds on both kinds of device; the
+    // placement then relocates under `auto` and fails with exit 10's error
+    // (naming the occupant) only under `recorded`, as on the host backend.
+    use crate::placement::{place, Placement};
+    for hold in [false, true] {
+        let base = if hold {
+            0x7f30_0000_0000
+        } else {
+            0x7f31_0000_0000
+        };
+        let taken = Placeholder::new(base, 4096).unwrap();
+        let image = Config::nvidia().image();
+        let mut b: Box<dyn Backend> = if hold {
+            Box::new(open::<HipLike>(&Config::nvidia(), Some((base, 4096))).0)
+        } else {
+            Box::new(open::<CudaLike>(&Config::nvidia(), Some((base, 4096))).0)
+        };
+        let e = place(b.as_mut(), Placement::Recorded, base, 4096, None, &image).unwrap_err();
+        assert!(matches!(e, BackendError::Reserve { .. }), "{e}");
+        assert!(e.to_string().contains("occupied by"), "{e}");
+        let placed = place(b.as_mut(), Placement::Auto, base, 4096, None, &image).unwrap();
+        assert_ne!(placed.base, base, "relocated");
+        assert!(placed.rebaser.is_some());
+        drop(taken);
+    }
+}
+
+#[test]
+fn llvms_stack_size_is_set_at_device_initialization_on_both_apis() {
+    // LIBOMPTARGET_STACK_SIZE: the device limit set right after the device
+    // opens (before the heap, as LLVM's GenericDeviceTy::init), on CUDA-
+    // and HIP-like devices alike; unset, the driver's default stays.
+    let vars = PluginVariables {
+        stack_size: Some(16384),
+        heap_size: Some(1 << 20),
+        ..PluginVariables::default()
+    };
+    let (_b, log) = open_with_vars::<CudaLike>(0, vars, &Config::nvidia(), None);
+    assert_eq!(at(&log, "stack_limit 16384"), 1, "{:#?}", log.borrow());
+    assert!(at(&log, "stack_limit") < at(&log, "heap_limit"));
+    let (_b, log) = open_with_vars::<HipLike>(0, vars, &Config::amd(), None);
+    assert_eq!(at(&log, "stack_limit 16384"), 1, "{:#?}", log.borrow());
+    let (_b, log) = open::<CudaLike>(&Config::nvidia(), None);
+    assert_eq!(count(&log, "stack_limit"), 0);
+    // Read as LLVM reads it: decimal bytes.
+    std::env::set_var(super::STACK_SIZE_VARIABLE, "4096");
+    assert_eq!(PluginVariables::from_env().stack_size, Some(4096));
+    std::env::remove_var(super::STACK_SIZE_VARIABLE);
+}
+
+#[test]
+fn an_unused_rpc_client_replays_and_a_used_one_is_refused_saying_what_it_needs() {
+    // LLVM 20+ -O0 images define __llvm_rpc_client without using it: the
+    // image loads and launches. One whose code relocates a reference to it
+    // (cubin) or computes its address (AMDGPU) is refused before anything
+    // runs, naming the evidence and the RPC server it needs.
+    use crate::backend::rpc_client::build::{getpc_code, image_with_client};
+    let client = "__llvm_rpc_client";
+    let cases = [
+        (
+            true,
+            image_with_client(EM_CUDA, client, vec![0; 64], false),
+            None,
+        ),
+        (
+            false,
+            image_with_client(EM_AMDGPU, client, vec![0; 64], false),
+            None,
+        ),
+        (
+            true,
+            image_with_client(EM_CUDA, client, vec![0; 64], true),
+            Some(".rela.text relocates"),
+        ),
+        (
+            false,
+            image_with_client(EM_AMDGPU, client, getpc_code(0x3000), false),
+            Some("computes its address"),
+        ),
+    ];
+    for (i, (nvidia, image, refused)) in cases.into_iter().enumerate() {
+        let mut cfg = if nvidia {
+            Config::nvidia()
+        } else {
+            Config::amd()
+        };
+        cfg.globals = vec![(client.into(), 0x1000, vec![0; 16])];
+        let base = 0x7f40_0000_0000 + (i as u64) * 0x1_0000_0000;
+        let (mut b, log) = open::<CudaLike>(&cfg, Some((base, 4096)));
+        b.reserve(base, 4096).unwrap();
+        match (b.load_image(&image, "k"), refused) {
+            (Ok(()), None) => {
+                b.launch(&[], &params(0)).unwrap();
+                assert_eq!(count(&log, "launch k"), 1);
+            }
+            (Err(e), Some(evidence)) => {
+                let e = e.to_string();
+                assert!(e.contains(evidence) && e.contains("RPC server"), "{e}");
+                assert_eq!(count(&log, "launch"), 0);
+            }
+            (r, want) => panic!("case {i}: {r:?}, expected refusal {want:?}"),
+        }
+    }
+}
+
+#[test]
+fn an_image_with_unrecorded_statics_is_reloaded_before_each_later_repetition() {
+    // `counter` is a writable device static no recorded global rewrites:
+    // before the second repetition's globals the module is reloaded and
+    // its constructors run again, so the launch starts from the recorded
+    // state; the recorded global is written after the reload.
+    use crate::backend::rpc_client::build::image_with_client;
+    let mut cfg = Config::amd();
+    cfg.functions.push(AMDGPU_INIT_KERNEL.into());
+    cfg.globals = vec![("g".into(), 0x2000, vec![0; 8])];
+    let base = 0x7f50_0000_0000;
+    let repeat = |image: &[u8], log: &Log, b: &mut GpuBackend<HipLike>| {
+        b.reserve(base, 4096).unwrap();
+        b.load_image(image, "k").unwrap();
+        for _ in 0..3 {
+            b.upload(0, &[1; 4096]).unwrap();
+            b.write_global("g", &[7; 8]).unwrap();
+            b.launch(&[], &params(0)).unwrap();
+        }
+        count(log, "load_module")
+    };
+    let stateful = image_with_client(EM_AMDGPU, "counter", vec![0; 16], false);
+    let (mut b, log) = open::<HipLike>(&cfg, Some((base, 4096)));
+    assert_eq!(repeat(&stateful, &log, &mut b), 3, "{:#?}", log.borrow());
+    assert_eq!(count(&log, "launch amdgcn.device.init"), 3);
+    let lines = log.borrow().clone();
+    let second = lines
+        .iter()
+        .position(|l| l.starts_with("launch k "))
+        .unwrap();
+    let reload = lines
+        .iter()
+        .skip(second)
+        .position(|l| l == "load_module")
+        .unwrap()
+        + second;
+    assert_eq!(
+        lines[reload - 1],
+        "unload_module",
+        "the old module goes first"
+    );
+    assert!(
+        lines[reload..].iter().any(|l| l == "htod 0x2000 8"),
+        "g after the reload"
+    );
+    drop(b);
+
+    // Its only writable object is the recorded global: loaded once.
+    let stateless = image_with_client(EM_AMDGPU, "g", vec![0; 16], false);
+    let (mut b, log) = open::<HipLike>(&cfg, Some((base, 4096)));
+    assert_eq!(repeat(&stateless, &log, &mut b), 1, "{:#?}", log.borrow());
 }

@@ -62,6 +62,8 @@ pub const HIP_ATTR_WARP_SIZE: c_int = 87;
 pub const HIP_ATTR_WALL_CLOCK_RATE: c_int = 10017;
 /// `hipHostMallocDefault`.
 pub const HIP_HOST_MALLOC_DEFAULT: c_uint = 0;
+/// `hipLimit_t::hipLimitStackSize`.
+pub const HIP_LIMIT_STACK_SIZE: c_uint = 0;
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
@@ -213,6 +215,7 @@ hip_api! {
     hipDeviceGetName: fn(*mut c_char, c_int, c_int) -> HipError;
     hipDeviceTotalMem: fn(*mut usize, c_int) -> HipError;
     hipDeviceGetAttribute: fn(*mut c_int, c_int, c_int) -> HipError;
+    hipDeviceSetLimit: fn(c_uint, usize) -> HipError;
     hipGetDevicePropertiesR0600: fn(*mut c_void, c_int) -> HipError;
     hipMemGetAllocationGranularity: fn(*mut usize, *const HipMemAllocationProp, c_uint) -> HipError;
     hipMemAddressReserve: fn(*mut HipDevicePtr, usize, usize, HipDevicePtr, c_ulonglong) -> HipError;
@@ -397,6 +400,7 @@ mod tests {
                 HIP_ATTR_WALL_CLOCK_RATE.into(),
             ),
             ("hipHostMallocDefault", HIP_HOST_MALLOC_DEFAULT.into()),
+            ("hipLimitStackSize", HIP_LIMIT_STACK_SIZE.into()),
             ("sizeof(hipMemLocation)", size_of::<HipMemLocation>() as i64),
             (
                 "sizeof(((hipMemAllocationProp *)0)->allocFlags)",

@@ -160,6 +160,15 @@ impl DeviceApi for HipApi {
         })
     }
 
+    fn set_stack_limit(&self, bytes: u64) -> ApiResult<()> {
+        let bytes = usize::try_from(bytes).unwrap_or(usize::MAX);
+        // SAFETY: sets one limit of the current device (hipSetDevice in `open`).
+        self.ck(
+            unsafe { (self.rt.hipDeviceSetLimit)(HIP_LIMIT_STACK_SIZE, bytes) },
+            "hipDeviceSetLimit(hipLimitStackSize) for LIBOMPTARGET_STACK_SIZE",
+        )
+    }
+
     fn granularity(&self) -> ApiResult<u64> {
         let prop = self.prop();
         let mut gran = 0usize;
