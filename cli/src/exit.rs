@@ -54,6 +54,9 @@ pub const LAUNCH_LIMITS: u8 = 20;
 /// `pull --require-signed-by`: a recording is not signed by a required key,
 /// or its signature does not verify.
 pub const SIGNATURE: u8 = 21;
+/// A GPU driver did not finish initialising in the runner process (or the
+/// device listing's child) within RRSTORE_GPU_START_TIMEOUT: it was killed.
+pub const DRIVER_START_TIMEOUT: u8 = 22;
 /// Anything else (a bug in rrstore: please report it).
 pub const INTERNAL: u8 = 70;
 /// Standard output was closed before the command finished (`rrstore
@@ -174,6 +177,7 @@ pub fn code_for(err: &anyhow::Error) -> u8 {
                 B::TargetMismatch { .. } => TARGET_MISMATCH,
                 B::Crashed { .. } | B::RunnerExited { .. } | B::DeviceFault(_) => CRASHED,
                 B::TimedOut(_) => TIMED_OUT,
+                B::StartTimedOut { .. } => DRIVER_START_TIMEOUT,
             };
         }
         if let Some(e) = cause.downcast_ref::<rrstore_replay::ReplayError>() {
@@ -246,7 +250,14 @@ fn format_code(e: &rrstore_format::FormatError) -> u8 {
 
 /// Print `err` with its causes and return its exit code.
 pub fn report(err: &anyhow::Error) -> ExitCode {
-    eprintln!("error: {}", message(err));
+    // The message may carry names from a recording (crate::shown): no
+    // escape sequence, and no line of it but the first starts unindented.
+    let msg = message(err);
+    if msg.is_empty() {
+        eprintln!("error: (no message)");
+    } else {
+        eprint!("{}", rrstore_report::shown::lines(&msg, "error: ", "  "));
+    }
     if needs_repair(err) {
         eprintln!("hint: run `rrstore repair` to rebuild the index from the pack files");
     }

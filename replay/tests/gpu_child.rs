@@ -19,6 +19,7 @@ use std::time::Duration;
 use rrstore_replay::backend::gpu_child::prestart::{self, ChildKey};
 use rrstore_replay::backend::gpu_child::{open_gpu, ChildBackend};
 use rrstore_replay::backend::host::process;
+use rrstore_replay::backend::staging::UploadStats;
 use rrstore_replay::backend::{Backend, BackendError, LaunchParams};
 
 #[derive(Clone, Copy)]
@@ -128,6 +129,13 @@ impl Backend for Fake {
         dst.copy_from_slice(&self.arena[o..o + dst.len()]);
         Ok(())
     }
+    fn upload_stats(&self) -> Option<UploadStats> {
+        Some(UploadStats {
+            bytes: self.arena.len() as u64,
+            elapsed: Duration::from_millis(7),
+            busy: Duration::from_millis(5),
+        })
+    }
 }
 
 fn spawn(mode: Launch) -> ChildBackend {
@@ -183,6 +191,7 @@ fn main() {
     a_launch_that_never_returns_is_killed_after_the_timeout();
     a_timeout_the_child_reports_ends_the_child();
     a_backend_that_cannot_start_says_why();
+    a_driver_start_that_hangs_ends_with_its_own_error();
     the_real_gpu_backends_report_a_missing_runtime_from_the_child();
     the_next_child_opens_its_device_while_the_current_kernel_runs();
     a_crash_of_the_current_kernel_does_not_lose_the_next_child();
@@ -222,6 +231,17 @@ fn a_replay_runs_in_the_child() {
     let mut out = vec![0u8; size];
     b.download(0, &mut out).unwrap();
     assert!(out.iter().zip(&input).all(|(o, i)| *o == i.wrapping_add(3)));
+    // The upload statistics come back with the launch (the child's
+    // environment has no RRSTORE_GPU_STATS, and its stderr is captured).
+    let u = b.upload_stats().expect("the child's upload statistics");
+    assert_eq!(
+        (u.bytes, u.elapsed, u.busy),
+        (
+            size as u64,
+            Duration::from_millis(7),
+            Duration::from_millis(5)
+        )
+    );
 }
 
 fn a_fault_that_kills_the_child_is_a_crash_with_its_signal() {
@@ -263,17 +283,65 @@ fn a_timeout_the_child_reports_ends_the_child() {
 }
 
 fn a_backend_that_cannot_start_says_why() {
-    let e = ChildBackend::spawn(
-        "fake",
-        rrstore_replay::sandbox::Mode::Auto,
-        Box::new(|| Err(BackendError::Unavailable("no fake device here".into()))),
-    )
-    .err()
-    .unwrap();
+    use rrstore_replay::sandbox::{Mode, Probe};
+    let fail = || -> rrstore_replay::backend::gpu_child::Factory {
+        Box::new(|| Err(BackendError::Unavailable("no fake device here".into())))
+    };
+    // Unconfined: the backend's own error.
+    let e = ChildBackend::spawn("fake", Mode::Off, fail())
+        .err()
+        .unwrap();
     assert!(
         matches!(&e, BackendError::Unavailable(m) if m == "no fake device here"),
         "{e}"
     );
+    // Confined (where this kernel can): the error names the mechanisms and
+    // suggests --sandbox off, since the device starts unconfined (a fake
+    // device always does); not the "no driver" sentence.
+    let e = ChildBackend::spawn("fake", Mode::Auto, fail())
+        .err()
+        .unwrap();
+    use rrstore_replay::sandbox::Mechanisms;
+    let all = Probe::current().mechanisms(Mode::Auto).0;
+    let applied = Mechanisms(all & (Mechanisms::LANDLOCK | Mechanisms::SECCOMP));
+    let m = e.to_string();
+    if applied.names().is_empty() {
+        assert_eq!(m, "no fake device here");
+    } else {
+        assert!(matches!(e, BackendError::Unavailable(_)), "{e}");
+        assert!(
+            m.contains("--sandbox off") && m.contains("no fake device here"),
+            "{m}"
+        );
+        for name in applied.names() {
+            assert!(m.contains(name), "{name} not named: {m}");
+        }
+    }
+}
+
+fn a_driver_start_that_hangs_ends_with_its_own_error() {
+    // A child whose driver initialisation never returns is killed after
+    // RRSTORE_GPU_START_TIMEOUT and reported as such (exit 22), not waited
+    // for forever.
+    std::env::set_var("RRSTORE_GPU_START_TIMEOUT", "1");
+    let t = std::time::Instant::now();
+    let e = ChildBackend::spawn(
+        "fake",
+        rrstore_replay::sandbox::Mode::Auto,
+        Box::new(|| loop {
+            std::thread::sleep(Duration::from_secs(1));
+        }),
+    )
+    .err()
+    .unwrap();
+    std::env::remove_var("RRSTORE_GPU_START_TIMEOUT");
+    assert!(
+        matches!(&e, BackendError::StartTimedOut { backend, waited }
+            if backend == "fake" && *waited == Duration::from_secs(1)),
+        "{e}"
+    );
+    assert!(e.to_string().contains("RRSTORE_GPU_START_TIMEOUT"), "{e}");
+    assert!(t.elapsed() < Duration::from_secs(30), "{:?}", t.elapsed());
 }
 
 fn the_real_gpu_backends_report_a_missing_runtime_from_the_child() {
@@ -387,7 +455,10 @@ fn a_next_child_that_cannot_start_is_the_next_replays_error() {
         Box::new(|| Err(BackendError::Unavailable("no fake device 1 here".into())))
     ));
     match prestart::take(&key(1)) {
-        Some(Err(BackendError::Unavailable(m))) => assert_eq!(m, "no fake device 1 here"),
+        // Under confinement, with the mechanisms and `--sandbox off` around it.
+        Some(Err(BackendError::Unavailable(m))) => {
+            assert!(m.contains("no fake device 1 here"), "{m}")
+        }
         Some(Err(e)) => panic!("unexpected error: {e}"),
         Some(Ok(_)) => panic!("a child that failed to start was handed out"),
         None => panic!("the failure was lost"),

@@ -110,6 +110,10 @@ pub enum BackendError {
     DeviceFault(String),
     #[error("the kernel did not finish within {0:?} and was killed")]
     TimedOut(Duration),
+    /// A GPU runner process (or a device listing's child) did not finish
+    /// initialising its driver in time ([`driver_guard::start_timeout`]).
+    #[error("the {backend} driver did not finish initialising within {waited:?} in the runner process, which was killed: the driver or the GPU is in a bad state (check nvidia-smi or rocm-smi and the kernel log), or it needs longer (set RRSTORE_GPU_START_TIMEOUT to more seconds)")]
+    StartTimedOut { backend: String, waited: Duration },
 }
 
 /// One device a backend can replay on.
@@ -211,6 +215,13 @@ pub trait Backend {
         Vec::new()
     }
 
+    /// The last upload round of the input into a GPU arena (bytes, time,
+    /// how long the backend itself was busy), for the report's
+    /// `timing.gpu_upload` and `RRSTORE_GPU_STATS`. Default: `None`.
+    fn upload_stats(&self) -> Option<staging::UploadStats> {
+        None
+    }
+
     /// How the process that runs the image confined itself, as it reported
     /// it ([`crate::sandbox::narrowed`]); None before it reported, and for
     /// backends that run no such process. Default: None.
@@ -274,6 +285,7 @@ pub mod args;
 pub mod cuda;
 pub mod device_env;
 pub mod devices;
+pub mod driver_guard;
 pub(crate) mod elf_read;
 pub mod fixed_range;
 pub mod gpu;

@@ -53,6 +53,27 @@ pub trait DmaQueue {
     fn wait_all(&self) -> Result<(), BackendError>;
 }
 
+/// With this variable set, the GPU backends print one line per upload
+/// round ([`print_stats`]); the parent prints its GPU child's.
+pub const STATS_ENV: &str = "RRSTORE_GPU_STATS";
+
+/// The `RRSTORE_GPU_STATS` line of an upload round, when the variable is set.
+pub fn print_stats(u: &UploadStats) {
+    if std::env::var_os(STATS_ENV).is_none() || u.bytes == 0 {
+        return;
+    }
+    let s = u.elapsed.as_secs_f64();
+    eprintln!(
+        "rrstore-gpu: rehydrated {} bytes in {:.6} s ({:.2} GB/s); backend busy {:.6} s, \
+         caller producing data {:.6} s",
+        u.bytes,
+        s,
+        u.bytes as f64 / s.max(1e-9) / 1e9,
+        u.busy.as_secs_f64(),
+        (u.elapsed.saturating_sub(u.busy)).as_secs_f64()
+    );
+}
+
 /// Bytes and wall time of the last completed upload round (first piece to
 /// all copies complete).
 #[derive(Clone, Copy, Debug, Default)]
@@ -267,18 +288,7 @@ impl<Q: DmaQueue> Staging<Q> {
                 elapsed: t_start.elapsed(),
                 busy: self.round_busy + t0.elapsed(),
             };
-            if std::env::var_os("RRSTORE_GPU_STATS").is_some() && self.round_bytes > 0 {
-                let s = self.last.elapsed.as_secs_f64();
-                eprintln!(
-                    "rrstore-gpu: rehydrated {} bytes in {:.6} s ({:.2} GB/s); backend busy {:.6} s, \
-                     caller producing data {:.6} s",
-                    self.round_bytes,
-                    s,
-                    self.round_bytes as f64 / s.max(1e-9) / 1e9,
-                    self.last.busy.as_secs_f64(),
-                    (self.last.elapsed.saturating_sub(self.last.busy)).as_secs_f64()
-                );
-            }
+            print_stats(&self.last);
         }
         self.round_bytes = 0;
         self.round_busy = Duration::ZERO;

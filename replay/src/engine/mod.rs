@@ -235,6 +235,7 @@ fn run(
         // crashed launch included).
         report.sandbox = backend.sandbox_applied();
         let k = k?;
+        report.timing.gpu_upload = backend.upload_stats().map(Into::into);
         report.timing.kernel_ns.push(k.as_nanos() as u64);
         if rep == 0 {
             report.runtime_libraries = backend.runtime_libraries();

@@ -70,12 +70,38 @@ pub struct Timing {
     pub rehydrate_path: Option<RehydratePath>,
     /// What memory the arena is, where the backend chose it (host).
     pub arena_memory: Option<crate::backend::rehydrate::ArenaMemory>,
+    /// GPU backends: the last upload of the input into the device arena
+    /// (what `RRSTORE_GPU_STATS` prints; it comes from the GPU runner
+    /// process through its protocol). Absent for the host backend.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu_upload: Option<GpuUpload>,
     pub load_image_ns: u64,
     pub globals_ns: u64,
     /// Per repetition, measured around the call in the runner/device.
     pub kernel_ns: Vec<u64>,
     pub verify_ns: u64,
     pub wall_ns: u64,
+}
+
+/// One upload round of the input into a GPU arena.
+#[derive(Clone, Copy, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct GpuUpload {
+    pub bytes: u64,
+    /// From the first piece to the last copy completing.
+    pub elapsed_ns: u64,
+    /// How much of it the backend itself was busy (the rest: the engine
+    /// producing the data, reading and decompressing from the store).
+    pub busy_ns: u64,
+}
+
+impl From<crate::backend::staging::UploadStats> for GpuUpload {
+    fn from(u: crate::backend::staging::UploadStats) -> Self {
+        GpuUpload {
+            bytes: u.bytes,
+            elapsed_ns: u.elapsed.as_nanos() as u64,
+            busy_ns: u.busy.as_nanos() as u64,
+        }
+    }
 }
 
 impl Timing {

@@ -65,6 +65,8 @@ pub fn ck(r: CUresult, op: &str) -> Result<(), BackendError> {
 /// Load the library and initialize the driver.
 pub fn init() -> Result<(), BackendError> {
     probe()?;
+    // From here this process holds driver state: it may fork no GPU child.
+    crate::backend::driver_guard::note_driver_init("cuda");
     // SAFETY: the library is present (probe); cuInit has no other precondition.
     let r = unsafe { sys::cuInit(0) };
     if r == CUresult::CUDA_ERROR_NO_DEVICE {
@@ -76,7 +78,7 @@ pub fn init() -> Result<(), BackendError> {
 }
 
 /// One CUDA device as `rrstore devices` shows it.
-#[derive(Clone, Debug, serde::Serialize)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct CudaDeviceInfo {
     pub ordinal: usize,
     pub name: String,
@@ -194,8 +196,15 @@ pub fn uuid_text(b: &[u8; 16]) -> String {
     )
 }
 
-/// Driver version and every device, or why there are none.
+/// Driver version and every device, or why there are none: queried in a
+/// short-lived child process, so that this one stays free to fork GPU
+/// children ([`crate::backend::driver_guard`]).
 pub fn list() -> Result<(String, Vec<CudaDeviceInfo>), BackendError> {
+    crate::backend::driver_guard::in_child("cuda", list_here)
+}
+
+/// [`list`] in this process.
+fn list_here() -> Result<(String, Vec<CudaDeviceInfo>), BackendError> {
     init()?;
     let version = driver_version()?;
     let devices = (0..device_count()?)

@@ -28,6 +28,10 @@ impl<D: DeviceApi> Backend for GpuBackend<D> {
         self.api.uuid()
     }
 
+    fn upload_stats(&self) -> Option<crate::backend::staging::UploadStats> {
+        Some(self.uploads.last_stats()).filter(|u| u.bytes > 0)
+    }
+
     // Relocation: a driver that ignores the address hint places the arena
     // elsewhere; the engine then rebases what points into it.
     fn allow_elsewhere(&mut self, allow: bool) {

@@ -27,8 +27,10 @@ use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
-use self::wire::{recv, send, Reply, Request, Window, WireParams};
+use self::wire::{recv, send, Reply, Request, Window, WireParams, WireUpload};
+use super::driver_guard;
 use super::host::process::RunnerProcess;
+use super::staging::{UploadStats, STATS_ENV};
 use super::{Backend, BackendError, LaunchParams};
 
 /// Bytes of the shared window (the largest piece sent at once).
@@ -44,14 +46,17 @@ pub type Factory = Box<dyn FnOnce() -> Result<Box<dyn Backend>, BackendError>>;
 fn serve(mut sock: UnixStream, window: *mut u8, make: Factory) -> i32 {
     // Confined before the driver loads; what applied goes into `Ready`.
     let sandbox = crate::sandbox::confine_gpu_child().0;
+    // The parent reports the statistics (this process' output is captured).
+    std::env::remove_var(STATS_ENV);
     let mut win = Window {
         ptr: window,
         len: WINDOW,
     };
     let mut backend = match make() {
         Ok(b) => b,
-        Err(e) => {
-            let _ = send(&mut sock, &Err::<Reply, _>(e), &[]);
+        Err(error) => {
+            let failed: Result<Reply, BackendError> = Ok(Reply::StartFailed { error, sandbox });
+            let _ = send(&mut sock, &failed, &[]);
             std::mem::forget(win);
             return 0;
         }
@@ -96,6 +101,11 @@ fn serve(mut sock: UnixStream, window: *mut u8, make: Factory) -> i32 {
                 };
                 backend.launch(&args, &p).map(|d| Reply::Kernel {
                     ns: d.as_nanos() as u64,
+                    upload: backend.upload_stats().map(|u| WireUpload {
+                        bytes: u.bytes,
+                        elapsed_ns: u.elapsed.as_nanos() as u64,
+                        busy_ns: u.busy.as_nanos() as u64,
+                    }),
                 })
             }
             Request::Download { offset, len } => backend
@@ -118,7 +128,8 @@ fn serve(mut sock: UnixStream, window: *mut u8, make: Factory) -> i32 {
 /// `timeout` is given (a kernel that outlives it is killed with the child;
 /// CUDA reports faults as errors, so without a timeout it stays in this
 /// process, whose staging path was measured). In this process when it runs
-/// other threads (a child could not be forked safely).
+/// other threads (a child could not be forked safely) or when a driver was
+/// initialised here already ([`driver_guard`]).
 pub fn open_gpu(
     name: &'static str,
     sandbox: crate::sandbox::Mode,
@@ -143,7 +154,10 @@ pub fn open_gpu(
         }
     }
     let make = factory(name, device, arena, reserved);
-    if in_child && super::host::process::single_threaded() {
+    // A driver initialised here (an earlier in-process replay) rules out
+    // forking: the backend runs here too, the only place that driver works.
+    let can_fork = super::host::process::single_threaded() && driver_guard::initialised().is_none();
+    if in_child && can_fork {
         Ok(Box::new(ChildBackend::spawn(name, sandbox, make)?))
     } else {
         make()
@@ -193,6 +207,8 @@ pub struct ChildBackend {
     placed_elsewhere: Option<u64>,
     /// How the child confined itself, as it reported it.
     sandbox: Option<crate::sandbox::Mechanisms>,
+    /// The child's last upload round, reported with each launch.
+    upload: Option<UploadStats>,
 }
 
 /// A child forked by [`ChildBackend::start`] that is still making its
@@ -204,7 +220,27 @@ impl Starting {
     /// the child's backend reported while starting.
     pub fn ready(self) -> Result<ChildBackend, BackendError> {
         let (mut b, confinement) = (self.0, self.1);
+        // Bounded: a driver initialisation that hangs ends the child.
+        let limit = driver_guard::start_timeout();
+        if let Some(r) = b.runner.take() {
+            if !readable_within(&r.sock, limit) {
+                r.kill();
+                let _ = r.wait();
+                b.ended = Some(BackendError::StartTimedOut {
+                    backend: b.name.into(),
+                    waited: limit,
+                });
+                return Err(BackendError::StartTimedOut {
+                    backend: b.name.into(),
+                    waited: limit,
+                });
+            }
+            b.runner = Some(r);
+        }
         match b.reply(None)? {
+            Reply::StartFailed { error, sandbox } => {
+                return Err(start_failure(b.name, error, sandbox));
+            }
             Reply::Ready {
                 description,
                 uuid,
@@ -251,6 +287,7 @@ impl ChildBackend {
                 "cannot fork the {name} runner process: this process runs more than one thread"
             )));
         }
+        driver_guard::check_fork(&format!("the {name} runner process"))?;
         let unavailable = |e: io::Error| {
             BackendError::Unavailable(format!(
                 "cannot start the {name} runner process: {e}; the machine may be out of memory \
@@ -273,6 +310,7 @@ impl ChildBackend {
                 allow_elsewhere: false,
                 placed_elsewhere: None,
                 sandbox: None,
+                upload: None,
             },
             confinement,
         ))
@@ -365,6 +403,38 @@ impl ChildBackend {
     }
 }
 
+/// Why the child's backend could not be made. Under confinement the
+/// driver may have been denied something it needs: the same start is then
+/// tried without confinement, in a short-lived child
+/// ([`driver_guard::in_child`], the device listing), and when that finds
+/// the devices the error says confinement is the cause (`--sandbox off`);
+/// when it fails too, its error is the real one (no driver, no device).
+fn start_failure(name: &str, error: BackendError, sandbox: u64) -> BackendError {
+    use crate::sandbox::Mechanisms;
+    // The mechanisms that can deny a driver something (the others change
+    // the environment, core dumps, the process group).
+    let mechanisms = Mechanisms(sandbox & (Mechanisms::LANDLOCK | Mechanisms::SECCOMP)).names();
+    if mechanisms.is_empty() {
+        return error;
+    }
+    let unconfined = match name {
+        "cuda" => super::cuda::driver::list().map(|(_, d)| d.len()),
+        "hip" => super::hip::list().map(|(_, d)| d.len()),
+        // Fake backends of the tests: their devices are there.
+        _ => Ok(1),
+    };
+    match unconfined {
+        Err(e) => e,
+        Ok(_) => BackendError::Unavailable(format!(
+            "the {name} driver could not be started in the GPU runner process, which was \
+             confined with {} ({error}), while it starts without confinement: confinement \
+             denies the driver something it needs (a device node, a driver file, a system \
+             call); replay with `--sandbox off` (and report the mechanism and driver version)",
+            mechanisms.join(", ")
+        )),
+    }
+}
+
 /// `BackendError` is not `Clone` (its variants are plain data, though).
 fn clone_error(e: &BackendError) -> BackendError {
     serde_json::to_vec(e)
@@ -405,6 +475,10 @@ impl Backend for ChildBackend {
 
     fn sandbox_applied(&self) -> Option<crate::sandbox::Mechanisms> {
         self.sandbox
+    }
+
+    fn upload_stats(&self) -> Option<UploadStats> {
+        self.upload
     }
 
     fn device_description(&self) -> String {
@@ -489,7 +563,17 @@ impl Backend for ChildBackend {
             },
         };
         match self.call(&req, &[], params.timeout)? {
-            Reply::Kernel { ns } => Ok(Duration::from_nanos(ns)),
+            Reply::Kernel { ns, upload } => {
+                self.upload = upload.map(|u| UploadStats {
+                    bytes: u.bytes,
+                    elapsed: Duration::from_nanos(u.elapsed_ns),
+                    busy: Duration::from_nanos(u.busy_ns),
+                });
+                if let Some(u) = &self.upload {
+                    super::staging::print_stats(u);
+                }
+                Ok(Duration::from_nanos(ns))
+            }
             other => Err(self.protocol(other)),
         }
     }

@@ -63,7 +63,25 @@ pub(super) enum Reply {
     },
     Kernel {
         ns: u64,
+        /// The last upload round (bytes, first piece to last copy, time the
+        /// backend was busy), for the report and `RRSTORE_GPU_STATS`.
+        #[serde(default)]
+        upload: Option<WireUpload>,
     },
+    /// The backend could not be made; `sandbox`: the mechanisms the child
+    /// was confined with when it tried.
+    StartFailed {
+        error: crate::backend::BackendError,
+        sandbox: u64,
+    },
+}
+
+/// [`crate::backend::staging::UploadStats`] on the wire.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy)]
+pub(super) struct WireUpload {
+    pub bytes: u64,
+    pub elapsed_ns: u64,
+    pub busy_ns: u64,
 }
 
 /// An anonymous shared mapping, inherited by the forked child.
