@@ -13,8 +13,8 @@ use crate::backend::BackendError;
 
 /// What to tell the user when the driver library is missing.
 pub const MISSING_DRIVER: &str = "the CUDA backend needs the NVIDIA driver library libcuda.so.1, \
-which is not installed here: install the NVIDIA driver (Debian: nvidia-driver, which brings \
-libcuda1) on a machine with an NVIDIA GPU, or replay on another backend (--backend host|hip)";
+which is not installed here: install the NVIDIA driver (Debian: nvidia-driver from the \
+non-free component, which brings libcuda1; or NVIDIA's own driver package) on a machine with an NVIDIA GPU, or replay on another backend (--backend host|hip)";
 
 /// Ok when `libcuda.so` can be loaded.
 pub fn probe() -> Result<(), BackendError> {

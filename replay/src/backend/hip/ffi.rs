@@ -191,7 +191,7 @@ macro_rules! hip_api {
                         match sym {
                             Ok(s) => *s,
                             Err(e) => return Err(BackendError::Unavailable(format!(
-                                "{path} lacks {}: {e}; install ROCm 6.0 or newer",
+                                "{path} lacks {}: {e}; {OLD_RUNTIME}",
                                 stringify!($field)
                             ))),
                         }
@@ -274,9 +274,17 @@ pub fn candidates() -> Vec<PathBuf> {
 
 /// What to tell the user when the HIP runtime is missing.
 pub const MISSING_RUNTIME: &str = "the HIP backend needs the ROCm HIP runtime libamdhip64.so \
-(tried libamdhip64.so, .so.7, .so.6, $ROCM_PATH/lib and /opt/rocm/lib), which is not installed \
-here: install ROCm 6.0 or newer (Debian: libamdhip64-dev / hip-runtime-amd) on a machine with an \
-AMD GPU, or replay on another backend (--backend host|cuda)";
+of ROCm 6.0 or newer (tried libamdhip64.so, .so.7, .so.6, $ROCM_PATH/lib and /opt/rocm/lib), which \
+is not installed here: install AMD's ROCm 6.0 or newer (AMD's repository repo.radeon.com, package \
+hip-runtime-amd; check with `cat /opt/rocm/.info/version`) on a machine with an AMD GPU, or replay on \
+another backend (--backend host|cuda). Debian 12's libamdhip64-5 is HIP 5.2, which lacks the \
+R0600 entry points (hipGetDevicePropertiesR0600) the backend uses";
+
+/// The hint when a loaded runtime lacks an entry point (an older HIP).
+pub const OLD_RUNTIME: &str = "the backend needs HIP from ROCm 6.0 or newer (AMD's repository \
+repo.radeon.com, package hip-runtime-amd; `cat /opt/rocm/.info/version` says which is installed); \
+Debian 12's libamdhip64-5 is HIP 5.2, which lacks it: set ROCM_PATH or LD_LIBRARY_PATH to a \
+ROCm 6+ installation";
 
 impl HipRuntime {
     /// Load the first candidate that opens and resolve every function.
@@ -328,6 +336,19 @@ impl HipRuntime {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_hints_name_rocm_6_not_debians_hip_5() {
+        // Debian 12's libamdhip64-5/-dev are HIP 5.2: no R0600 entry points.
+        assert!(
+            !MISSING_RUNTIME.contains("libamdhip64-dev"),
+            "{MISSING_RUNTIME}"
+        );
+        for hint in [MISSING_RUNTIME, OLD_RUNTIME] {
+            assert!(hint.contains("ROCm 6.0 or newer") && hint.contains(".info/version"));
+            assert!(hint.contains("HIP 5.2"), "{hint}");
+        }
+    }
     use std::mem::{align_of, offset_of, size_of};
 
     #[test]
