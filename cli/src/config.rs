@@ -137,8 +137,9 @@ pub fn load() -> anyhow::Result<Config> {
     if let Some(t) = c.timeout {
         if !crate::commands::confine::valid_timeout(t) {
             return Err(rrstore_store::StoreError::Invalid(format!(
-                "the configuration file {} sets timeout = {t}: it must be a number of seconds, at least 0.001 (1 ms)",
-                p.display()
+                "the configuration file {} sets timeout = {t:?}: it must be a number of seconds, at least 0.001 (1 ms) and below 2^64 ({} s); fix or remove it",
+                p.display(),
+                std::time::Duration::MAX.as_secs(),
             ))
             .into());
         }

@@ -250,7 +250,14 @@ fn format_code(e: &rrstore_format::FormatError) -> u8 {
 
 /// Print `err` with its causes and return its exit code.
 pub fn report(err: &anyhow::Error) -> ExitCode {
-    eprintln!("error: {}", message(err));
+    // The message may carry names from a recording (crate::shown): no
+    // escape sequence, and no line of it but the first starts unindented.
+    let msg = message(err);
+    if msg.is_empty() {
+        eprintln!("error: (no message)");
+    } else {
+        eprint!("{}", rrstore_report::shown::lines(&msg, "error: ", "  "));
+    }
     if needs_repair(err) {
         eprintln!("hint: run `rrstore repair` to rebuild the index from the pack files");
     }

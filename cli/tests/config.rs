@@ -205,3 +205,40 @@ fn the_config_file_sets_the_default_sandbox_mode() {
     assert_eq!(code, 4, "{err}");
     assert!(err.contains("sandbox"), "{err}");
 }
+
+/// A timeout past what a `Duration` holds (2^64 s) is a sentence and a
+/// documented exit code, never a panic (exit 101): on the command line a
+/// bad command line (2), in the configuration file a bad configuration (4).
+#[test]
+fn a_timeout_too_long_to_keep_is_refused_not_a_panic() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path();
+    let store = home.join("store");
+    write_config(home, &format!("store = {:?}\n", store.to_str().unwrap()));
+    let saxpy = fixtures().join("llvm22-host/saxpy");
+    expect_ok(
+        rr(home, &[], &["import", saxpy.to_str().unwrap()]),
+        &["import"],
+    );
+    let id = ls_ids(&store).remove(0);
+    for t in ["1e300", "18446744073709551616", "1.8446744073709552e19"] {
+        let args = ["replay", id.as_str(), "--timeout", t];
+        let (code, err) = expect_failure(rr(home, &[], &args), &args);
+        assert_eq!(code, 2, "{t}: {err}");
+        assert!(err.contains("longer than the longest limit"), "{err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    for t in ["1e300", "1.8446744073709552e19"] {
+        let p = write_config(
+            home,
+            &format!("store = {:?}\ntimeout = {t}\n", store.to_str().unwrap()),
+        );
+        let args = ["replay", id.as_str()];
+        let (code, err) = expect_failure(rr(home, &[], &args), &args);
+        assert_eq!(code, 4, "{t}: {err}");
+        assert!(
+            err.contains(p.to_str().unwrap()) && err.contains("below 2^64"),
+            "{err}"
+        );
+    }
+}

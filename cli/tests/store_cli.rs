@@ -498,3 +498,98 @@ fn full_disk_is_a_clear_error_and_leaves_a_consistent_store() {
         ok(&s, &["export", &id[..12], "-o", out.to_str().unwrap()]);
     }
 }
+
+/// A file that takes every free page of the file system at `dir` but
+/// `pages`: written a page at a time until ENOSPC, then cut back.
+fn fill_leaving(dir: &Path, pages: u64) {
+    use std::io::Write;
+    let path = dir.join("filler");
+    let mut f = std::fs::File::create(&path).unwrap();
+    let page = [0u8; 4096];
+    let mut len = 0u64;
+    while f.write_all(&page).is_ok() {
+        len += 4096;
+    }
+    f.set_len(len.saturating_sub(pages * 4096)).unwrap();
+}
+
+/// `tag` on a full disk: its recovery metadata is rewritten after the
+/// index commit (spec/STORE.md), so once the commit is made the tag is
+/// set and the command succeeds, warning that the metadata is stale and
+/// how to refresh it; a tag that did not commit is a failure (exit 7).
+/// Free space is swept a page at a time so that one run lands between the
+/// commit and the metadata write.
+#[test]
+fn tag_on_a_full_disk_reports_what_was_committed() {
+    if !is_root() {
+        eprintln!("tag full-disk test skipped: it needs root to mount a tmpfs (CI runs as root)");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let mnt = tmp.path().join("small");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let st = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=16m", "tmpfs"])
+        .arg(&mnt)
+        .status()
+        .unwrap();
+    assert!(st.success(), "mount -t tmpfs failed");
+    let _guard = Mounted(mnt.clone());
+    let s = mnt.join("store");
+    ok(&s, &["import", fixtures().join("llvm22-host/saxpy").to_str().unwrap()]);
+    let id = ls_ids(&s).remove(0);
+    let meta = s.join(format!("meta/recordings/{}/{id}", &id[..2]));
+    assert!(meta.exists(), "{}", meta.display());
+    let tags = |s: &Path| -> serde_json::Value {
+        let v: serde_json::Value =
+            serde_json::from_str(&ok(s, &["show", &id[..12], "--json"])).unwrap();
+        v["store"]["tags"].clone()
+    };
+    let mut stale_seen = false;
+    for k in 0..64 {
+        let before = std::fs::read(&meta).unwrap();
+        fill_leaving(&mnt, k);
+        let key = format!("k{k}");
+        let o = run(&s, &["tag", &id[..12], &format!("{key}=v")]);
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        eprintln!("{k} free page(s): exit {:?}: {err}", o.status.code());
+        std::fs::remove_file(mnt.join("filler")).unwrap();
+        let committed = tags(&s).get(&key).is_some();
+        let refreshed = std::fs::read(&meta).unwrap() != before;
+        match (committed, refreshed) {
+            // Not committed: a failure (on a disk this full SQLite may
+            // not even map its shared memory, which it reports as an I/O
+            // error rather than a full disk).
+            (false, _) => assert!(!o.status.success(), "{k} pages: {err}"),
+            (true, false) => {
+                stale_seen = true;
+                assert_eq!(o.status.code(), Some(0), "{k} pages: the tag is set: {err}");
+                assert!(
+                    err.contains("warning: the tags are saved")
+                        && err.contains(&format!("rrstore tag {}", &id[..12])),
+                    "{err}"
+                );
+                assert!(String::from_utf8_lossy(&o.stdout).contains(&format!("{key}=v")));
+                // The way out the warning names refreshes the metadata:
+                // an index rebuilt from it has the tag.
+                ok(&s, &["tag", &id[..12]]);
+                assert_ne!(std::fs::read(&meta).unwrap(), before);
+                std::fs::remove_file(s.join("index.sqlite")).unwrap();
+                for side in ["index.sqlite-wal", "index.sqlite-shm"] {
+                    let _ = std::fs::remove_file(s.join(side));
+                }
+                ok(&s, &["repair"]);
+                assert_eq!(tags(&s)[&key], "v");
+            }
+            (true, true) => {
+                assert_eq!(o.status.code(), Some(0), "{err}");
+                assert!(!err.contains("warning"), "{err}");
+                break;
+            }
+        }
+    }
+    assert!(
+        stale_seen,
+        "no free-space step fell between the tag's commit and its metadata write"
+    );
+}

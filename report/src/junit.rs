@@ -3,12 +3,19 @@
 //! one `<testcase>` per case with `time` in seconds, `<properties>`, and a
 //! `<failure>` or `<error>` whose `message` is the verdict line and whose
 //! text is the diff summary.
+//!
+//! Every string goes through [`crate::shown::block`] first: names and
+//! messages come from recordings others made, and XML 1.0 forbids most
+//! control characters even as character references, so one in a name would
+//! make the whole file unreadable to CI (every test case lost); they are
+//! written as visible escapes (`\x1b`) instead.
 
 use std::io::Write;
 
 use quick_xml::events::{BytesDecl, BytesEnd, BytesStart, BytesText, Event};
 use quick_xml::Writer;
 
+use crate::shown::block;
 use crate::suite::{Outcome, Suite};
 use crate::time::iso_datetime;
 
@@ -25,13 +32,15 @@ impl<W: Write> Xml<W> {
 
     fn start(&mut self, name: &str, attrs: &[(&str, &str)]) -> std::io::Result<()> {
         let mut s = BytesStart::new(name);
-        s.extend_attributes(attrs.iter().copied());
+        let safe: Vec<_> = attrs.iter().map(|&(k, v)| (k, block(v))).collect();
+        s.extend_attributes(safe.iter().map(|(k, v)| (*k, v.as_ref())));
         self.event(Event::Start(s))
     }
 
     fn empty(&mut self, name: &str, attrs: &[(&str, &str)]) -> std::io::Result<()> {
         let mut s = BytesStart::new(name);
-        s.extend_attributes(attrs.iter().copied());
+        let safe: Vec<_> = attrs.iter().map(|&(k, v)| (k, block(v))).collect();
+        s.extend_attributes(safe.iter().map(|(k, v)| (*k, v.as_ref())));
         self.event(Event::Empty(s))
     }
 
@@ -40,7 +49,7 @@ impl<W: Write> Xml<W> {
     }
 
     fn text(&mut self, t: &str) -> std::io::Result<()> {
-        self.event(Event::Text(BytesText::new(t)))
+        self.event(Event::Text(BytesText::new(&block(t))))
     }
 }
 

@@ -10,6 +10,8 @@
 //!   charts of the store's history.
 //! * [`names`]: kernel names as people read them (C++ demangled).
 //! * [`output`]: writing a report file so that a failure leaves the old one.
+//! * [`shown`]: untrusted text (names, labels, tags, kernel output) as it
+//!   may reach a terminal: control and bidirectional characters escaped.
 
 pub mod error;
 pub mod html;
@@ -17,6 +19,7 @@ pub mod junit;
 pub mod markdown;
 pub mod names;
 pub mod output;
+pub mod shown;
 pub mod suite;
 pub mod time;
 

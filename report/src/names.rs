@@ -1,10 +1,14 @@
 //! Kernel names as people read them. LLVM names an offloaded region
 //! `__omp_offloading_<device>_<file>_<function>_l<line>`, where `<function>`
 //! is the Itanium-mangled C++ name for C++ functions (`_ZL4stepPfS_i`).
-//! Human output shows it demangled (`step(float*, float*, int)`); JSON and
-//! every lookup keep the raw name.
+//! Human output shows it demangled (`step(float*, float*, int)`), with
+//! control and bidirectional characters escaped ([`crate::shown`]: a name
+//! comes from a recording someone else made); JSON and every lookup keep
+//! the raw name.
 
 use std::borrow::Cow;
+
+use crate::shown::shown;
 
 const PREFIX: &str = "__omp_offloading_";
 
@@ -43,6 +47,13 @@ pub fn demangle(sym: &str) -> Option<String> {
 /// `__omp_offloading_fe00_9ae056__ZL4stepPfS_i_l7` ->
 /// `__omp_offloading_fe00_9ae056_step(float*, float*, int)_l7`.
 pub fn display(kernel: &str) -> Cow<'_, str> {
+    match demangled(kernel) {
+        Cow::Borrowed(k) => shown(k),
+        Cow::Owned(d) => Cow::Owned(shown(&d).into_owned()),
+    }
+}
+
+fn demangled(kernel: &str) -> Cow<'_, str> {
     match split(kernel) {
         Some((head, func, line)) => match demangle(func) {
             Some(d) => Cow::Owned(format!("{head}{d}{line}")),
@@ -57,8 +68,8 @@ pub fn display(kernel: &str) -> Cow<'_, str> {
 pub fn short(kernel: &str) -> Cow<'_, str> {
     match split(kernel) {
         Some((_, func, line)) => match demangle(func) {
-            Some(d) => Cow::Owned(format!("{d}{line}")),
-            None => Cow::Owned(format!("{func}{line}")),
+            Some(d) => Cow::Owned(shown(&format!("{d}{line}")).into_owned()),
+            None => Cow::Owned(shown(&format!("{func}{line}")).into_owned()),
         },
         None => display(kernel),
     }
@@ -80,6 +91,8 @@ mod tests {
         assert_eq!(display(c), c);
         assert_eq!(short(c), "main_l13");
         assert_eq!(short("my_kernel"), "my_kernel");
+        assert_eq!(display("k\x1b[2J\u{202e}"), "k\\x1b[2J\\u{202e}");
+        assert_eq!(short("__omp_offloading_fe00_1_a\nb_l2"), "a\\nb_l2");
         assert_eq!(display("_Z3addPfi"), "add(float*, int)");
         // Not a valid mangled name: left as it is.
         assert_eq!(

@@ -23,12 +23,19 @@ impl Store {
     }
 
     /// Set tags (`key = value`, replacing a previous value) and remove keys.
+    ///
+    /// An error means nothing changed. Once the index commit is made the
+    /// tags are set, whatever follows: the recovery metadata is rewritten
+    /// after the commit (spec/STORE.md, "Recovery metadata"), and when
+    /// that fails (a full disk) the error is returned as `Ok(Some(_))`, the
+    /// tags committed and the metadata file still holding the old ones
+    /// until the next successful `tag` of the recording rewrites it.
     pub fn tag(
         &mut self,
         id: &RecordingId,
         set: &[(String, String)],
         remove: &[String],
-    ) -> Result<()> {
+    ) -> Result<Option<StoreError>> {
         for (k, _) in set {
             if k.is_empty() || k.contains('=') {
                 return Err(StoreError::BadTagKey { key: k.clone() });
@@ -47,8 +54,10 @@ impl Store {
             }
             Ok(())
         })?;
-        crate::recovery::write_recording(self.conn(), self.dir(), id, &self.meta_sync)?;
-        self.meta_sync.flush()
+        let refreshed =
+            crate::recovery::write_recording(self.conn(), self.dir(), id, &self.meta_sync)
+                .and_then(|()| self.meta_sync.flush());
+        Ok(refreshed.err())
     }
 }
 

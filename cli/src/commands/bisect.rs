@@ -6,6 +6,7 @@
 //! completes (culprit or not); errors use the usual codes.
 //! Logic: rrstore_replay::regress::bisect.
 
+use rrstore_report::shown::Shown;
 use std::process::ExitCode;
 
 use anyhow::Context;
@@ -121,7 +122,7 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
             }
         };
         if !args.json {
-            println!("bisect {} ({})", r.kernel, ids[i].short());
+            println!("bisect {} ({})", Shown(&r.kernel), ids[i].short());
             for s in &r.steps {
                 print_step(s);
             }
@@ -171,9 +172,9 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         for r in &reports {
             println!(
                 "  {:<48} {}",
-                r.kernel,
+                Shown(&r.kernel),
                 match (r.culprit, &r.culprit_label) {
-                    (Some(i), l) => format!("image {i} ({})", l.as_deref().unwrap_or("")),
+                    (Some(i), l) => format!("image {i} ({})", Shown(l.as_deref().unwrap_or(""))),
                     _ => "unchanged".into(),
                 }
             );

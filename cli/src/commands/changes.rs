@@ -4,6 +4,7 @@
 //! devices and machines, and which of those differ between the outputs.
 //! Logic: rrstore_store::changes.
 
+use rrstore_report::shown::Shown;
 use std::process::ExitCode;
 
 use anyhow::Context;
@@ -69,7 +70,7 @@ pub fn run(store: &Store, rows: Option<Vec<HistoryEntry>>, json: bool) -> anyhow
             if c.label.is_empty() {
                 String::new()
             } else {
-                format!(" [{}]", c.label)
+                format!(" [{}]", Shown(&c.label))
             },
             c.outputs.len(),
             if c.failed_rows.is_empty() {
@@ -115,12 +116,13 @@ pub fn run(store: &Store, rows: Option<Vec<HistoryEntry>>, json: bool) -> anyhow
                     }
                 })
                 .collect();
+            // Labels, devices and machines may come from others' history.
             println!(
                 "      images {}; backends {}; devices {}; machines {}",
-                images.join(", "),
-                g.backends.join(", "),
-                g.devices.join(" | "),
-                g.machines.join(", ")
+                Shown(images.join(", ")),
+                Shown(g.backends.join(", ")),
+                Shown(g.devices.join(" | ")),
+                Shown(g.machines.join(", "))
             );
         }
     }

@@ -14,6 +14,7 @@ use rrstore_replay::regress::check::{
 use rrstore_replay::regress::run::RunOptions;
 use rrstore_replay::verify::tolerance::{DType, Tolerance};
 use rrstore_replay::{ReplayOptions, VerifyMode};
+use rrstore_report::shown::Shown;
 use rrstore_store::LsFilter;
 
 use super::image::{regress_err, resolve_image};
@@ -184,9 +185,9 @@ fn cells(r: &CheckRow) -> [String; 9] {
         rrstore_report::names::display(&r.kernel).into_owned(),
         r.recording[..12.min(r.recording.len())].to_string(),
         if r.regressed {
-            format!("REGRESSED ({})", r.run.verdict)
+            format!("REGRESSED ({})", Shown(&r.run.verdict))
         } else {
-            r.run.verdict.clone()
+            Shown(&r.run.verdict).to_string()
         },
         yes_no(r.changed_vs_recorded).into(),
         yes_no(r.changed_vs_baseline).into(),
@@ -197,7 +198,8 @@ fn cells(r: &CheckRow) -> [String; 9] {
             r.run.row,
             if r.run.cached { " (cached)" } else { "" }
         ),
-        r.label.clone(),
+        // From the recording's maker: escaped (rrstore_report::shown).
+        Shown(&r.label).to_string(),
     ]
 }
 
@@ -277,7 +279,7 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
                 .map_err(super::remote::lift)
                 .with_context(|| format!("cannot push the history of run `{name}`"))?;
             for w in shared.warnings() {
-                eprintln!("warning: {w}");
+                eprintln!("warning: {}", Shown(w.to_string()));
             }
             if !args.json {
                 eprintln!(

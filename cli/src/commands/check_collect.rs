@@ -9,6 +9,7 @@ use anyhow::Context;
 use rrstore_replay::fleet::collect::{collect, Place, ShardResults};
 use rrstore_replay::fleet::shard::Shard;
 use rrstore_replay::regress::check::CheckReport;
+use rrstore_report::shown::shown;
 use rrstore_store::Store;
 
 /// Write `report` as shard `shard` (None: the only one) of run `name`.
@@ -55,18 +56,20 @@ pub fn run(store: &Store, dest: &str, name: &str, json: bool) -> anyhow::Result<
             .rows
             .iter()
             .map(|r| {
+                // Shards' results come from a remote: every text escaped.
                 let verdict = r.get("run").map(|x| s(x, "verdict")).unwrap_or_default();
+                let verdict = shown(&verdict).into_owned();
                 let regressed = r.get("regressed").and_then(|x| x.as_bool()) == Some(true);
-                let id = s(r, "recording");
+                let id: String = s(r, "recording").chars().take(12).collect();
                 [
                     rrstore_report::names::display(&s(r, "kernel")).into_owned(),
-                    id[..12.min(id.len())].to_string(),
+                    shown(&id).into_owned(),
                     if regressed {
                         format!("REGRESSED ({verdict})")
                     } else {
                         verdict
                     },
-                    s(r, "label"),
+                    shown(&s(r, "label")).into_owned(),
                 ]
             })
             .collect();

@@ -49,7 +49,11 @@ fn parse_timeout(s: &str) -> Result<Timeout, String> {
         return Ok(Timeout::None);
     }
     match s.parse::<f64>() {
-        Ok(v) if v.is_finite() && v >= MIN_TIMEOUT_S => Ok(Timeout::Secs(v)),
+        Ok(v) if valid_timeout(v) => Ok(Timeout::Secs(v)),
+        Ok(v) if v >= MIN_TIMEOUT_S && v.is_finite() => Err(format!(
+            "`{s}` seconds is longer than the longest limit a replay can keep ({} s): give a shorter one, or `none` for no limit",
+            Duration::MAX.as_secs()
+        )),
         Ok(v) if v > 0.0 && v.is_finite() => Err(format!(
             "`{s}` is shorter than the shortest limit a replay can keep, {MIN_TIMEOUT_S} s (1 ms): give at least 0.001"
         )),
@@ -61,8 +65,10 @@ fn parse_timeout(s: &str) -> Result<Timeout, String> {
 
 /// Whether `secs` is a timeout `--timeout` would accept (the configuration
 /// file's `timeout` is held to the same rule).
+/// `Duration` holds at most 2^64 s: a longer one is refused here, so that
+/// no later conversion can panic.
 pub fn valid_timeout(secs: f64) -> bool {
-    secs.is_finite() && secs >= MIN_TIMEOUT_S
+    secs.is_finite() && secs >= MIN_TIMEOUT_S && Duration::try_from_secs_f64(secs).is_ok()
 }
 
 /// What the flags settled: the kernel time limit and the sandbox mode,
@@ -95,9 +101,12 @@ impl ConfineArgs {
         }
         Ok(Confinement {
             timeout: match self.timeout {
-                Some(Timeout::Secs(s)) => Some(Duration::from_secs_f64(s)),
+                // Checked by valid_timeout when parsed; never a panic.
+                Some(Timeout::Secs(s)) => {
+                    Some(Duration::try_from_secs_f64(s).unwrap_or(Duration::MAX))
+                }
                 Some(Timeout::None) => None,
-                None => Some(Duration::from_secs_f64(DEFAULT_TIMEOUT_S)),
+                None => Some(Duration::from_secs(DEFAULT_TIMEOUT_S as u64)),
             },
             sandbox: mode,
         })
@@ -147,7 +156,9 @@ impl KernelOutput {
                 m.missing().join(", ")
             );
         }
-        print!("{}", sandbox::output::prefixed(&self.bytes, PREFIX));
+        // Escaped as every other untrusted text (rrstore_report::shown).
+        let text = String::from_utf8_lossy(&self.bytes);
+        print!("{}", rrstore_report::shown::lines(&text, PREFIX, PREFIX));
         if self.dropped > 0 {
             println!("{PREFIX}({} more bytes of output not shown)", self.dropped);
         }
@@ -181,7 +192,17 @@ mod tests {
         assert_eq!(parse_timeout("0.5"), Ok(Timeout::Secs(0.5)));
         assert_eq!(parse_timeout("none"), Ok(Timeout::None));
         assert_eq!(parse_timeout("0.001"), Ok(Timeout::Secs(0.001)));
-        for bad in ["0", "-1", "inf", "NaN", "soon", "0.0009", "1e-10"] {
+        for bad in [
+            "0",
+            "-1",
+            "inf",
+            "NaN",
+            "soon",
+            "0.0009",
+            "1e-10",
+            "1e300",
+            "18446744073709551616",
+        ] {
             assert!(parse_timeout(bad).is_err(), "{bad}");
         }
     }

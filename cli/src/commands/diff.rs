@@ -4,6 +4,7 @@
 //! buffers, and with --dtype error statistics. Exit 1 (MISMATCH) when they
 //! differ. Logic: rrstore_replay::regress::diff.
 
+use rrstore_report::shown::Shown;
 use std::process::ExitCode;
 
 use rrstore_format::PartRole;
@@ -80,7 +81,7 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         for (name, s) in [("A", &r.a), ("B", &r.b)] {
             println!(
                 "{name}: {} {} ({}), {} bytes, blake3 {}{}",
-                s.kernel,
+                Shown(&s.kernel),
                 &s.recording[..12],
                 s.what,
                 s.len,
@@ -96,7 +97,7 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
             println!("descriptor differences:");
             let w = r.fields.iter().map(|f| f.field.len()).max().unwrap_or(0);
             for f in &r.fields {
-                println!("  {:<w$}  {}  ->  {}", f.field, f.a, f.b);
+                println!("  {:<w$}  {}  ->  {}", f.field, Shown(&f.a), Shown(&f.b));
             }
         }
         let base = r.a.arena_base;

@@ -59,7 +59,7 @@ pub fn report_stale(removed: &[std::path::PathBuf]) {
         removed.len()
     );
     for p in removed {
-        eprintln!("  {}", p.display());
+        eprintln!("  {}", rrstore_report::shown::Shown(p.to_string_lossy()));
     }
 }
 
@@ -122,7 +122,8 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         .map_err(|e| output_context(e, format!("cannot export to {}", args.output.display())))?;
     report_stale(&stale);
     for f in files {
-        println!("{}", f.display());
+        // Named after the recording's kernel: escaped.
+        println!("{}", rrstore_report::shown::Shown(f.to_string_lossy()));
     }
     Ok(ExitCode::SUCCESS)
 }

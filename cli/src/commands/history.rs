@@ -12,6 +12,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use rrstore_format::id::hex;
 use rrstore_replay::ReplaySource;
+use rrstore_report::shown::{self, Shown};
 use rrstore_store::{HistoryEntry, HistoryFilter, Store};
 
 use super::storeutil::utc;
@@ -91,7 +92,7 @@ fn text_row(e: &HistoryEntry) -> String {
     // Relocated replays say so (`relocated 0xADDR`); recorded ones, the
     // usual case, keep the line as it was.
     let placement = match e.placement.split(' ').take(2).collect::<Vec<_>>()[..] {
-        ["relocated", addr] => format!("  relocated {addr}"),
+        ["relocated", addr] => format!("  relocated {}", Shown(addr)),
         _ => String::new(),
     };
     let row = format!(
@@ -99,23 +100,24 @@ fn text_row(e: &HistoryEntry) -> String {
         e.id,
         utc(e.started_at),
         &e.recording.to_hex()[..12],
-        if e.machine.is_empty() {
+        // A remote's history is written by others: every text escaped.
+        Shown(if e.machine.is_empty() {
             "-"
         } else {
             &e.machine
-        },
-        if e.backend.is_empty() {
+        }),
+        Shown(if e.backend.is_empty() {
             "-"
         } else {
             &e.backend
-        },
-        e.verdict,
+        }),
+        Shown(&e.verdict),
         kernel,
         wall,
         e.output_blake3
             .map(|h| hex(&h)[..12].to_string())
             .unwrap_or_else(|| "-".into()),
-        e.launch_text(),
+        Shown(e.launch_text()),
     );
     row + &placement
 }
@@ -136,7 +138,11 @@ fn remote_rows(store: &Store, name: &str) -> anyhow::Result<Vec<HistoryEntry>> {
         .map_err(super::remote::lift)
         .with_context(|| format!("cannot read the history of remote `{name}`"))?;
     for b in &bad {
-        eprintln!("warning: history batch {} left out: {}", b.key, b.reason);
+        eprintln!(
+            "warning: history batch {} left out: {}",
+            Shown(&b.key),
+            Shown(&b.reason)
+        );
     }
     Ok(rows)
 }
@@ -242,9 +248,12 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
     for e in &rows {
         writeln!(out, "{}", text_row(e))?;
         if !e.detail.is_empty() && e.verdict != "verified" {
-            for line in e.detail.lines().take(3) {
-                writeln!(out, "      {line}")?;
-            }
+            let head: Vec<&str> = e.detail.lines().take(3).collect();
+            write!(
+                out,
+                "{}",
+                shown::lines(&head.join("\n"), "      ", "      ")
+            )?;
         }
     }
     out.flush()?;

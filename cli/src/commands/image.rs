@@ -4,6 +4,7 @@
 //! for `replay --image`, `check --image` and `bisect --images`. Also the
 //! helpers the regression commands share (image arguments, error mapping).
 
+use rrstore_report::shown::Shown;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -105,7 +106,7 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
                 return Ok(ExitCode::SUCCESS);
             }
             for i in &found {
-                println!("removed image {} {}", i.short(), i.label);
+                println!("removed image {} {}", i.short(), Shown(&i.label));
             }
             eprintln!(
                 "{} image(s) removed; run `rrstore gc` to free their space",
@@ -122,7 +123,7 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
                 a.image.hash,
                 a.image.target,
                 storeutil::bytes(a.image.len),
-                a.image.label
+                Shown(&a.image.label)
             );
         }
         ImageCommand::Ls { json } => {
@@ -147,8 +148,8 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
                     i.target,
                     storeutil::bytes(i.len),
                     storeutil::age(i.added_at, now),
-                    i.label,
-                    i.source
+                    Shown(&i.label),
+                    Shown(&i.source)
                 );
             }
         }

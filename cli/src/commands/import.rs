@@ -12,6 +12,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use rrstore_format::FormatError;
+use rrstore_report::shown::{self, Shown};
 use rrstore_store::{find_sources_skipped, ImportOptions, ImportReport};
 
 use super::storeutil::{self, bytes, ratio};
@@ -146,7 +147,11 @@ pub fn import_paths_with(
     let (sources, skipped) = find_sources_skipped(paths)?;
     let mut summary = Summary::default();
     for s in skipped {
-        eprintln!("warning: skipped {}: {}", s.path.display(), s.reason);
+        eprintln!(
+            "warning: skipped {}: {}",
+            Shown(s.path.to_string_lossy()),
+            Shown(&s.reason)
+        );
         summary.skipped.push(SkippedFile {
             path: s.path,
             reason: s.reason,
@@ -190,13 +195,19 @@ pub fn import_paths_with(
         match imported {
             Ok((report, warnings)) => {
                 for w in warnings {
-                    bar.suspend(|| eprintln!("warning: {}: {w}", src.path().display()));
+                    bar.suspend(|| {
+                        eprintln!(
+                            "warning: {}: {}",
+                            Shown(src.path().to_string_lossy()),
+                            Shown(w.to_string())
+                        )
+                    });
                 }
                 summary.add(report);
             }
             Err(e) => {
                 if run.print_failures {
-                    bar.suspend(|| eprintln!("error: {e:#}"));
+                    bar.suspend(|| eprint!("{}", shown::lines(&format!("{e:#}"), "error: ", "  ")));
                 }
                 summary.failed.push(Failure {
                     path: src.path().to_path_buf(),
@@ -269,7 +280,7 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
             (true, _) => "healed  ",
             (false, _) => "imported",
         };
-        println!("{state} {} {}", &r.id[..12], r.kernel);
+        println!("{state} {} {}", &r.id[..12], Shown(&r.kernel));
     }
     summary.print();
     Ok(code)

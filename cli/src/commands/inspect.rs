@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use rrstore_format::archive::{self, layout::MAGIC};
-use rrstore_format::inspect::{describe, render_json, render_text};
+use rrstore_format::inspect::{describe, render_json, render_text, Description};
 use rrstore_format::llvm;
 
 use crate::Globals;
@@ -75,7 +75,30 @@ pub fn run(args: Args, _globals: &Globals) -> anyhow::Result<ExitCode> {
     if args.json {
         println!("{}", render_json(&description));
     } else {
-        print!("{}", render_text(&description));
+        print!("{}", render_text(&for_people(description)));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `d` with every string a recording supplies escaped for a terminal
+/// (rrstore_report::shown): names, file names, the image's description,
+/// warnings. For the text form only; JSON keeps them exact.
+pub fn for_people(mut d: Description) -> Description {
+    let esc = |s: &mut String| {
+        if let std::borrow::Cow::Owned(e) = rrstore_report::shown::shown(s) {
+            *s = e;
+        }
+    };
+    esc(&mut d.kernel);
+    esc(&mut d.stem);
+    esc(&mut d.descriptor);
+    esc(&mut d.image.target);
+    esc(&mut d.image.description);
+    d.warnings.iter_mut().for_each(esc);
+    for p in &mut d.parts {
+        esc(&mut p.role);
+        esc(&mut p.file);
+    }
+    d.globals.iter_mut().for_each(|g| esc(&mut g.name));
+    d
 }

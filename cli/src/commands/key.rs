@@ -3,7 +3,7 @@
 //! (`push --sign KEY`, `pull --require-signed-by PUBKEY`). Both print the
 //! public key alone on stdout, so `$(rrstore key show FILE)` is the key.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use rrstore_store::signing::SecretKey;
@@ -97,7 +97,7 @@ pub fn run(args: Args, _globals: &Globals) -> anyhow::Result<ExitCode> {
             println!("{}", key.public());
         }
         Sub::Show(a) => {
-            let key = SecretKey::read(&a.file)?;
+            let key = read_secret(&a.file)?;
             let name = if key.name.is_empty() {
                 String::new()
             } else {
@@ -108,4 +108,24 @@ pub fn run(args: Args, _globals: &Globals) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Read a secret key file, warning (as ssh does of its keys) when its mode
+/// lets its group or others read it: whoever can read it can sign as its
+/// owner. A warning, not a refusal: the key was already exposed, and a
+/// refused push would not make it private again.
+pub fn read_secret(path: &Path) -> anyhow::Result<SecretKey> {
+    use std::os::unix::fs::PermissionsExt;
+    let key = SecretKey::read(path)?;
+    if let Ok(m) = std::fs::metadata(path) {
+        let mode = m.permissions().mode() & 0o777;
+        if mode & 0o077 != 0 {
+            let shown = rrstore_report::shown::Shown(path.to_string_lossy());
+            eprintln!(
+                "warning: the secret key file {shown} can be read by others (mode {mode:04o}): \
+                 anyone who can read it can sign as you; run `chmod 600 {shown}`"
+            );
+        }
+    }
+    Ok(key)
 }

@@ -3,10 +3,12 @@
 //! store's compact table ([`LsTable`]) into one buffer; remote listings and
 //! `--json` use the full summaries.
 
+use std::borrow::Cow;
 use std::io::Write;
 use std::process::ExitCode;
 
 use rrstore_report::names::display;
+use rrstore_report::shown::{shown, shown_bytes, Shown};
 use rrstore_store::recordings::parse_tag;
 
 use crate::exit::UsageError;
@@ -111,7 +113,11 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         Ok(()) if damaged.is_empty() => Ok(ExitCode::SUCCESS),
         Ok(()) => {
             for d in &damaged {
-                eprintln!("error: recording {} is not listed: {}", d.id, d.reason);
+                eprintln!(
+                    "error: recording {} is not listed: {}",
+                    Shown(&d.id),
+                    Shown(&d.reason)
+                );
             }
             eprintln!(
                 "error: {} recording(s) on remote `{}` are damaged and were not listed (the others were); \
@@ -150,30 +156,28 @@ fn print_json(out: impl Write, rows: &[RecordingSummary]) -> std::io::Result<()>
 /// Remote listings (full summaries): the same columns as [`print_table`].
 fn print_summaries(out: impl Write, rows: &[RecordingSummary], now: i64) -> std::io::Result<()> {
     let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
+    // Names and labels come from whoever made the recording: escaped.
     let kernels: Vec<_> = rows.iter().map(|r| display(&r.kernel)).collect();
+    let targets: Vec<_> = rows.iter().map(|r| shown(&r.target)).collect();
+    let labels: Vec<_> = rows.iter().map(|r| shown(&r.label)).collect();
     let kw = kernels.iter().map(|k| k.len()).max().unwrap_or(6).max(6);
-    let tw = rows
-        .iter()
-        .map(|r| r.target.len())
-        .max()
-        .unwrap_or(6)
-        .max(6);
-    let lw = rows.iter().map(|r| r.label.len()).max().unwrap_or(5).max(5);
+    let tw = targets.iter().map(|k| k.len()).max().unwrap_or(6).max(6);
+    let lw = labels.iter().map(|k| k.len()).max().unwrap_or(5).max(5);
     writeln!(
         out,
         "{:<12}  {:<kw$}  {:<tw$}  {:>10}  {:>4}  {:<lw$}  {:>4}",
         "ID", "KERNEL", "TARGET", "SNAPSHOT", "ARGS", "LABEL", "AGE"
     )?;
-    for (r, kernel) in rows.iter().zip(&kernels) {
+    for (((r, kernel), target), label) in rows.iter().zip(&kernels).zip(&targets).zip(&labels) {
         writeln!(
             out,
             "{:<12}  {:<kw$}  {:<tw$}  {:>10}  {:>4}  {:<lw$}  {:>4}",
             &r.id[..12],
             kernel,
-            r.target,
+            target,
             bytes(r.input_size.unwrap_or(0)),
             r.num_args,
-            r.label,
+            label,
             age(r.imported_at, now)
         )?;
     }
@@ -187,18 +191,38 @@ fn print_table(mut out: impl Write, t: &LsTable, now: i64) -> std::io::Result<()
     // C++ kernels demangled (only those: most names are left as they are,
     // with no allocation).
     let shown: Vec<Option<String>> = t.rows().map(|r| demangled(t.kernel(r))).collect();
-    let kw = if shown.iter().all(Option::is_none) {
-        t.kernel_width.max(6)
+    // Names and labels come from whoever made the recording: escaped
+    // (borrowed, no allocation, when there is nothing to escape).
+    let kernels: Vec<Cow<[u8]>> = t
+        .rows()
+        .zip(&shown)
+        .map(|(r, d)| {
+            d.as_deref()
+                .map_or_else(|| shown_bytes(t.kernel(r)), |d| Cow::Borrowed(d.as_bytes()))
+        })
+        .collect();
+    let targets: Vec<Cow<[u8]>> = t.rows().map(|r| shown_bytes(t.target(r))).collect();
+    let labels: Vec<Cow<[u8]>> = t.rows().map(|r| shown_bytes(t.label(r))).collect();
+    let escaped = |v: &[Cow<[u8]>]| v.iter().any(|c| matches!(c, Cow::Owned(_)));
+    let widest = |v: &[Cow<[u8]>]| v.iter().map(|c| c.len()).max().unwrap_or(0);
+    let kw = if shown.iter().all(Option::is_none) && !escaped(&kernels) {
+        t.kernel_width
     } else {
-        t.rows()
-            .zip(&shown)
-            .map(|(r, d)| d.as_ref().map_or(t.kernel(r).len(), String::len))
-            .max()
-            .unwrap_or(0)
-            .max(6)
-    };
-    let tw = t.target_width.max(6);
-    let lw = t.label_width.max(5);
+        widest(&kernels)
+    }
+    .max(6);
+    let tw = if escaped(&targets) {
+        widest(&targets)
+    } else {
+        t.target_width
+    }
+    .max(6);
+    let lw = if escaped(&labels) {
+        widest(&labels)
+    } else {
+        t.label_width
+    }
+    .max(5);
     let mut buf: Vec<u8> = Vec::with_capacity(1 << 17);
     let head = format!(
         "{:<12}  {:<kw$}  {:<tw$}  {:>10}  {:>4}  {:<lw$}  {:>4}\n",
@@ -208,13 +232,12 @@ fn print_table(mut out: impl Write, t: &LsTable, now: i64) -> std::io::Result<()
     // Consecutive rows often share a snapshot size: format it once.
     let mut size_key: Option<u64> = None;
     let mut size_txt = String::new();
-    for (r, shown) in t.rows().zip(&shown) {
+    for (i, r) in t.rows().enumerate() {
         push_hex(&mut buf, &r.id[..6]);
         buf.extend_from_slice(b"  ");
-        let kernel = shown.as_deref().map_or(t.kernel(r), str::as_bytes);
-        push_left(&mut buf, kernel, kw);
+        push_left(&mut buf, &kernels[i], kw);
         buf.extend_from_slice(b"  ");
-        push_left(&mut buf, t.target(r), tw);
+        push_left(&mut buf, &targets[i], tw);
         buf.extend_from_slice(b"  ");
         let size = r.input_size.unwrap_or(0);
         if size_key != Some(size) {
@@ -226,7 +249,7 @@ fn print_table(mut out: impl Write, t: &LsTable, now: i64) -> std::io::Result<()
         let mut num = [0u8; 20];
         push_right(&mut buf, decimal(r.num_args, &mut num), 4);
         buf.extend_from_slice(b"  ");
-        push_left(&mut buf, t.label(r), lw);
+        push_left(&mut buf, &labels[i], lw);
         buf.extend_from_slice(b"  ");
         let mut a = [0u8; 21];
         push_right(&mut buf, age_bytes(r.imported_at, now, &mut a), 4);

@@ -8,6 +8,7 @@
 //! (else exit code SIGNATURE). The valid signatures of the recordings
 //! pulled are kept in the store, for `show`.
 
+use rrstore_report::shown::Shown;
 use std::process::ExitCode;
 
 use anyhow::Context;
@@ -123,7 +124,11 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     for d in &report.damaged {
-        eprintln!("error: recording {} was not pulled: {}", d.id, d.reason);
+        eprintln!(
+            "error: recording {} was not pulled: {}",
+            Shown(&d.id),
+            Shown(&d.reason)
+        );
     }
     eprintln!(
         "error: {} recording(s) on remote `{}` are damaged and were not pulled (the others were); \

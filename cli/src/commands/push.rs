@@ -29,7 +29,7 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
     let key = args
         .sign
         .as_deref()
-        .map(rrstore_store::signing::SecretKey::read)
+        .map(super::key::read_secret)
         .transpose()?;
     let mut args = args.transfer;
     let store = storeutil::open(globals)?;

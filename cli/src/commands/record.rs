@@ -4,6 +4,7 @@
 //! program's stderr passes through; a libomptarget that cannot record
 //! ("cannot determine Device Memory Size") is recognised and explained.
 
+use rrstore_report::shown::Shown;
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -202,7 +203,7 @@ fn record_in(args: &Args, globals: &Globals, scratch: &Path) -> anyhow::Result<E
     } else {
         for r in &summary.recordings {
             let state = if r.present { "present " } else { "imported" };
-            println!("{state} {} {}", &r.id[..12], r.kernel);
+            println!("{state} {} {}", &r.id[..12], Shown(&r.kernel));
         }
         summary.print();
         println!("program exited with {status}");

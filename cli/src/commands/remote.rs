@@ -219,7 +219,10 @@ fn migrate(store: &Store, a: &MigrateArgs) -> anyhow::Result<ExitCode> {
     bar.finish_and_clear();
     let report = report?;
     for d in &report.damaged {
-        eprintln!("error: damaged object left out: {d}");
+        eprintln!(
+            "error: damaged object left out: {}",
+            rrstore_report::shown::Shown(d.to_string())
+        );
     }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
@@ -402,7 +405,7 @@ pub fn progress_bar(quiet: bool) -> (ProgressBar, impl FnMut(Event)) {
 /// the final line.
 pub fn print_report(r: &TransferReport, verb: &str, json: bool, quiet: bool) -> anyhow::Result<()> {
     for w in &r.warnings {
-        eprintln!("warning: {w}");
+        eprintln!("warning: {}", rrstore_report::shown::Shown(w.to_string()));
     }
     if json {
         println!("{}", serde_json::to_string_pretty(r)?);

@@ -13,6 +13,7 @@ use rrstore_replay::{
     BackendConfig, BackendKind, RehydratePath, ReplayError, ReplayOptions, ReplayReport,
     ReplaySource, Verdict, VerifyMode,
 };
+use rrstore_report::shown::Shown;
 use rrstore_store::Store;
 
 use crate::Globals;
@@ -229,12 +230,12 @@ fn print_text(
 ) {
     println!(
         "replay {} ({}) from {}",
-        r.kernel,
-        &r.recording_id[..12.min(r.recording_id.len())],
-        r.source
+        Shown(&r.kernel),
+        Shown(&r.recording_id[..12.min(r.recording_id.len())]),
+        Shown(&r.source)
     );
     if !r.backend.is_empty() {
-        println!("  backend {}: {}", r.backend, r.device);
+        println!("  backend {}: {}", r.backend, Shown(&r.device));
     }
     if let Some(base) = r.arena_base {
         println!(
@@ -251,7 +252,7 @@ fn print_text(
         println!("  placement {}", p.summary());
     }
     if !r.runtime_libraries.is_empty() {
-        println!("  runtime {}", r.runtime_libraries.join(", "));
+        println!("  runtime {}", Shown(r.runtime_libraries.join(", ")));
     }
     let t = &r.timing;
     if let (Some(min), Some(med)) = (t.kernel_min_ns(), t.kernel_median_ns()) {
@@ -288,7 +289,7 @@ fn print_text(
     }
     if let Some(m) = &r.mismatch {
         for line in m.describe(r.arena_base) {
-            println!("  {line}");
+            println!("  {}", Shown(line));
         }
     }
     if let Some(tr) = &r.tolerance {

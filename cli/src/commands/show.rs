@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use rrstore_format::inspect::{describe, render_json, render_text};
 
+use rrstore_report::shown::Shown;
 use rrstore_store::signatures::Kept;
 
 use super::storeutil::{self, bytes};
@@ -34,14 +35,16 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
     let summary = store.summary(&id)?;
     let sharing = store.sharing(&id)?;
     let d = describe(&rec, &[]);
+    let rec_kernel = d.kernel.clone();
     let mut signers = Vec::new();
     for k in store.signatures(&id)? {
         match k {
             Kept::Valid(s) => signers.push(s),
             Kept::Invalid { path, reason } => eprintln!(
-                "warning: {} is not a valid signature of this recording ({reason}): it was changed \
+                "warning: {} is not a valid signature of this recording ({}): it was changed \
                  on disk; remove it, or pull the recording's signatures again",
-                path.display()
+                Shown(path.to_string_lossy()),
+                Shown(&reason)
             ),
         }
     }
@@ -86,29 +89,29 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(ExitCode::SUCCESS);
     }
-    let mut d = d;
-    let shown = rrstore_report::names::display(&d.kernel).into_owned();
+    let mut d = super::inspect::for_people(d);
+    let shown = rrstore_report::names::display(&rec_kernel).into_owned();
     if shown != d.kernel {
         // The raw name is what --kernel globs and JSON use.
         d.kernel = format!("{shown} (raw: {})", d.kernel);
     }
     print!("{}", render_text(&d));
     println!("store:");
-    println!("  label           {}", summary.label);
-    println!("  source          {}", summary.source);
+    println!("  label           {}", Shown(&summary.label));
+    println!("  source          {}", Shown(&summary.source));
     println!(
         "  imported at     {} UTC ({} ago)",
         super::storeutil::utc(summary.imported_at),
         super::storeutil::age(summary.imported_at, rrstore_store::now_unix())
     );
     for (k, v) in &summary.tags {
-        println!("  tag             {k}={v}");
+        println!("  tag             {}={}", Shown(k), Shown(v));
     }
     for s in &signers {
         let name = if s.name.is_empty() {
             String::new()
         } else {
-            format!("{} ", s.name)
+            format!("{} ", Shown(&s.name))
         };
         println!(
             "  signed by       {name}(key id {}, {})",
@@ -135,7 +138,7 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
                     s.id.chars().take(12).collect(),
                     rrstore_report::names::display(&s.kernel).into_owned(),
                     bytes(s.shared_bytes),
-                    s.label.clone(),
+                    Shown(&s.label).to_string(),
                 ]
             })
             .collect();

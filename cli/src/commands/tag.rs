@@ -2,6 +2,7 @@
 
 use std::process::ExitCode;
 
+use rrstore_report::shown::Shown;
 use rrstore_store::recordings::parse_tag;
 
 use super::storeutil;
@@ -33,13 +34,24 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         .collect::<Result<Vec<_>, _>>()?;
     let mut store = storeutil::open(globals)?;
     let id = store.resolve(&args.id)?;
-    store.tag(&id, &set, &args.remove)?;
+    // Committed: a later failure to refresh the recovery metadata is a
+    // warning, not a failed command (the tags are set; spec/STORE.md,
+    // "Recovery metadata").
+    if let Some(e) = store.tag(&id, &set, &args.remove)? {
+        eprintln!(
+            "warning: the tags are saved, but the recording's recovery metadata could not be \
+             refreshed ({}): until it is, `rrstore repair` would restore the old tags; free \
+             space and run `rrstore tag {}` to refresh it",
+            Shown(e.to_string()),
+            &id.to_hex()[..12]
+        );
+    }
     let tags = store.tags(&id)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&tags)?);
     } else {
         for (k, v) in tags {
-            println!("{k}={v}");
+            println!("{}={}", Shown(k), Shown(v));
         }
     }
     Ok(ExitCode::SUCCESS)

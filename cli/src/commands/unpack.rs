@@ -2,6 +2,7 @@
 //! layout it was packed from or converted to another. All files appear
 //! together or none does; existing files are kept unless `--force`.
 
+use rrstore_report::shown::Shown;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -48,7 +49,7 @@ pub fn run(args: Args, _globals: &Globals) -> anyhow::Result<ExitCode> {
     let stale = staging.stale_removed().to_vec();
     let written = staging.commit().map_err(|e| output_context(e, what()))?;
     super::export::report_stale(&stale);
-    println!("{}  {}", reader.id(), rec.kernel);
+    println!("{}  {}", reader.id(), Shown(&rec.kernel));
     for p in written {
         println!("  {}", p.display());
     }

@@ -29,7 +29,10 @@ pub fn run(store: &Store, name: &str, read_data: bool, json: bool) -> anyhow::Re
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         for p in &report.problems {
-            eprintln!("corrupt: remote `{name}`: {p}");
+            eprintln!(
+                "corrupt: remote `{name}`: {}",
+                rrstore_report::shown::Shown(p.to_string())
+            );
         }
         println!(
             "remote {name} (layout {}): {} recording(s), {} image(s), {} part(s), {} chunk(s), {} pack(s){}{} checked: {}",
