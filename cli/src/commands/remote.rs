@@ -397,6 +397,8 @@ pub fn progress_bar(quiet: bool) -> (ProgressBar, impl FnMut(Event)) {
         }
         Event::Bytes(n) => b.inc(n),
         Event::Phase(what) => b.set_message(what),
+        // Shown whatever `quiet` says: a wait must not look like a hang.
+        Event::Notice(line) => b.suspend(|| eprintln!("note: {line}")),
     };
     (bar, f)
 }

@@ -5,7 +5,8 @@
 //! first and then looks for the other's, so a push and a prune never both
 //! go ahead. A lock is rewritten every [`REFRESH`] while held; one not
 //! rewritten for [`STALE`] belongs to a process that died and is ignored
-//! (and removed by a prune).
+//! (and removed by a prune), and so, at once, is one of this host whose
+//! process no longer runs (judged as `temp` judges temporary files).
 
 use std::time::{Duration, SystemTime};
 
@@ -26,6 +27,13 @@ pub struct Lock<'a> {
     remote: &'a Backend,
     key: String,
     refresher: tokio::task::JoinHandle<()>,
+}
+
+impl Lock<'_> {
+    /// The lock object's key.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
 }
 
 impl Drop for Lock<'_> {
@@ -102,22 +110,42 @@ impl Backend {
         })
     }
 
-    /// The locks on the remote: (key, fresh).
-    fn locks(&self) -> Result<Vec<(String, bool)>> {
+    /// The lock objects on the remote (keys of another form under
+    /// `locks/` are no lock of rrstore's and are ignored), judged: the
+    /// exclusive lock's holder is read from its body.
+    fn locks(&self) -> Result<Vec<Held>> {
         let now = SystemTime::now();
-        Ok(self
-            .list_meta(LOCKS)?
-            .into_iter()
-            .map(|(k, modified)| {
-                let age = now.duration_since(modified).unwrap_or_default();
-                (k, age < STALE)
-            })
-            .collect())
+        let me = host();
+        let mut out = Vec::new();
+        for (key, modified) in self.list_meta(LOCKS)? {
+            if !is_lock_key(&key) {
+                continue;
+            }
+            let holder = if key == EXCLUSIVE {
+                // Gone since the listing: nothing holds it.
+                let Some(b) = self.get(&key)? else { continue };
+                holder_of_body(&b)
+            } else {
+                holder_of_key(&key)
+            };
+            let age = now.duration_since(modified).unwrap_or_default();
+            let dead_here = holder
+                .as_ref()
+                .is_some_and(|h| h.host == me && super::temp::process_gone(h.pid));
+            out.push(Held {
+                fresh: age < STALE && !dead_here,
+                key,
+                age,
+                holder,
+            });
+        }
+        Ok(out)
     }
 
     /// Take a shared lock (push), waiting while a prune holds the
-    /// exclusive one.
-    pub fn lock_shared(&self) -> Result<Lock<'_>> {
+    /// exclusive one; `notice` is told once, when the wait begins, what
+    /// is waited for.
+    pub fn lock_shared(&self, notice: &mut dyn FnMut(String)) -> Result<Lock<'_>> {
         static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let key = format!(
             "{LOCKS}shared-{}-{}-{}",
@@ -126,18 +154,27 @@ impl Backend {
             N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         );
         let start = std::time::Instant::now();
+        let mut told = false;
         loop {
             self.put_lock(&key, "push", false)?;
-            let pruning = self
-                .locks()?
-                .iter()
-                .any(|(k, fresh)| k == EXCLUSIVE && *fresh);
-            if !pruning {
+            let locks = self.locks()?;
+            let Some(prune) = locks.iter().find(|l| l.key == EXCLUSIVE && l.fresh) else {
                 return Ok(Lock {
                     remote: self,
                     refresher: self.refresh_in_background(&key, "push"),
                     key,
                 });
+            };
+            if !told {
+                told = true;
+                notice(format!(
+                    "waiting for a `remote prune` of remote `{}` to finish: {} ({}); \
+                     a push waits up to {} minutes",
+                    self.name,
+                    EXCLUSIVE,
+                    prune.describe(),
+                    WAIT.as_secs() / 60
+                ));
             }
             // Give way to the prune, then try again.
             self.delete_all(std::slice::from_ref(&key))?;
@@ -145,9 +182,10 @@ impl Backend {
                 return Err(RemoteError::Busy {
                     remote: self.name.clone(),
                     reason: format!(
-                        "a `remote prune` has held {EXCLUSIVE} for over {} minutes: try again later, \
+                        "a `remote prune` has held {EXCLUSIVE} for over {} minutes ({}): try again later, \
                          or delete that object if no prune runs",
-                        WAIT.as_secs() / 60
+                        WAIT.as_secs() / 60,
+                        prune.describe()
                     ),
                 });
             }
@@ -161,14 +199,22 @@ impl Backend {
         let stale: Vec<String> = self
             .locks()?
             .into_iter()
-            .filter(|(_, fresh)| !fresh)
-            .map(|(k, _)| k)
+            .filter(|l| !l.fresh)
+            .map(|l| l.key)
             .collect();
         self.delete_all(&stale)?;
         if !self.put_lock(EXCLUSIVE, "prune", true)? {
+            let holder = self
+                .locks()?
+                .into_iter()
+                .find(|l| l.key == EXCLUSIVE)
+                .map(|l| format!(" ({})", l.describe()))
+                .unwrap_or_default();
             return Err(RemoteError::Busy {
                 remote: self.name.clone(),
-                reason: format!("another `remote prune` holds {EXCLUSIVE}: try again later"),
+                reason: format!(
+                    "another `remote prune` holds {EXCLUSIVE}{holder}: try again later"
+                ),
             });
         }
         let lock = Lock {
@@ -179,8 +225,8 @@ impl Backend {
         let pushes: Vec<String> = self
             .locks()?
             .into_iter()
-            .filter(|(k, fresh)| *fresh && k != EXCLUSIVE)
-            .map(|(k, _)| k)
+            .filter(|l| l.fresh && l.key != EXCLUSIVE)
+            .map(|l| format!("{}: {}", l.key, l.describe()))
             .collect();
         if !pushes.is_empty() {
             return Err(RemoteError::Busy {
@@ -188,12 +234,72 @@ impl Backend {
                 reason: format!(
                     "{} push(es) in progress ({}): prune again when they are done",
                     pushes.len(),
-                    pushes.join(", ")
+                    pushes.join("; ")
                 ),
             });
         }
         Ok(lock)
     }
+}
+
+/// A lock object found on the remote.
+struct Held {
+    key: String,
+    /// Time since it was last written.
+    age: Duration,
+    holder: Option<Holder>,
+    /// Held by a live process: written within [`STALE`], and, when its
+    /// holder is of this host, by a process that still runs.
+    fresh: bool,
+}
+
+/// Who wrote a lock: host (as [`host`] writes it) and process.
+struct Holder {
+    host: String,
+    pid: u32,
+}
+
+impl Held {
+    /// "held by host H, pid P, written N s ago", printable whatever the
+    /// remote holds.
+    fn describe(&self) -> String {
+        let who = match &self.holder {
+            Some(h) => format!("held by host {}, pid {}", h.host, h.pid),
+            None => "holder unknown".into(),
+        };
+        format!("{who}, written {} s ago", self.age.as_secs())
+    }
+}
+
+/// The holder a shared lock's key names.
+fn holder_of_key(key: &str) -> Option<Holder> {
+    let rest = key.strip_prefix(LOCKS)?.strip_prefix("shared-")?;
+    let mut it = rest.rsplitn(3, '-');
+    let (_, pid, host) = (it.next()?, it.next()?, it.next()?);
+    Some(Holder {
+        host: host.to_string(),
+        pid: pid.parse().ok()?,
+    })
+}
+
+/// The holder a lock's body names (`{"host": ..., "pid": ...}`); a host
+/// of other characters than [`host`] writes is no host of rrstore's.
+fn holder_of_body(b: &[u8]) -> Option<Holder> {
+    #[derive(serde::Deserialize)]
+    struct Body {
+        host: String,
+        pid: u32,
+    }
+    let b: Body = serde_json::from_slice(b).ok()?;
+    let clean = !b.host.is_empty()
+        && b.host.len() <= 255
+        && b.host
+            .bytes()
+            .all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_');
+    clean.then_some(Holder {
+        host: b.host,
+        pid: b.pid,
+    })
 }
 
 /// `locks/exclusive` or `locks/shared-<host>-<pid>-<n>` (the host as

@@ -80,6 +80,9 @@ pub enum Event {
     Bytes(u64),
     /// Something without a size (listing, metadata).
     Phase(String),
+    /// A line the user should see even without a terminal or with
+    /// `--quiet` (what a push waits for): printed on stderr once.
+    Notice(String),
 }
 
 /// What a push or pull did. `bytes` = `chunk_bytes` + `metadata_bytes`:

@@ -45,7 +45,17 @@ pub(super) fn push(
     // Held until the manifests are written: no prune runs meanwhile
     // (spec/REMOTE.md, "Removal").
     progress(Event::Phase("taking a shared lock".into()));
-    let _lock = remote.lock_shared()?;
+    let _lock = remote.lock_shared(&mut |line| progress(Event::Notice(line)))?;
+    if std::env::var_os("RRSTORE_PUSH_PAUSE_AFTER_LOCK").is_some() {
+        // Test hook: a push killed while it holds its lock.
+        eprintln!(
+            "rrstore: holding {}; pausing (RRSTORE_PUSH_PAUSE_AFTER_LOCK)",
+            _lock.key()
+        );
+        loop {
+            std::thread::sleep(std::time::Duration::from_secs(3600));
+        }
+    }
     progress(Event::Phase("reading the remote's index".into()));
     let mut blobs = Blobs::new(remote);
     blobs.attach(store.dir())?;
