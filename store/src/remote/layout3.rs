@@ -19,6 +19,15 @@ pub const INDEX: &str = "index/";
 const INDEX_MAGIC: &[u8; 4] = b"RRX3";
 /// An index object is at most this large decompressed.
 const MAX_INDEX: usize = 256 << 20;
+/// An "RRX3" object decompresses to at most this many times its size
+/// (plus [`EXPANSION_SLACK`]): each entry's 32-byte blob name and each
+/// pack name are blake3 hashes, which do not compress, so an honest
+/// object's 49-byte entries take at least ~33 compressed bytes (1.5x).
+/// One that claims more is forged: without the bound, a 1 MB object
+/// listing 2 million entries cost a pull 277 MB of memory and a 280 MB
+/// cache file (issue 39).
+pub const MAX_EXPANSION: usize = 2;
+const EXPANSION_SLACK: usize = 4096;
 const ENTRY: usize = 1 + 32 + 4 + 8 + 4;
 /// No pack is larger (a push closes one at 64 MiB at most, plus one blob).
 const MAX_PACK: u64 = 1 << 32;
@@ -122,8 +131,19 @@ pub fn decode_index(b: &[u8], name: &[u8; 32]) -> Result<Vec<Entry>, String> {
     let z = b
         .strip_prefix(&INDEX_MAGIC[..])
         .ok_or("not an index object (bad magic)")?;
-    let raw =
-        zstd::bulk::decompress(z, MAX_INDEX).map_err(|e| format!("does not decompress: {e}"))?;
+    // The bound also caps the buffer `decompress` allocates up front.
+    let cap = z
+        .len()
+        .saturating_mul(MAX_EXPANSION)
+        .saturating_add(EXPANSION_SLACK)
+        .min(MAX_INDEX);
+    let raw = zstd::bulk::decompress(z, cap).map_err(|e| {
+        format!(
+            "it decompresses to more than {cap} bytes ({e}), more than an index object of {} bytes \
+             can hold ({MAX_EXPANSION}x: blob names do not compress): a forged index object",
+            b.len()
+        )
+    })?;
     let short = || format!("{} decompressed bytes is too short", raw.len());
     let n_packs = u32::from_le_bytes(
         raw.get(..4)
@@ -221,5 +241,21 @@ mod tests {
         assert!(decode_index(&body, &name).unwrap_err().contains("past"));
         let (name, body) = encode_index(&[e(Kind::Chunk, 1, 9, u64::MAX)]).unwrap();
         assert!(decode_index(&body, &name).unwrap_err().contains("past"));
+        // Entries that compress far better than blake3 names can: forged.
+        let many: Vec<Entry> = (0..100_000).map(|_| e(Kind::Chunk, 1, 9, 0)).collect();
+        let (name, body) = encode_index_v3(&many).unwrap();
+        assert!(body.len() * MAX_EXPANSION < many.len() * ENTRY);
+        assert!(decode_index(&body, &name).unwrap_err().contains("forged"));
+        // Honest objects (random names) stay far below the bound.
+        let honest: Vec<Entry> = (0..20_000u32)
+            .map(|i| Entry {
+                name: *blake3::hash(&i.to_le_bytes()).as_bytes(),
+                offset: u64::from(i) * 4000,
+                len: 3000 + i % 1000,
+                ..e(Kind::Chunk, 0, (i % 7) as u8, 0)
+            })
+            .collect();
+        let (name, body) = encode_index_v3(&honest).unwrap();
+        assert_eq!(decode_index(&body, &name).unwrap().len(), honest.len());
     }
 }
