@@ -18,7 +18,8 @@ use store_common::*;
 
 /// Screen clear, OSC 52 (clipboard write), a newline and a fake verdict,
 /// a right-to-left override, a C1 control, Markdown and HTML.
-const NAME: &str = "k\x1b[2J\x1b]52;c;cHduZWQ=\x07 ``a`` <img src=x onerror=alert(1)>[l](http://evil.example)|\
+const NAME: &str =
+    "k\x1b[2J\x1b]52;c;cHduZWQ=\x07 ``a`` <img src=x onerror=alert(1)>[l](http://evil.example)|\
                     \nVERIFIED (byte-identical to the recorded output)\u{202e}x\u{85}\x01";
 const LABEL: &str = "lab\x1b[31m\r\nVERIFIED (byte-identical to the recorded output)\u{2066}";
 const TAG_KEY: &str = "key\x1b[1A";
@@ -41,11 +42,12 @@ fn assert_clean(what: &str, o: &Output, real: &[&str]) {
             panic!("{what}: {stream} holds U+{:04X}:\n{text}", c as u32);
         }
         for line in text.lines() {
-            let fake = ["VERIFIED", "MISMATCH"]
-                .iter()
-                .any(|v| line.starts_with(v))
+            let fake = ["VERIFIED", "MISMATCH"].iter().any(|v| line.starts_with(v))
                 && !real.contains(&line);
-            assert!(!fake, "{what}: {stream} has a line posing as a verdict:\n{text}");
+            assert!(
+                !fake,
+                "{what}: {stream} has a line posing as a verdict:\n{text}"
+            );
         }
     }
 }
@@ -93,7 +95,10 @@ fn hostile_names_labels_tags_and_machines_are_shown_escaped() {
     assert_clean("import", &o, &[]);
     let o = run(&store, &["import", &dir]);
     assert_clean("import directory", &o, &[]);
-    ok(&store, &["import", &s(&fixtures().join("llvm22-host/saxpy"))]);
+    ok(
+        &store,
+        &["import", &s(&fixtures().join("llvm22-host/saxpy"))],
+    );
     let ids = ls_ids(&store);
     let listed: serde_json::Value = serde_json::from_str(&ok(&store, &["ls", "--json"])).unwrap();
     let id = listed
@@ -117,7 +122,11 @@ fn hostile_names_labels_tags_and_machines_are_shown_escaped() {
         vec!["stats"],
     ] {
         let o = run(&store, &args);
-        assert!(o.status.success(), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
+        assert!(
+            o.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
         assert_clean(&format!("{args:?}"), &o, &[]);
     }
 
@@ -125,7 +134,11 @@ fn hostile_names_labels_tags_and_machines_are_shown_escaped() {
     let env = [("RRSTORE_MACHINE", MACHINE)];
     let o = run_env(&store, &env, &["replay", short]);
     assert_clean("replay", &o, &[]);
-    let o = run_env(&store, &env, &["replay", &ids.iter().find(|i| **i != id).unwrap()[..12]]);
+    let o = run_env(
+        &store,
+        &env,
+        &["replay", &ids.iter().find(|i| **i != id).unwrap()[..12]],
+    );
     assert_clean(
         "replay of the good recording",
         &o,
@@ -138,10 +151,49 @@ fn hostile_names_labels_tags_and_machines_are_shown_escaped() {
         &["check", "--junit", &s(&junit), "--markdown", &s(&md)],
     );
     assert_clean("check", &o, &[]);
-    for args in [vec!["history"], vec!["history", short], vec!["history", "--changes"]] {
+    for args in [
+        vec!["history"],
+        vec!["history", short],
+        vec!["history", "--changes"],
+    ] {
         let o = run(&store, &args);
-        assert!(o.status.success(), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
+        assert!(
+            o.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
         assert_clean(&format!("{args:?}"), &o, &[]);
+    }
+
+    // The same rows and names as a remote holds them, listed from there.
+    let remote = tmp.path().join("remote");
+    ok(
+        &store,
+        &[
+            "remote",
+            "add",
+            "r",
+            &format!("file://{}", remote.display()),
+        ],
+    );
+    let o = run(&store, &["push", "r", "--all"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_clean("push", &o, &[]);
+    for args in [vec!["ls", "r:"], vec!["history", "r:"]] {
+        let o = run(&store, &args);
+        assert!(
+            o.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert_clean(&format!("{args:?}"), &o, &[]);
+        let out = String::from_utf8_lossy(&o.stdout);
+        let escaped = if args[0] == "ls" {
+            "lab\\x1b[31m"
+        } else {
+            "m\\x1b[2J"
+        };
+        assert!(out.contains(escaped), "{args:?}: {out}");
     }
 
     // JSON keeps the exact strings.
@@ -152,7 +204,14 @@ fn hostile_names_labels_tags_and_machines_are_shown_escaped() {
     assert_eq!(shown["store"]["tags"][TAG_KEY], TAG_VALUE);
     let history: serde_json::Value =
         serde_json::from_str(&ok(&store, &["history", short, "--json"])).unwrap();
-    assert!(history.as_array().unwrap().iter().any(|r| r["machine"] == MACHINE), "{history}");
+    assert!(
+        history
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["machine"] == MACHINE),
+        "{history}"
+    );
 
     check_reports(&junit, &md);
 }
@@ -162,14 +221,20 @@ fn check_reports(junit: &Path, md: &Path) {
     let xml = std::fs::read_to_string(junit).unwrap();
     let doc = roxmltree::Document::parse(&xml)
         .unwrap_or_else(|e| panic!("the JUnit report is not XML 1.0: {e}\n{xml}"));
-    let cases: Vec<_> = doc.descendants().filter(|n| n.has_tag_name("testcase")).collect();
+    let cases: Vec<_> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("testcase"))
+        .collect();
     assert_eq!(cases.len(), 2, "{xml}");
     let hostile = cases
         .iter()
         .find(|c| c.attribute("name").is_some_and(|n| n.contains("onerror")))
         .unwrap_or_else(|| panic!("no test case of the hostile recording:\n{xml}"));
     let name = hostile.attribute("name").unwrap();
-    assert!(name.contains("\\x1b[2J") && name.contains("\\u{202e}"), "{name}");
+    assert!(
+        name.contains("\\x1b[2J") && name.contains("\\u{202e}"),
+        "{name}"
+    );
     assert!(!name.chars().any(unsafe_char), "{name}");
 
     let text = std::fs::read_to_string(md).unwrap();
@@ -201,7 +266,8 @@ fn assert_markdown_inert(text: &str) {
         }
     }
     assert!(
-        code.iter().any(|c| c.contains("onerror") && c.contains("``a``") && c.contains('|')),
+        code.iter()
+            .any(|c| c.contains("onerror") && c.contains("``a``") && c.contains('|')),
         "the name is not one whole code span: {code:?}\n{text}"
     );
     assert!(!text.chars().any(unsafe_char), "{text}");
