@@ -251,7 +251,7 @@ fn strict_replays_fully_confined_or_refuses_and_off_warns() {
         let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
         assert_eq!(v["verdict"], "verified");
         assert_eq!(v["sandbox"]["mode"], "strict");
-        assert_eq!(v["sandbox"]["applied"].as_array().unwrap().len(), 6, "{v}");
+        assert_eq!(v["sandbox"]["applied"].as_array().unwrap().len(), 7, "{v}");
         assert_eq!(v["sandbox"]["missing"], serde_json::json!([]));
     } else {
         assert_eq!(o.status.code(), Some(8), "{err}");

@@ -21,6 +21,7 @@ use rrstore_replay::backend::gpu_child::{open_gpu, ChildBackend};
 use rrstore_replay::backend::host::process;
 use rrstore_replay::backend::staging::UploadStats;
 use rrstore_replay::backend::{Backend, BackendError, LaunchParams};
+use rrstore_replay::sandbox::Mechanisms;
 
 #[derive(Clone, Copy)]
 enum Launch {
@@ -73,7 +74,14 @@ impl Backend for Fake {
         "fake"
     }
     fn device_description(&self) -> String {
-        format!("fake device in process {}", std::process::id())
+        // With the capability sets of the process that opened it.
+        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+        let caps: Vec<&str> = status.lines().filter(|l| l.starts_with("Cap")).collect();
+        format!(
+            "fake device in process {} ({})",
+            std::process::id(),
+            caps.join(", ")
+        )
     }
     fn device_uuid(&self) -> Option<String> {
         Some("GPU-fa4e0000-0000-0000-0000-000000000001".into())
@@ -208,11 +216,32 @@ fn a_replay_runs_in_the_child() {
         b.sandbox_applied().is_some(),
         "the GPU child did not report its confinement"
     );
-    assert_ne!(
-        b.device_description(),
-        format!("fake device in process {}", std::process::id()),
-        "the device is opened in another process"
+    let description = b.device_description();
+    assert!(
+        !description.starts_with(&format!("fake device in process {} ", std::process::id())),
+        "the device is opened in another process: {description}"
     );
+    // The child holds no capability, even when this test runs as root
+    // (the driver needs none); its bounding set is empty when it could
+    // empty it (CAP_SETPCAP: root).
+    let applied = b.sandbox_applied().unwrap();
+    assert!(applied.has(Mechanisms::NO_CAPS), "{:?}", applied.names());
+    for set in ["CapInh", "CapPrm", "CapEff", "CapAmb"] {
+        let empty = format!("{set}:\t0000000000000000");
+        assert!(description.contains(&empty), "{empty}: {description}");
+    }
+    let ours = std::fs::read_to_string("/proc/self/status").unwrap();
+    let root = ours
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .is_some_and(|eff| eff & (1 << 8) != 0);
+    if root {
+        assert!(
+            description.contains("CapBnd:\t0000000000000000"),
+            "{description}"
+        );
+    }
     let size = (70 << 20) + 5; // more than one window
     b.reserve(0x7e00_0000_0000, size as u64).unwrap();
     let input: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();

@@ -5,13 +5,17 @@
 //! runtime, libLLVM), `LD_LIBRARY_PATH`, the loader's cache, this
 //! process' own `/proc` entry and the CPU topology libomp reads, and the
 //! pack files the runner fills the arena from; `/dev/null`, `/dev/zero`
-//! and the random devices. Write: only the scratch directory. For the GPU
-//! child also the device nodes (`/dev`, read-write), `/sys`, `/proc` and
-//! `/usr` and `/opt` (CUDA, ROCm). Nothing else: not the store, not `$HOME`, not `/etc`
-//! beyond the loader's files. An image's memfd is not on a mounted file
-//! system, which Landlock leaves alone. Also handled where the kernel has
-//! them: TCP bind/connect (denied) and signals to and abstract sockets of
-//! processes outside the sandbox (denied).
+//! and the random devices. Write: only the scratch directory, where no
+//! device node may be made (`MakeChar`, `MakeBlock` are granted nowhere).
+//! For the GPU child also the GPU's device nodes (read-write:
+//! `/dev/nvidia*`, `/dev/kfd`, `/dev/dri`, and `/dev/shm`; not the rest
+//! of `/dev`: a disk node is writable by its owner, root, with no
+//! capability, and a terminal's by its user), `/sys`, `/proc` and `/usr`
+//! and `/opt` (CUDA, ROCm). Nothing else: not the store, not `$HOME`, not
+//! `/etc` beyond the loader's files. An image's memfd is not on a mounted
+//! file system, which Landlock leaves alone. Also handled where the kernel
+//! has them: TCP bind/connect (denied) and signals to and abstract sockets
+//! of processes outside the sandbox (denied).
 
 use std::ffi::CStr;
 use std::path::{Path, PathBuf};
@@ -82,7 +86,29 @@ const GPU_READ: &[&str] = &[
 
 /// Device files written as well as read.
 const READ_WRITE: &[&str] = &["/dev/null"];
-const GPU_READ_WRITE: &[&str] = &["/dev", "/dev/shm"];
+/// The GPU child's besides: shared memory, and the nodes of `/dev` whose
+/// names start with one of [`GPU_NODES`] (those present: a rule needs an
+/// existing path).
+const GPU_READ_WRITE: &[&str] = &["/dev/shm"];
+/// NVIDIA's nodes (`nvidiactl`, `nvidia0`..., `nvidia-uvm`,
+/// `nvidia-uvm-tools`, `nvidia-modeset`, `nvidia-caps/`: what a container
+/// runtime hands a CUDA container) and AMD's (`kfd`, `dri/`: ROCm's).
+const GPU_NODES: &[&str] = &["nvidia", "kfd", "dri"];
+
+/// The GPU device nodes present in `/dev` ([`GPU_NODES`]).
+fn gpu_nodes() -> Vec<PathBuf> {
+    let Ok(dev) = std::fs::read_dir("/dev") else {
+        return Vec::new();
+    };
+    dev.flatten()
+        .filter(|e| {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            GPU_NODES.iter().any(|p| name.starts_with(p))
+        })
+        .map(|e| e.path())
+        .collect()
+}
 
 /// The ruleset with the rules known before the image is loaded (none
 /// where the kernel has no Landlock).
@@ -92,6 +118,8 @@ pub fn prepare(gpu: bool, scratch: Option<&Path>) -> Result<Option<RulesetCreate
     }
     let read = AccessFs::from_read(ABI_USED);
     let all = AccessFs::from_all(ABI_USED);
+    // Handled, and granted nowhere: no device node can be made.
+    let write = all & !(AccessFs::MakeChar | AccessFs::MakeBlock);
     let mut read_paths: Vec<PathBuf> = LIBRARY_DIRS.iter().map(PathBuf::from).collect();
     read_paths.extend(
         std::env::var_os("LD_LIBRARY_PATH")
@@ -104,6 +132,7 @@ pub fn prepare(gpu: bool, scratch: Option<&Path>) -> Result<Option<RulesetCreate
     if gpu {
         read_paths.extend(GPU_READ.iter().map(PathBuf::from));
         write_paths.extend(GPU_READ_WRITE.iter().map(PathBuf::from));
+        write_paths.extend(gpu_nodes());
     }
     let ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
@@ -112,7 +141,7 @@ pub fn prepare(gpu: bool, scratch: Option<&Path>) -> Result<Option<RulesetCreate
         .scope(Scope::from_all(ABI_USED))?
         .create()?
         .add_rules(path_beneath_rules(&read_paths, read))?
-        .add_rules(path_beneath_rules(&write_paths, all))?;
+        .add_rules(path_beneath_rules(&write_paths, write))?;
     Ok(Some(ruleset))
 }
 

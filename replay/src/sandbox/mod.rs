@@ -7,9 +7,13 @@
 //!   pack files it fills the arena from and a few device files; writes only
 //!   to a private scratch directory; no TCP, no signals outside itself;
 //! * [`syscalls`]: seccomp: no new sockets, processes or programs, no
-//!   `ptrace`, no signals to other processes; denied calls fail with EPERM
-//!   (`clone3` with ENOSYS, so glibc falls back to `clone`, whose flags the
-//!   filter can check) so the runtime degrades instead of dying;
+//!   `ptrace`, no signals to other processes, no limits, priorities or
+//!   CPUs set for them, no device nodes, none of the calls only a
+//!   capability allows; denied calls fail with EPERM (`clone3` with
+//!   ENOSYS, so glibc falls back to `clone`, whose flags the filter can
+//!   check) so the runtime degrades instead of dying;
+//! * [`caps`]: no capabilities, and none to be had again by an `execve`
+//!   (bounding set empty, securebits locked), however rrstore was run;
 //! * `no_new_privs`, core dumps off, its own process group killed with it,
 //!   and a scrubbed environment ([`env`]).
 //!
@@ -19,6 +23,7 @@
 //! The runner's standard streams go to a buffer the parent shows after the
 //! runner ended ([`output`]), so a recording cannot print rrstore's lines.
 
+pub mod caps;
 pub mod env;
 pub mod fs;
 pub mod output;
@@ -68,16 +73,19 @@ impl Mechanisms {
     pub const ENV: u64 = 8;
     pub const NO_CORE: u64 = 16;
     pub const PROCESS_GROUP: u64 = 32;
+    /// No capability held or to be regained ([`caps`]).
+    pub const NO_CAPS: u64 = 64;
     /// Everything [`Mode::Strict`] requires.
-    pub const ALL: u64 = 63;
+    pub const ALL: u64 = 127;
 
-    const NAMES: [(u64, &'static str); 6] = [
+    const NAMES: [(u64, &'static str); 7] = [
         (Self::LANDLOCK, "landlock"),
         (Self::SECCOMP, "seccomp"),
         (Self::NO_NEW_PRIVS, "no_new_privs"),
         (Self::ENV, "env"),
         (Self::NO_CORE, "no_core"),
         (Self::PROCESS_GROUP, "process_group"),
+        (Self::NO_CAPS, "no_capabilities"),
     ];
 
     pub fn has(self, m: u64) -> bool {
@@ -124,6 +132,7 @@ impl Probe {
             return Mechanisms(0);
         }
         let mut m = Mechanisms::NO_NEW_PRIVS
+            | Mechanisms::NO_CAPS
             | Mechanisms::ENV
             | Mechanisms::NO_CORE
             | Mechanisms::PROCESS_GROUP;
@@ -150,7 +159,8 @@ impl Probe {
         } else {
             "no seccomp filters"
         };
-        format!("{landlock}, {seccomp}")
+        // Dropping capabilities needs nothing of the kernel.
+        format!("{landlock}, {seccomp}, capabilities dropped")
     }
 }
 
@@ -259,10 +269,18 @@ impl Prepared {
 
     /// Confine this process as its mode asks, allowing
     /// also `read_files`, and return what was applied. Call it with one
-    /// thread running (it sets `TMPDIR`; Landlock before ABI 8 restricts
-    /// only the calling thread and those it starts; seccomp covers every
-    /// thread). Under [`Mode::Strict`] a mechanism that fails is an error;
-    /// under [`Mode::Auto`] it is left out of the result.
+    /// thread running (it sets `TMPDIR`; capabilities belong to a thread,
+    /// and Landlock before ABI 8 restricts only the calling thread and
+    /// those it starts; seccomp covers every thread). Under
+    /// [`Mode::Strict`] a mechanism that fails is an error; under
+    /// [`Mode::Auto`] it is left out of the result.
+    ///
+    /// The order matters: `no_new_privs` first (Landlock and seccomp
+    /// need it or `CAP_SYS_ADMIN`, which is about to go); the limits
+    /// while `CAP_SYS_RESOURCE` may still be needed to set them; then the
+    /// capabilities, so that neither Landlock nor seccomp is installed by
+    /// a privileged thread (nothing after needs a capability); seccomp
+    /// last, as its filter allows nothing the steps before need.
     pub fn apply(self, read_files: &[std::path::PathBuf]) -> Result<Mechanisms, String> {
         let mode = self.mode;
         // Set when the runner started (`env::runner_env`, its own group).
@@ -294,6 +312,10 @@ impl Prepared {
         match &self.scratch {
             Some(dir) => std::env::set_var("TMPDIR", dir),
             None => failed.push("no scratch directory could be made".into()),
+        }
+        match caps::drop_all() {
+            Ok(()) => m |= Mechanisms::NO_CAPS,
+            Err(e) => failed.push(format!("capabilities: {e}")),
         }
         let gpu = self.gpu;
         match self

@@ -413,7 +413,8 @@ fn start_failure(name: &str, error: BackendError, sandbox: u64) -> BackendError 
     use crate::sandbox::Mechanisms;
     // The mechanisms that can deny a driver something (the others change
     // the environment, core dumps, the process group).
-    let mechanisms = Mechanisms(sandbox & (Mechanisms::LANDLOCK | Mechanisms::SECCOMP)).names();
+    let denying = Mechanisms::LANDLOCK | Mechanisms::SECCOMP | Mechanisms::NO_CAPS;
+    let mechanisms = Mechanisms(sandbox & denying).names();
     if mechanisms.is_empty() {
         return error;
     }
