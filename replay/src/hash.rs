@@ -1,6 +1,7 @@
 //! The blake3 of large buffers (an arena) on all cores, equal to
-//! `blake3::hash`: used by the engine on downloaded arenas and by the host
-//! runner on its arena in place.
+//! `blake3::hash`: used by the engine on downloaded arenas, and by the host
+//! backend on a stopped runner's arena, which it reads piece by piece
+//! ([`parallel_blake3_read`]): the verdict's hash is never the runner's.
 
 /// Inputs at least this long are hashed on several threads.
 const PARALLEL_HASH_MIN: usize = 4 << 20;
@@ -31,6 +32,106 @@ pub fn parallel_blake3_prepared(data: &mut [u8], prepare: Prepare<'_>) -> [u8; 3
         offset: 0,
         prepare,
     })
+}
+
+/// Where [`parallel_blake3_read`] gets its bytes: fill the buffer with the
+/// input's bytes at the offset (and prepare them, as [`Prepare`] does).
+pub type ReadAt<'a> = &'a (dyn Fn(&mut [u8], u64) -> std::io::Result<()> + Sync);
+
+/// Pieces read and hashed at once by [`parallel_blake3_read`]: large enough
+/// that a read's system call costs little beside its copy, small enough to
+/// stay in cache until it is hashed.
+const READ_PIECE: usize = 256 << 10;
+
+/// [`parallel_blake3`] of `len` bytes that are not in this process: each
+/// thread reads its subtree's pieces with `read` into a buffer of its own
+/// and hashes them (memory: one piece per thread). The first failed read
+/// is the result.
+pub fn parallel_blake3_read(len: u64, read: ReadAt<'_>) -> std::io::Result<[u8; 32]> {
+    let failed = std::sync::Mutex::new(None);
+    let Ok(len) = usize::try_from(len) else {
+        return Err(std::io::Error::other(
+            "the input does not fit the address space",
+        ));
+    };
+    let hash = parallel_root(Remote {
+        len,
+        offset: 0,
+        read,
+        failed: &failed,
+    });
+    match failed.into_inner() {
+        Ok(None) => Ok(hash),
+        Ok(Some(e)) => Err(e),
+        Err(_) => Err(std::io::Error::other("a hashing thread failed")),
+    }
+}
+
+struct Remote<'a, 'r> {
+    len: usize,
+    offset: u64,
+    read: ReadAt<'r>,
+    failed: &'a std::sync::Mutex<Option<std::io::Error>>,
+}
+
+impl Remote<'_, '_> {
+    fn feed(self, h: &mut blake3::Hasher) {
+        let mut buf = vec![0u8; READ_PIECE.min(self.len)];
+        let mut done = 0usize;
+        while done < self.len {
+            let n = READ_PIECE.min(self.len - done);
+            let piece = &mut buf[..n];
+            let at = self.offset + done as u64;
+            if let Err(e) = (self.read)(piece, at) {
+                if let Ok(mut f) = self.failed.lock() {
+                    f.get_or_insert(e);
+                }
+                return;
+            }
+            h.update(piece);
+            done += n;
+        }
+    }
+}
+
+impl Leaf for Remote<'_, '_> {
+    fn len(&self) -> usize {
+        self.len
+    }
+    fn split(self, at: usize) -> (Self, Self) {
+        (
+            Remote {
+                len: at,
+                offset: self.offset,
+                read: self.read,
+                failed: self.failed,
+            },
+            Remote {
+                len: self.len - at,
+                offset: self.offset + at as u64,
+                read: self.read,
+                failed: self.failed,
+            },
+        )
+    }
+    fn hash_leaf(self, offset: u64) -> blake3::hazmat::ChainingValue {
+        use blake3::hazmat::HasherExt;
+        let mut h = blake3::Hasher::new();
+        h.set_input_offset(offset);
+        self.feed(&mut h);
+        if h.count() == 0 {
+            // A read failed before any byte: the hash is discarded (the
+            // error is the result), but an empty subtree may not be
+            // finalized.
+            h.update(&[0]);
+        }
+        h.finalize_non_root()
+    }
+    fn hash_root(self) -> [u8; 32] {
+        let mut h = blake3::Hasher::new();
+        self.feed(&mut h);
+        *h.finalize().as_bytes()
+    }
 }
 
 /// A subtree's input: its length, how to split it, how to hash a leaf.
@@ -221,6 +322,28 @@ mod tests {
             );
             assert!(mine == want, "{len}");
         }
+        // Read piece by piece: equal, and a failed read is the result.
+        for len in [0, 1000, PARALLEL_HASH_MIN + 77, data.len()] {
+            let d = &data[..len];
+            let read = |b: &mut [u8], at: u64| {
+                b.copy_from_slice(&d[at as usize..at as usize + b.len()]);
+                Ok(())
+            };
+            assert_eq!(
+                parallel_blake3_read(len as u64, &read).unwrap(),
+                *blake3::hash(d).as_bytes(),
+                "{len}"
+            );
+        }
+        let fail = |_: &mut [u8], at: u64| {
+            if at >= 1 << 20 {
+                Err(std::io::Error::from_raw_os_error(libc::ESRCH))
+            } else {
+                Ok(())
+            }
+        };
+        let e = parallel_blake3_read(data.len() as u64, &fail).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::ESRCH));
         for threads in 1..9 {
             for len in [(6 << 20) + 5, (8 << 20) + 16, 9 << 20] {
                 let d = &data[..len];

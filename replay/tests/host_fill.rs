@@ -129,13 +129,6 @@ fn a_large_fill_from_several_files_lands_byte_exact() {
     for v in &mut whole[len - (256 << 10)..] {
         *v = 0;
     }
-    b.start_fill(&plan).unwrap();
-    b.finish_fill().unwrap().unwrap();
-    assert_eq!(b.arena_hash().unwrap(), Some(chunk::hash(&whole)));
-    let mut tail = vec![0u8; 4096];
-    b.download(len as u64 - 4096, &mut tail).unwrap();
-    assert!(tail == whole[len - 4096..]);
-
     // A corrupt chunk past the first thread's share is reported at its
     // offset in the input, not in the thread's share.
     let mut wrong = plan.clone();
@@ -147,6 +140,16 @@ fn a_large_fill_from_several_files_lands_byte_exact() {
         why.contains(&format!("at byte {} of the input", k << 16)),
         "{why}"
     );
+
+    b.start_fill(&plan).unwrap();
+    b.finish_fill().unwrap().unwrap();
+    assert_eq!(b.arena_hash().unwrap(), Some(chunk::hash(&whole)));
+    let mut tail = vec![0u8; 4096];
+    b.download(len as u64 - 4096, &mut tail).unwrap();
+    assert!(tail == whole[len - 4096..]);
+    // Read back from the stopped runner, which serves nothing more.
+    let e = b.start_fill(&plan).unwrap_err().to_string();
+    assert!(e.contains("stopped"), "{e}");
 }
 
 #[test]

@@ -114,6 +114,11 @@ pub enum ArenaMemory {
     Pool,
     /// A slot of the arena cache, kept between replays.
     Held,
+    /// A sealed memfd that rrstore maps too: where rrstore may not read a
+    /// runner's memory with `process_vm_readv` (a seccomp profile without
+    /// it, Yama `ptrace_scope` 3), or when asked to (`ArenaIo::Shared`).
+    /// Its pages are 4 KiB where `shmem_enabled` is off.
+    Shared,
 }
 
 impl ArenaMemory {
@@ -123,6 +128,7 @@ impl ArenaMemory {
             ArenaMemory::Transparent => 0,
             ArenaMemory::Pool => 1,
             ArenaMemory::Held => 2,
+            ArenaMemory::Shared => 3,
         }
     }
 
@@ -131,6 +137,7 @@ impl ArenaMemory {
             0 => ArenaMemory::Transparent,
             1 => ArenaMemory::Pool,
             2 => ArenaMemory::Held,
+            3 => ArenaMemory::Shared,
             _ => return None,
         })
     }

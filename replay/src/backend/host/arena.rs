@@ -26,7 +26,7 @@
 //! was: anonymous memory with transparent huge pages.
 
 use std::fs::{File, OpenOptions};
-use std::os::fd::{AsFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
@@ -66,6 +66,35 @@ pub fn create_memfd(name: &str, len: u64) -> std::io::Result<OwnedFd> {
     let owned = unsafe { OwnedFd::from_raw_fd(fd) };
     File::from(owned.try_clone()?).set_len(len)?;
     Ok(owned)
+}
+
+/// An empty memfd that may be sealed, close-on-exec: the arena memory an
+/// executed runner is handed (`--arena-fd`), used when the parent must map
+/// the arena too ([`ArenaMemory::Shared`]).
+pub fn create_sealable_memfd(name: &str) -> std::io::Result<OwnedFd> {
+    let cname = std::ffi::CString::new(name).map_err(std::io::Error::other)?;
+    // SAFETY: `cname` is a valid NUL-terminated string.
+    let fd =
+        unsafe { libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a fresh descriptor we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Size the runner's arena memfd to `len` bytes and seal its size (and its
+/// seals): after this neither side can shrink it, so the parent's mapping
+/// of it can never fault on a page cut away (SIGBUS) whatever the image
+/// does with its descriptor.
+pub fn seal_shared(fd: &OwnedFd, len: u64) -> std::io::Result<()> {
+    File::from(fd.try_clone()?).set_len(len)?;
+    let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
+    // SAFETY: fcntl on a descriptor we own, with an integer argument.
+    if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, seals) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// Map the arena at exactly `[lo, lo + len)` without replacing anything

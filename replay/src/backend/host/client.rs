@@ -1,16 +1,18 @@
 //! The host backend's client side of its runner: requests and their
 //! pipelined replies, how a runner's death is reported, mapping the arena in
-//! a forked or executed runner, and copying bytes in and out of it.
+//! a runner, and copying bytes in and out of it (the read-back that the
+//! verdict rests on is [`super::judge`]'s).
 
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::ExitStatusExt;
 use std::time::Duration;
 
+use super::judge::SharedView;
 use super::libraries::{missing_library, package_hint};
-use super::process::{self, RunnerProcess};
+use super::process::RunnerProcess;
 use super::protocol::Op;
 use super::protocol::{self, ErrKind, Fields, Msg};
-use super::{arena, elf, runner, transfer, Arena, ArenaIo, HostBackend, HostConfig, SOCKET_PIECE};
+use super::{arena, elf, transfer, Arena, ArenaIo, HostBackend, HostConfig};
 use crate::backend::rehydrate::ArenaMemory;
 use crate::backend::BackendError;
 
@@ -42,6 +44,12 @@ impl HostBackend {
 
     /// Send a request without waiting for its reply (replies come in order).
     pub(super) fn send(&mut self, msg: &Msg) -> Result<(), BackendError> {
+        if self.frozen {
+            // It would wait for a reply forever.
+            return Err(internal(
+                "a request to the runner after it was stopped for the read-back",
+            ));
+        }
         let sent = msg.send(&mut self.live()?.sock);
         sent.map_err(|_| self.collect_death())
     }
@@ -158,6 +166,10 @@ impl HostBackend {
     /// when no reply is outstanding (a pipelined image load could hang in
     /// the image's constructors: that runner is just killed).
     pub(super) fn release_arena(&mut self) {
+        if self.frozen {
+            // Stopped for the read-back: it is killed, never resumed.
+            return;
+        }
         let large = self
             .arena
             .as_ref()
@@ -185,35 +197,6 @@ impl HostBackend {
         err
     }
 
-    /// Map the arena range here and fork a runner that inherits it (see
-    /// [`process`]); `None` when this process has other threads or the
-    /// range is not free here, and a runner is then executed instead (it
-    /// maps the range in its own, different address-space layout, or
-    /// reports what occupies it there).
-    pub(super) fn fork_reserved(&mut self, lo: u64, len: u64) -> Option<RunnerProcess> {
-        if !process::single_threaded() {
-            return None;
-        }
-        let held = self.held.as_ref();
-        let mapped = match held {
-            Some(h) => arena::map_held(lo, len, h.file()),
-            None => arena::map_fixed_transparent(lo, len),
-        };
-        if mapped.is_err() {
-            return None;
-        }
-        let forked = RunnerProcess::fork(&self.config.env, |sock| {
-            runner::serve_reserved(sock, lo, len, held.is_some())
-        });
-        self.arena_memory = Some(match held {
-            Some(_) => ArenaMemory::Held,
-            None => ArenaMemory::Transparent,
-        });
-        // The child has its own copy of the mapping; this one is not used.
-        arena::unmap(lo, len);
-        forked.ok()
-    }
-
     /// Make `live` the runner and ask it to map `[lo, lo + len)`; the reply
     /// carries what it preloaded, and what memory the arena is (kept in
     /// `arena_memory`).
@@ -224,14 +207,39 @@ impl HostBackend {
         len: u64,
     ) -> Result<Refusable<Vec<String>>, BackendError> {
         self.dead = None;
+        self.frozen = false;
+        self.shared = None;
+        // Shared memory where this process may not read the runner's
+        // memory (probed before anything is mapped) or when asked to: the
+        // verdict's bytes must be readable here without the runner's help.
+        let shared = self.config.arena_io == ArenaIo::Shared || !vm_io_allowed(live.pid);
+        if shared {
+            let view = live
+                .arena_fd()
+                .ok_or_else(|| internal("the runner was started without an arena memfd"))
+                .and_then(|fd| {
+                    arena::seal_shared(fd, len)
+                        .and_then(|()| SharedView::map(fd, lo, len))
+                        .map_err(|e| driver("sharing the arena's memory with the runner", e))
+                });
+            match view {
+                Ok(v) => self.shared = Some(v),
+                Err(e) => {
+                    live.end();
+                    return Err(e);
+                }
+            }
+        }
         self.live = Some(live);
         let mut m = Msg::op(Op::Reserve);
         m.u64(lo).u64(len).u64(self.needed.len() as u64);
         for n in &self.needed {
             m.bytes(n.as_bytes());
         }
-        let held = self.held.as_ref().map(|h| h.path().as_os_str().as_bytes());
+        let held = self.held.as_ref().filter(|_| !shared);
+        let held = held.map(|h| h.path().as_os_str().as_bytes());
         m.bytes(held.unwrap_or_default());
+        m.u64(u64::from(shared));
         let reply = self.request(&m, None)?.map(|reply| {
             let mut f = Fields::new(&reply);
             let n = f.u64().unwrap_or(0);
@@ -245,28 +253,10 @@ impl HostBackend {
         }))
     }
 
-    /// Record that the live runner mapped the arena `base, size` (pages
-    /// from `lo`), and how to copy into it.
-    pub(super) fn mapped(&mut self, base: u64, size: u64, lo: u64) -> Result<(), BackendError> {
-        let vm_io = self
-            .live
-            .as_ref()
-            .is_some_and(|l| self.vm_io_allowed(l.pid, lo));
-        self.arena = Some(Arena { base, size, vm_io });
+    /// Record that the live runner mapped the arena `base, size`.
+    pub(super) fn mapped(&mut self, base: u64, size: u64) -> Result<(), BackendError> {
+        self.arena = Some(Arena { base, size });
         Ok(())
-    }
-
-    /// Whether this process may copy into runner `pid` with
-    /// `process_vm_*`: probed by reading the arena's first byte at `lo`.
-    pub(super) fn vm_io_allowed(&self, pid: libc::pid_t, lo: u64) -> bool {
-        if self.config.arena_io == ArenaIo::Socket {
-            return false;
-        }
-        let mut byte = [0u8];
-        match transfer::read_remote(pid, lo, &mut byte) {
-            Ok(()) => true,
-            Err(e) => !transfer::is_forbidden(&e),
-        }
     }
 
     pub(super) fn elf(&self) -> Result<&elf::ElfInfo, BackendError> {
@@ -293,69 +283,40 @@ impl HostBackend {
         Ok(a)
     }
 
-    /// Copy `data` into the arena at `offset`.
+    /// Copy `data` into the arena at `offset`: into this process' mapping
+    /// of a shared arena, else with `process_vm_writev`.
     pub(super) fn write_arena(&mut self, offset: u64, data: &[u8]) -> Result<(), BackendError> {
-        let a = self.arena_at(offset, data.len())?;
-        let (addr, vm_io) = (a.base + offset, a.vm_io);
-        if let Some(pid) = self.live.as_ref().map(|l| l.pid).filter(|_| vm_io) {
-            match transfer::write_remote(pid, addr, data) {
-                Ok(()) => return Ok(()),
-                Err(e) if transfer::is_forbidden(&e) => self.use_socket(),
-                Err(e) => {
-                    return Err(self.arena_io_error("process_vm_writev", offset, data.len(), e))
-                }
-            }
+        if self.frozen {
+            return Err(internal(
+                "the arena was written after the runner was stopped",
+            ));
         }
-        for (i, piece) in data.chunks(SOCKET_PIECE).enumerate() {
-            let at = (i * SOCKET_PIECE) as u64;
-            let mut m = Msg::op(Op::Write);
-            m.u64(addr + at).bytes(piece);
-            if let Err((_, reason)) = self.request(&m, None)? {
-                return Err(socket_copy("writing", offset + at, piece.len(), reason));
-            }
+        let addr = self.arena_at(offset, data.len())?.base + offset;
+        if let Some(view) = &self.shared {
+            return view
+                .write(addr, data)
+                .ok_or_else(|| internal("the arena lies outside its shared mapping"));
         }
-        Ok(())
+        let pid = self.live()?.pid;
+        transfer::write_remote(pid, addr, data)
+            .map_err(|e| self.arena_io_error("process_vm_writev", offset, data.len(), e))
     }
 
-    /// Copy the arena bytes at `offset` into `dst`.
+    /// Copy the arena bytes at `offset` into `dst`, from the stopped runner
+    /// ([`HostBackend::freeze`]): what is read back is never the runner's
+    /// answer.
     pub(super) fn read_arena(&mut self, offset: u64, dst: &mut [u8]) -> Result<(), BackendError> {
-        let a = self.arena_at(offset, dst.len())?;
-        let (addr, vm_io) = (a.base + offset, a.vm_io);
-        if let Some(pid) = self.live.as_ref().map(|l| l.pid).filter(|_| vm_io) {
-            match transfer::read_remote(pid, addr, dst) {
-                Ok(()) => return Ok(()),
-                Err(e) if transfer::is_forbidden(&e) => self.use_socket(),
-                Err(e) => {
-                    return Err(self.arena_io_error("process_vm_readv", offset, dst.len(), e))
-                }
-            }
+        self.arena_at(offset, dst.len())?;
+        self.freeze()?;
+        let addr = self.arena_at(offset, dst.len())?.base + offset;
+        if let Some(view) = &self.shared {
+            return view
+                .read(addr, dst)
+                .ok_or_else(|| internal("the arena lies outside its shared mapping"));
         }
-        for (i, piece) in dst.chunks_mut(SOCKET_PIECE).enumerate() {
-            let at = (i * SOCKET_PIECE) as u64;
-            let mut m = Msg::op(Op::Read);
-            m.u64(addr + at).u64(piece.len() as u64);
-            match self.request(&m, None)? {
-                Ok(reply) => {
-                    let bytes = Fields::new(&reply)
-                        .bytes()
-                        .map_err(|e| malformed("reading the arena", e))?;
-                    if bytes.len() != piece.len() {
-                        return Err(malformed("reading the arena", "short reply"));
-                    }
-                    piece.copy_from_slice(bytes);
-                }
-                Err((_, reason)) => {
-                    return Err(socket_copy("reading", offset + at, piece.len(), reason))
-                }
-            }
-        }
-        Ok(())
-    }
-
-    pub(super) fn use_socket(&mut self) {
-        if let Some(a) = self.arena.as_mut() {
-            a.vm_io = false;
-        }
+        let pid = self.live()?.pid;
+        transfer::read_remote(pid, addr, dst)
+            .map_err(|e| self.arena_io_error("process_vm_readv", offset, dst.len(), e))
     }
 
     /// A failed copy: the runner died (report how) or the copy itself
@@ -431,12 +392,14 @@ pub(super) fn malformed(op: &str, e: impl std::fmt::Display) -> BackendError {
     }
 }
 
-/// The runner refused a copy over the control socket.
-fn socket_copy(dir: &str, offset: u64, len: usize, reason: String) -> BackendError {
-    BackendError::ArenaCopy {
-        op: format!("{dir} over the runner's control socket"),
-        offset,
-        len: len as u64,
-        reason,
+/// Whether this process may copy into and out of runner `pid` with
+/// `process_vm_*`: probed before the runner maps anything, by reading its
+/// address 0, which the kernel refuses with EFAULT where the call is
+/// allowed (the permission check comes first) and EPERM where it is not.
+fn vm_io_allowed(pid: libc::pid_t) -> bool {
+    let mut byte = [0u8];
+    match transfer::read_remote(pid, 0, &mut byte) {
+        Ok(()) => true,
+        Err(e) => !transfer::is_forbidden(&e),
     }
 }

@@ -30,18 +30,20 @@ impl Runner {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ArenaIo {
     /// The runner reads the input from its files when the source has them
-    /// (a store, an archive, an LLVM recording: one copy, see [`fill`]);
-    /// otherwise the parent writes it with `process_vm_writev`, or over the
-    /// control socket where a sandbox forbids that (probed once per
-    /// runner). Read-back: `process_vm_readv`, or the socket.
+    /// (a store, an archive, an LLVM recording: one copy, see [`fill`]),
+    /// before it loads the image; otherwise the parent writes it with
+    /// `process_vm_writev`, or into a shared arena where a sandbox forbids
+    /// that (probed once per runner). Read-back: `process_vm_readv` from
+    /// the stopped runner, or the shared arena.
     #[default]
     Auto,
     /// The parent always writes the input (decoded into the staging window,
-    /// then `process_vm_writev`, or the socket where forbidden).
+    /// then `process_vm_writev`, or a shared arena where forbidden).
     Copy,
-    /// The parent always writes and reads over the control socket (one more
-    /// copy per byte).
-    Socket,
+    /// The arena is a sealed memfd both processes map
+    /// ([`super::ArenaMemory::Shared`]): the parent writes and reads its own
+    /// mapping. What a sandbox that forbids `process_vm_*` gets.
+    Shared,
 }
 
 /// Host backend settings.

@@ -7,37 +7,40 @@
 //!   parent sees the control socket close (then reports
 //!   [`BackendError::Crashed`] with the signal from `waitpid`) or no reply
 //!   within `--timeout` (then kills it and reports [`BackendError::TimedOut`]).
+//! * **Trust boundary.** The runner is executed, never forked from rrstore
+//!   (it holds none of rrstore's memory or environment: [`process`]), and
+//!   it is never asked for a result: the parent times the launch request,
+//!   stops the runner after the last launch and reads the arena itself
+//!   ([`judge`]). The runner reads store files only before the image is
+//!   loaded.
 //! * **Arena.** The page-rounded arena is mapped at the recorded address
-//!   with `MAP_FIXED_NOREPLACE`. It is anonymous memory advised to use
-//!   transparent huge pages (why: [`arena`]). A single-threaded parent (the
-//!   `rrstore` binary) forks a spare runner early ([`prestart`]), which
-//!   starts loading the OpenMP runtime at once (a small replay's wall time
-//!   is mostly that load) and maps the arena when told the address; it is
-//!   used only if the image needs what it preloaded and the range is free
-//!   in it ([`preload`]). Otherwise the arena is mapped before the image or
-//!   the runtime is loaded, so nothing they map can take the range: the
-//!   parent maps it and forks a runner that inherits it, or, when the range
-//!   is taken in the parent (or the parent has other threads), the runner
-//!   is executed (`rrstore __host-runner`, [`Runner::current_exe`]) and
-//!   maps the range as its first step; if its own start-up mappings happen
-//!   to collide (ASLR), a fresh runner is tried (different random layout) up
-//!   to [`RESERVE_ATTEMPTS`] times before the occupant is reported. Both
-//!   ways: [`process`].
+//!   with `MAP_FIXED_NOREPLACE`, by the runner before it loads anything
+//!   else. It is anonymous memory advised to use transparent huge pages
+//!   (why: [`arena`]), or a slot of the arena cache ([`held`]), or, where
+//!   this process may not read the runner's memory with `process_vm_readv`,
+//!   a sealed memfd both processes map ([`super::rehydrate::ArenaMemory::Shared`]). A spare
+//!   runner is executed early ([`prestart`]) and starts loading the OpenMP
+//!   runtime at once (a small replay's wall time is mostly that load); it
+//!   is used only if the image needs what it preloaded and the range is
+//!   free in it ([`preload`]). Otherwise a fresh runner maps the range as
+//!   its first step; if its own start-up mappings happen to collide (ASLR),
+//!   a fresh runner is tried (different random layout) up to
+//!   [`RESERVE_ATTEMPTS`] times before the occupant is reported.
 //! * **Rehydration and read-back.** When the source can say which files
 //!   hold the input (a store's packs, an archive, an LLVM `.memory` file),
-//!   the runner reads and decodes them straight into the arena on all cores,
-//!   verifying each chunk's blake3 ([`fill`]): one copy per byte; for
-//!   inputs of [`FILL_SMALL`] to [`FILL_LARGE`] bytes the parent's copy,
-//!   which overlaps the image load, is faster ([`fills_from_files`]).
-//!   Otherwise, or when the fill fails (the engine then retries this way
-//!   and reports precisely), the engine decodes the input into this backend's staging
+//!   the runner reads and decodes them straight into the arena on all cores
+//!   before the image is loaded, verifying each chunk's blake3 ([`fill`]):
+//!   one copy per byte; for inputs of [`FILL_SMALL`] to [`FILL_LARGE`]
+//!   bytes the parent's copy, which overlaps the image load, is faster
+//!   ([`fills_from_files`]). Otherwise (later repetitions included, or when
+//!   the fill fails: the engine then retries this way and reports
+//!   precisely), the engine decodes the input into this backend's staging
 //!   window (a huge-page buffer of [`STAGING_WINDOW`] bytes), which is
 //!   copied into the runner with `process_vm_writev` on all cores
-//!   ([`transfer`]); downloads use `process_vm_readv`. Where a sandbox
-//!   forbids those calls, the bytes travel over the control socket instead
-//!   ([`ArenaIo`]). The output's blake3 is computed by the runner in place
-//!   ([`Backend::arena_hash`]), so a verified replay never copies the output
-//!   back at all.
+//!   ([`transfer`]), or into this process' mapping of a shared arena. The
+//!   output's blake3 is computed here from the stopped runner's memory, on
+//!   all cores as it is read ([`Backend::arena_hash`]), so a verified
+//!   replay never holds the output in this process.
 //! * **Image.** Written to a memfd in the runner and `dlopen`ed through
 //!   `/proc/self/fd/N` (nothing written to disk). Its `.dynsym` is parsed in
 //!   the parent first ([`elf`]) to check the kernel symbol and each global's
@@ -58,6 +61,7 @@ mod describe;
 pub mod fill;
 pub mod fill_trace;
 pub mod held;
+mod judge;
 pub mod libraries;
 pub mod memory;
 mod ops;
@@ -75,9 +79,9 @@ use std::time::Duration;
 use super::rehydrate::RehydratePath;
 use super::rehydrate::{copy_in, ArenaRequest, FillError, FillOutcome, InputSource, Placement};
 use super::{Backend, BackendError, LaunchParams};
-use client::{driver, internal, malformed, Pending};
+use client::{driver, internal, Pending};
 use process::RunnerProcess;
-use protocol::{ErrKind, Fields, Msg, Op};
+use protocol::{ErrKind, Msg, Op};
 use transfer::StagingBuf;
 
 pub use config::{ArenaIo, HostConfig, HostSettings};
@@ -134,9 +138,6 @@ pub fn fills_from_files(len: u64) -> bool {
 /// the pages the allocator recycles anyway.
 pub const RELEASE_ARENA_MIN: u64 = 2 << 20;
 
-/// Largest piece sent in one `Write`/`Read` request of the socket fallback.
-const SOCKET_PIECE: usize = 16 << 20;
-
 /// Name of the hidden subcommand that starts a runner.
 pub const RUNNER_SUBCOMMAND: &str = "__host-runner";
 
@@ -144,8 +145,6 @@ pub const RUNNER_SUBCOMMAND: &str = "__host-runner";
 struct Arena {
     base: u64,
     size: u64,
-    /// Copy with `process_vm_writev`/`readv` (else over the control socket).
-    vm_io: bool,
 }
 
 /// The host backend (see the module documentation).
@@ -167,8 +166,11 @@ pub struct HostBackend {
     pending: Vec<Pending>,
     /// Set once the runner died; every later call reports it.
     dead: Option<String>,
-    /// The runner was forked from this process (else executed).
-    forked: bool,
+    /// The runner was stopped for the read-back ([`judge`]): it runs
+    /// nothing more, and is killed with the backend.
+    frozen: bool,
+    /// This process' mapping of a shared arena ([`super::rehydrate::ArenaMemory::Shared`]).
+    shared: Option<judge::SharedView>,
     /// Outcome of the last `Fill`, collected by [`HostBackend::settle`].
     filled: Option<Result<Duration, String>>,
     /// A fill from files failed: later repetitions are handed the bytes.
@@ -205,7 +207,8 @@ impl HostBackend {
             sandbox: None,
             pending: Vec::new(),
             dead: None,
-            forked: false,
+            frozen: false,
+            shared: None,
             filled: None,
             files_failed: false,
             fill_started: false,
@@ -215,14 +218,6 @@ impl HostBackend {
             held: None,
             arena_memory: None,
         }
-    }
-
-    /// Whether the runner was forked from this process (a spare from
-    /// [`prestart`], or at the reservation with the arena already mapped;
-    /// see [`process`]) rather than executed; meaningful once
-    /// [`Backend::reserve`] succeeded.
-    pub fn runner_forked(&self) -> bool {
-        self.forked
     }
 
     /// The libraries the runner in use loaded before its arena was mapped
@@ -259,6 +254,18 @@ impl HostBackend {
 
 impl Drop for HostBackend {
     fn drop(&mut self) {
+        let large = self
+            .arena
+            .as_ref()
+            .is_some_and(|a| a.size >= RELEASE_ARENA_MIN);
+        if self.frozen && large {
+            // Stopped for the read-back, it cannot unmap its arena on
+            // request: its teardown is waited for instead.
+            if let Some(live) = self.live.take() {
+                live.kill_and_reap();
+            }
+            return;
+        }
         self.release_arena();
         if let Some(live) = self.live.take() {
             live.end();

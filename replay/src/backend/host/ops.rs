@@ -1,8 +1,10 @@
 //! The [`Backend`] operations of the host backend: reserving the arena in
-//! a runner, filling it (from files in the runner, or through the staging
-//! window), loading the image, writing globals, launching, and reading the
-//! arena back or hashing it in place. The runner side of each is in
-//! [`super::runner`]; the module documentation of [`super`] says why.
+//! a runner, filling it (from files in the runner before the image is
+//! loaded, or through the staging window), loading the image, writing
+//! globals, launching (timed here), and reading the arena back or hashing
+//! it from the stopped runner ([`super::judge`]). The runner side of each
+//! is in [`super::runner`]; the module documentation of [`super`] says
+//! why.
 
 use super::*;
 
@@ -44,9 +46,8 @@ impl Backend for HostBackend {
         if let Some(spare) = take_spare(&self.config) {
             match self.reserve_in(spare.live, lo, len) {
                 Ok(Ok(preloaded)) => {
-                    self.forked = spare.forked;
                     self.preloaded = preloaded;
-                    return self.mapped(base, size, lo);
+                    return self.mapped(base, size);
                 }
                 Ok(Err((ErrKind::Occupied | ErrKind::Incompatible, _))) => {
                     // Not waited for: it may be in the middle of its load.
@@ -63,21 +64,13 @@ impl Backend for HostBackend {
                 Err(_) => {}
             }
         }
-        // 2. Mapped here and inherited by a forked runner.
+        // 2. Fresh runners, each in a fresh address-space layout.
         self.preloaded = Vec::new();
-        if let Some(live) = self.fork_reserved(lo, len) {
-            self.dead = None;
-            self.live = Some(live);
-            self.forked = true;
-            return self.mapped(base, size, lo);
-        }
-        // 3. Executed runners, each in a fresh address-space layout.
-        self.forked = false;
         let mut last = String::new();
         for _ in 0..RESERVE_ATTEMPTS {
             let live = self.spawn()?;
             match self.reserve_in(live, lo, len)? {
-                Ok(_) => return self.mapped(base, size, lo),
+                Ok(_) => return self.mapped(base, size),
                 Err((ErrKind::Occupied, why)) => {
                     last = why;
                     self.kill("arena range occupied");
@@ -105,7 +98,13 @@ impl Backend for HostBackend {
         // The runner reads the input's files itself where that is faster
         // (see [`fills_from_files`]), asked before the image load so that
         // it fills while its preload finishes.
-        if self.fill_started || self.files_failed || !self.fills_from_files(input.len()) {
+        // Never once the image is loaded: files are read only before
+        // foreign code runs in the runner (docs/security.md).
+        if self.fill_started
+            || self.files_failed
+            || self.elf.is_some()
+            || !self.fills_from_files(input.len())
+        {
             return Ok(());
         }
         if let Some(plan) = input.extents() {
@@ -216,13 +215,19 @@ impl Backend for HostBackend {
         for a in args {
             m.u64(*a);
         }
-        match self.request(&m, params.timeout)? {
-            Ok(reply) => {
-                let ns = Fields::new(&reply)
-                    .u64()
-                    .map_err(|e| malformed("the launch", e))?;
-                Ok(Duration::from_nanos(ns))
-            }
+        if self.frozen {
+            return Err(internal("a launch after the runner was stopped"));
+        }
+        // The load's and the globals' replies first, then the time of the
+        // launch alone, measured here: the runner's answer is the image's
+        // to forge.
+        self.settle()?;
+        let t0 = std::time::Instant::now();
+        self.send(&m)?;
+        let reply = self.receive(params.timeout)?;
+        let took = t0.elapsed();
+        match reply {
+            Ok(_) => Ok(took),
             Err((_, why)) => Err(driver("launch", why)),
         }
     }
@@ -235,16 +240,7 @@ impl Backend for HostBackend {
         if let Some(h) = self.translated_hash.take() {
             return Ok(Some(h));
         }
-        let a = self.arena_at(0, 0)?;
-        let mut m = Msg::op(Op::Hash);
-        m.u64(a.base).u64(a.size);
-        match self.request(&m, None)? {
-            Ok(reply) => match <[u8; 32]>::try_from(reply.as_slice()) {
-                Ok(h) => Ok(Some(h)),
-                Err(_) => Err(malformed("hashing the arena", "short reply")),
-            },
-            Err((_, why)) => Err(driver("hashing the arena", why)),
-        }
+        self.judge(None).map(|(hash, _)| Some(hash))
     }
 
     fn runtime_libraries(&self) -> Vec<String> {
@@ -255,8 +251,8 @@ impl Backend for HostBackend {
         self.sandbox
     }
 
-    // Relocation (issue 19): the runner scans each chunk it decodes and
-    // translates the output back in place.
+    // Relocation (issue 19): the runner scans each chunk it decodes; the
+    // output is translated back here, from the stopped runner.
     fn scan_fills(&mut self, rebaser: Option<crate::placement::Rebaser>) -> bool {
         self.rebaser = rebaser;
         true
@@ -270,23 +266,9 @@ impl Backend for HostBackend {
         &mut self,
         r: &crate::placement::Rebaser,
     ) -> Result<Option<u64>, BackendError> {
-        let mut m = Msg::op(Op::Translate);
-        m.u64(r.new_base).u64(r.size).u64(r.old_base);
-        let op = "translating the arena back";
-        match self.request(&m, None)? {
-            Ok(reply) => {
-                let mut f = Fields::new(&reply);
-                let n = f.u64().map_err(|e| malformed(op, e))?;
-                f.u64().map_err(|e| malformed(op, e))?;
-                let hash = reply
-                    .get(16..48)
-                    .and_then(|h| <[u8; 32]>::try_from(h).ok())
-                    .ok_or_else(|| malformed(op, "short reply"))?;
-                self.translated_hash = Some(hash);
-                Ok(Some(n))
-            }
-            Err((_, why)) => Err(driver(op, why)),
-        }
+        let (hash, words) = self.judge(Some(r))?;
+        self.translated_hash = Some(hash);
+        Ok(Some(words))
     }
 }
 

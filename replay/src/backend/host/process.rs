@@ -1,36 +1,31 @@
-//! Starting, killing and reaping runner processes.
+//! Starting, stopping, killing and reaping runner processes.
 //!
-//! A runner starts in one of two ways:
-//! * **Forked** ([`RunnerProcess::fork`]) from a single-threaded parent, so
-//!   a replay never waits for a runner to start (`exec`, the dynamic loader
-//!   and relocations take ~1.5 ms): either early, as a spare that starts
-//!   loading the OpenMP runtime and maps the arena when told its address
-//!   (`prestart`, what `rrstore replay` does before it opens the store: the
-//!   process is still small then, so neither side has many pages to copy
-//!   on write afterwards; see `preload`), or when the arena is reserved,
-//!   after the parent mapped it at the recorded address (the child
-//!   inherits the mapping). Only a single-threaded process may
-//!   fork a runner: a child forked from a multi-threaded one may only call
-//!   async-signal-safe functions (a lock held by another thread at the
-//!   fork stays locked forever in the child), and the runner goes on to
-//!   `dlopen` and `malloc`. Library callers with threads get the next way.
-//! * **Executed** ([`RunnerProcess::start`]): this binary re-executed
-//!   (`rrstore __host-runner`) or a separate runner binary, which then maps
-//!   the arena itself. Its start-up (about 1.5 ms: `exec`, the dynamic
-//!   loader, relocations) can overlap opening the store when it is started
-//!   early (`prestart`), and its fresh address-space layout is what the
-//!   reservation retries rely on when the range collides with a mapping.
+//! A host runner is always **executed** ([`RunnerProcess::start`]): this
+//! binary re-executed (`rrstore __host-runner`) or a separate runner
+//! binary, which maps the arena itself. Never forked from rrstore: a
+//! forked child is a copy of rrstore's memory (the store's manifests with
+//! the recorded output hashes, configuration, the original environment on
+//! its stack, where `/proc/self/environ` shows it) and foreign code runs in
+//! the runner (docs/security.md, "The trust boundary"). Its start-up
+//! (about 1.5 ms: `exec`, the dynamic loader, relocations) overlaps opening
+//! the store when it is started early (`prestart`), and its fresh
+//! address-space layout is what the reservation retries rely on when the
+//! range collides with a mapping. [`RunnerProcess::fork`] remains for the
+//! GPU child, which runs no foreign host code.
 //!
-//! Either way the child keeps only the control socket and the standard
-//! streams, dies with the parent thread (`PR_SET_PDEATHSIG`), leads a
-//! process group of its own (killed with it), and starts with the
-//! environment and scratch directory of [`crate::sandbox::env`]; its stdout
-//! and stderr go to a [`Capture`] the parent reads when it ends (stdout
-//! belongs to rrstore). It confines itself before it runs foreign code
-//! ([`crate::sandbox::Prepared`]).
+//! Either way the child keeps only the control socket, its arena memfd
+//! (see [`RunnerProcess::arena_fd`]) and the standard streams, dies with
+//! the parent thread (`PR_SET_PDEATHSIG`), leads a process group of its own
+//! (killed with it), and starts with the environment and scratch directory
+//! of [`crate::sandbox::env`]; its stdout and stderr go to a [`Capture`]
+//! the parent reads when it ends (stdout belongs to rrstore). It confines
+//! itself before it runs foreign code ([`crate::sandbox::Prepared`]).
+//! When the parent has what it needs from the kernel it stops the runner
+//! ([`RunnerProcess::stop`]) before it reads the arena: nothing of the
+//! image runs while the verdict's bytes are read.
 
 use std::ffi::OsString;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
@@ -54,6 +49,20 @@ pub struct RunnerProcess {
     output: Capture,
     /// Its scratch directory (made by the runner), removed with it.
     scratch: Option<PathBuf>,
+    /// The parent's descriptor of the memfd the runner was handed as
+    /// `--arena-fd` (executed runners only): the arena when it must be
+    /// memory both sides map (`ArenaMemory::Shared`).
+    arena_fd: Option<OwnedFd>,
+}
+
+/// How a stopped runner was found ([`RunnerProcess::stop`]).
+#[derive(Debug, PartialEq, Eq)]
+pub enum Stopped {
+    /// Stopped (SIGSTOP): none of its threads runs until it is killed.
+    Stopped,
+    /// It had already ended (not reaped yet: [`RunnerProcess::wait`] says
+    /// how).
+    Ended,
 }
 
 impl RunnerProcess {
@@ -67,10 +76,14 @@ impl RunnerProcess {
         } = RunnerStart::new(env)?;
         let (parent, child_end) = UnixStream::pair()?;
         let control = child_end.as_raw_fd();
+        let arena_fd = super::arena::create_sealable_memfd("rrstore-arena")?;
+        let arena = arena_fd.as_raw_fd();
         let mut cmd = Command::new(&runner.program);
         cmd.args(&runner.args)
             .arg("--control")
             .arg(control.to_string())
+            .arg("--arena-fd")
+            .arg(arena.to_string())
             .env_clear()
             .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
@@ -82,10 +95,13 @@ impl RunnerProcess {
         // handed.
         unsafe {
             cmd.pre_exec(move || {
-                // Keep exactly this descriptor across exec (it is close-on-exec
-                // in the parent, so no other child inherits it).
-                if libc::fcntl(control, libc::F_SETFD, 0) != 0 {
-                    return Err(std::io::Error::last_os_error());
+                // Keep exactly these descriptors across exec (they are
+                // close-on-exec in the parent, so no other child inherits
+                // them).
+                for fd in [control, arena] {
+                    if libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
                 }
                 // Die with the parent.
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
@@ -100,6 +116,7 @@ impl RunnerProcess {
             sock: parent,
             output,
             scratch: scratch_base.map(|b| sandbox::env::scratch_for(&b, pid)),
+            arena_fd: Some(arena_fd),
         })
     }
 
@@ -177,7 +194,53 @@ impl RunnerProcess {
             sock: parent_end,
             output,
             scratch: scratch_base.map(|b| sandbox::env::scratch_for(&b, pid)),
+            arena_fd: None,
         })
+    }
+
+    /// The memfd handed to an executed runner as `--arena-fd` (empty and
+    /// sealable until the parent sizes and seals it:
+    /// [`super::arena::seal_shared`]).
+    pub fn arena_fd(&self) -> Option<&OwnedFd> {
+        self.arena_fd.as_ref()
+    }
+
+    /// Stop the runner (SIGSTOP, to it and its group) and wait until every
+    /// thread of it has stopped, or until it is found ended. A stopped
+    /// runner runs nothing more of the image: what the parent then reads
+    /// of its arena is what the kernel left, and stays so. It is not
+    /// reaped here (`waitid` with `WNOWAIT`), so [`kill`](Self::kill),
+    /// [`wait`](Self::wait) and [`end`](Self::end) work as before.
+    pub fn stop(&self) -> std::io::Result<Stopped> {
+        // SAFETY: signalling our own, not yet reaped child and its group.
+        unsafe {
+            libc::kill(self.pid, libc::SIGSTOP);
+            libc::kill(-self.pid, libc::SIGSTOP);
+        }
+        loop {
+            // SAFETY: a zeroed siginfo_t is a valid out-parameter.
+            let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+            // SAFETY: waits on our own child; WNOWAIT leaves its state to
+            // be collected again by `wait`.
+            let r = unsafe {
+                libc::waitid(
+                    libc::P_PID,
+                    self.pid as libc::id_t,
+                    &mut info,
+                    libc::WSTOPPED | libc::WEXITED | libc::WNOWAIT,
+                )
+            };
+            if r == 0 {
+                return Ok(match info.si_code {
+                    libc::CLD_STOPPED | libc::CLD_TRAPPED => Stopped::Stopped,
+                    _ => Stopped::Ended,
+                });
+            }
+            let e = std::io::Error::last_os_error();
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
     }
 
     /// Kill the runner (SIGKILL). A runner resident in at most
@@ -201,6 +264,19 @@ impl RunnerProcess {
         self.scratch
             .iter()
             .for_each(|d| sandbox::env::remove_scratch(d));
+    }
+
+    /// Kill the runner at its own priority and wait until it is gone, its
+    /// memory freed: for a stopped runner with a large arena, which can no
+    /// longer unmap it on request (`HostBackend::release_arena`), so that
+    /// the next replay's arena gets these pages (issue 24).
+    pub fn kill_and_reap(self) {
+        // SAFETY: signalling our own, not yet reaped child and its group.
+        unsafe {
+            libc::kill(self.pid, libc::SIGKILL);
+            libc::kill(-self.pid, libc::SIGKILL);
+        }
+        let _ = self.wait();
     }
 
     /// Wait for the runner to end and return how it ended.

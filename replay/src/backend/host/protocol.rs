@@ -15,7 +15,8 @@ const MAX_MESSAGE: u32 = 1 << 30;
 #[repr(u8)]
 pub enum Op {
     /// lo, len, the image's `DT_NEEDED` (count, names), the arena cache's
-    /// slot (a path, empty for none): map the arena at `lo` (see `arena`),
+    /// slot (a path, empty for none), shared (1: map the sealed memfd of
+    /// `--arena-fd`, else 0): map the arena at `lo` (see `arena`),
     /// unless this runner preloaded a library the image does not need (see
     /// `preload`). Reply: what it preloaded (count, names), and what
     /// memory the arena is (`ArenaMemory::to_u8`, as a u64).
@@ -24,32 +25,20 @@ pub enum Op {
     LoadImage = 2,
     /// name, bytes: write a global.
     WriteGlobal = 3,
-    /// argument values: call the kernel; reply carries the kernel nanoseconds.
+    /// argument values: call the kernel. The reply carries nothing: the
+    /// parent times the request, and reads the arena itself once it has
+    /// stopped the runner (`judge`); a runner that loaded the image is
+    /// never asked for a result.
     Launch = 4,
     /// reply: runtime libraries mapped in the runner.
     Libraries = 5,
-    /// addr, len: reply carries the blake3 of those arena bytes. Sent only
-    /// after the last launch: the runner first lowers the runtime's
-    /// threads to `SCHED_IDLE` (`process::idle_other_threads`), so a launch
-    /// after it would still run, its OpenMP workers at idle priority.
-    Hash = 6,
-    /// addr, bytes: copy into the arena (when `process_vm_writev` is
-    /// forbidden).
-    Write = 7,
-    /// addr, len: reply carries those arena bytes (when `process_vm_readv`
-    /// is forbidden).
-    Read = 8,
     /// addr, extents (`fill::encode`), relocation
     /// (`fill::encode_rebaser`): decode the input part from its files into
     /// the arena at `addr`, rebasing its stored pointers when relocated;
     /// reply carries the nanoseconds it took and how many it rebased.
+    /// Refused once the image is loaded: the runner reads files only
+    /// before foreign code runs in it.
     Fill = 9,
-    /// new base, size, recorded base: translate the arena's words that
-    /// point into it back to the recorded arena, in place (relocated
-    /// replays, `crate::placement`), hashing it in the same pass; reply
-    /// carries how many words, how many the last fill rebased, and the
-    /// arena's blake3. Sent only after the last launch, as [`Op::Hash`].
-    Translate = 10,
     /// Unmap the arena: the runner is about to be killed, and the next
     /// replay's arena should get these pages (`HostBackend::release_arena`).
     Release = 11,
@@ -63,11 +52,7 @@ impl Op {
             3 => Op::WriteGlobal,
             4 => Op::Launch,
             5 => Op::Libraries,
-            6 => Op::Hash,
-            7 => Op::Write,
-            8 => Op::Read,
             9 => Op::Fill,
-            10 => Op::Translate,
             11 => Op::Release,
             _ => return None,
         })

@@ -1,29 +1,29 @@
 //! The runner: the child-process half of the host backend.
 //!
-//! `rrstore __host-runner --control FD` (see [`runner_main`]) is started by
-//! [`super::HostBackend`] and serves its requests in order: map the arena at
-//! the recorded address (first, before any library is loaded, so nothing the
-//! image pulls in can land there; a runner forked by a parent that already
-//! mapped it starts with it, see [`serve_reserved`]; a spare forked early
-//! may have started loading the offload runtime, under the checks of
-//! [`preload`]), load the image from a memfd, write
-//! globals, call the kernel (timed here, around the call only), list the
-//! runtime libraries it mapped, and hash the arena in place. The input
-//! snapshot is read from its files and decoded into the arena here (`Fill`,
-//! see [`fill`]) when the source has files; otherwise the parent writes it
-//! (`process_vm_writev`, or `Write` requests where that is forbidden). The
-//! parent reads the arena back the same two ways. A kernel
-//! that crashes takes only this process down. The runner confines itself
-//! ([`crate::sandbox::Prepared`], made ready on `Reserve`) just before the
-//! image is loaded: after the runtime's preload and the fills, allowed to
-//! read again exactly the pack files it filled from (a later repetition
-//! fills again).
+//! `rrstore __host-runner --control FD --arena-fd FD [--preload LIB]...`
+//! (see [`runner_main`]) is executed by [`super::HostBackend`] and serves
+//! its requests in order: map the arena at the recorded address (first,
+//! before any library is loaded, so nothing the image pulls in can land
+//! there; a spare started early may have started loading the offload
+//! runtime, under the checks of [`preload`]), fill it from the input's
+//! files (`Fill`, see [`fill`]) when asked, load the image from a memfd,
+//! write globals, call the kernel, and list the runtime libraries it
+//! mapped. A kernel that crashes takes only this process down.
+//!
+//! **What the runner is never asked:** the result. Once the image is
+//! loaded this process runs foreign code, which can take over the control
+//! socket and answer anything. So the parent measures the kernel's time
+//! around the `Launch` request, stops this process after the last launch
+//! and reads and hashes the arena itself (`process_vm_readv`, or its own
+//! mapping of a shared arena: [`super::judge`]). The runner reads files
+//! only before the image is loaded: a `Fill` after that is refused, and
+//! its confinement ([`crate::sandbox::Prepared`], made ready on `Reserve`,
+//! applied just before the image is loaded) lets it read no store file.
 
 use std::ffi::{CStr, CString};
 use std::io::Write;
-use std::os::fd::FromRawFd;
+use std::os::fd::{AsFd, FromRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
-use std::time::Instant;
 
 use rrstore_format::extents::PartExtents;
 
@@ -31,7 +31,7 @@ use super::arena;
 use super::call::call_with_u64_args;
 use super::fill;
 use super::fill_trace;
-use super::preload::{self, Preload};
+use super::preload;
 use super::protocol::{recv, ErrKind, Fields, Msg, Op};
 
 /// Entry point of the hidden `__host-runner` subcommand; `args` are the
@@ -43,37 +43,23 @@ pub fn runner_main(args: &[String]) -> i32 {
     };
     // Relocation tests (issue 19): take the range away first.
     crate::placement::occupy::occupy_from_env();
+    let mut state = State::new();
+    // SAFETY: the parent passed us this memfd's descriptor and nothing else
+    // in this process owns it.
+    state.arena_fd = flag(args, "--arena-fd").map(|fd| unsafe { OwnedFd::from_raw_fd(fd) });
+    // A spare (`prestart`) loads the runtime while the recording is opened.
+    let preloaded: Vec<String> = args
+        .windows(2)
+        .filter(|w| w[0] == "--preload")
+        .map(|w| w[1].clone())
+        .collect();
+    if !preloaded.is_empty() {
+        state.preloading = preload::start(&preloaded);
+        state.preloaded = preloaded;
+    }
     // SAFETY: the parent passed us this socket's descriptor and nothing else
     // in this process owns it.
-    serve(
-        unsafe { UnixStream::from_raw_fd(control) },
-        State::new(None),
-    )
-}
-
-/// Serve as a runner forked before the arena is known (a spare started by
-/// `prestart`): the same requests as an executed runner, `Reserve` first,
-/// while `preload` loads on a thread of its own.
-pub fn serve_unreserved(sock: UnixStream, preload: &Preload) -> i32 {
-    let preloaded = preload.libraries();
-    let preloading = preload::start(&preloaded);
-    let mut state = State::new(None);
-    state.preloaded = preloaded;
-    state.preloading = preloading;
-    serve(sock, state)
-}
-
-/// Serve as a runner forked after its parent mapped the arena `[lo, lo +
-/// len)` (inherited by the fork): the same requests, minus `Reserve`.
-/// `held`: the arena is a held slot's file, whose page tables the fork
-/// did not copy; they are built first ([`arena::populate`]).
-pub fn serve_reserved(sock: UnixStream, lo: u64, len: u64, held: bool) -> i32 {
-    let mut state = State::new(Some((lo, len)));
-    if held {
-        state.populating = arena::populate_in_background(lo, len);
-    }
-    state.prepared = crate::sandbox::Prepared::new(false); // sandbox (hD)
-    serve(sock, state)
+    serve(unsafe { UnixStream::from_raw_fd(control) }, state)
 }
 
 /// Serve the parent's requests on `sock` until it closes; returns the
@@ -105,6 +91,9 @@ fn flag(args: &[String], name: &str) -> Option<i32> {
 struct State {
     /// The mapped arena `(lo, len)`.
     arena: Option<(u64, u64)>,
+    /// The memfd the parent handed us (`--arena-fd`), mapped as the arena
+    /// when the parent asks for shared memory.
+    arena_fd: Option<OwnedFd>,
     handle: *mut libc::c_void,
     kernel: *const u8,
     /// Libraries loaded before the arena was known (see `preload`).
@@ -114,27 +103,21 @@ struct State {
     /// The thread building a held arena's page tables, joined before a
     /// fill writes the arena.
     populating: Option<std::thread::JoinHandle<()>>,
-    /// The files fills read, which the confined runner may read again.
-    filled_files: Vec<std::path::PathBuf>,
     /// The confinement, made ready once the runner is in use (`Reserve`).
     prepared: Option<crate::sandbox::Prepared>,
-    /// Arena offsets of the stored pointers the last fill rebased
-    /// (relocated replays).
-    rebased: Vec<u64>,
 }
 
 impl State {
-    fn new(arena: Option<(u64, u64)>) -> State {
+    fn new() -> State {
         State {
-            arena,
+            arena: None,
+            arena_fd: None,
             handle: std::ptr::null_mut(),
             kernel: std::ptr::null(),
             preloaded: Vec::new(),
             preloading: None,
             populating: None,
-            filled_files: Vec::new(),
             prepared: None,
-            rebased: Vec::new(),
         }
     }
 }
@@ -166,6 +149,8 @@ impl State {
                     use std::os::unix::ffi::OsStrExt;
                     std::path::PathBuf::from(std::ffi::OsStr::from_bytes(held))
                 });
+                // Map the parent's sealed memfd (`ArenaMemory::Shared`).
+                let shared = f.u64()? != 0;
                 if self.arena.is_some() {
                     return Ok(Msg::err(ErrKind::Reserve, "the arena is already mapped"));
                 }
@@ -177,7 +162,15 @@ impl State {
                     );
                     return Ok(Msg::err(ErrKind::Incompatible, &why));
                 }
-                match arena::map_fixed(lo, len, held.as_deref()) {
+                let mapped = match (shared, self.arena_fd.as_ref()) {
+                    (false, _) => arena::map_fixed(lo, len, held.as_deref()),
+                    (true, Some(fd)) => {
+                        crate::backend::fixed_range::map_file_noreplace(lo, len, fd.as_fd())
+                            .map(|()| arena::ArenaMemory::Shared)
+                    }
+                    (true, None) => Err("no arena memfd was handed to this runner".into()),
+                };
+                match mapped {
                     Ok(memory) => {
                         self.arena = Some((lo, len));
                         if memory == arena::ArenaMemory::Held {
@@ -222,16 +215,14 @@ impl State {
                     ));
                 }
                 let _ = std::io::stderr().flush();
-                let t0 = Instant::now();
                 // SAFETY: `kernel` is the recorded kernel's entry point, which
                 // takes one 64-bit value per recorded argument (the host
                 // plugin's calling convention); the arena it points into is
                 // mapped at the recorded address.
                 unsafe { call_with_u64_args(self.kernel, &args) };
-                let ns = t0.elapsed().as_nanos() as u64;
-                let mut m = Msg::ok();
-                m.u64(ns);
-                m
+                // No time in the reply: the parent measures around the
+                // request (the image could answer anything here).
+                Msg::ok()
             }
             Some(Op::Libraries) => {
                 let mut m = Msg::ok();
@@ -242,55 +233,16 @@ impl State {
                 }
                 m
             }
-            Some(Op::Hash) => {
-                let (addr, len) = (f.u64()?, f.u64()?);
-                match self.arena_slice(addr, len) {
-                    Ok(bytes) => {
-                        // The arena is hashed after the last launch
-                        // (protocol): the runtime's threads are done.
-                        super::process::idle_other_threads();
-                        let mut m = Msg::ok();
-                        m.0.extend_from_slice(&crate::hash::parallel_blake3(bytes));
-                        m
-                    }
-                    Err(e) => e,
-                }
-            }
-            Some(Op::Write) => {
-                let addr = f.u64()?;
-                let data = f.bytes()?;
-                match self.arena_slice(addr, data.len() as u64) {
-                    Ok(bytes) => {
-                        let dst = bytes.as_ptr() as *mut u8;
-                        // SAFETY: `arena_slice` checked that these bytes lie
-                        // in the arena mapping, which is writable and which
-                        // nothing else in this process accesses between
-                        // launches.
-                        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), dst, data.len()) };
-                        Msg::ok()
-                    }
-                    Err(e) => e,
-                }
-            }
-            Some(Op::Read) => {
-                let (addr, len) = (f.u64()?, f.u64()?);
-                match self.arena_slice(addr, len) {
-                    Ok(bytes) => {
-                        let mut m = Msg::ok();
-                        m.bytes(bytes);
-                        m
-                    }
-                    Err(e) => e,
-                }
-            }
             Some(Op::Fill) => {
+                if !self.handle.is_null() {
+                    // Files are read only before foreign code runs here.
+                    return Ok(Msg::err(
+                        ErrKind::Other,
+                        "the arena is filled from files only before the image is loaded",
+                    ));
+                }
                 let base = f.u64()?;
                 let plan = fill::decode(&mut f)?;
-                for file in &plan.files {
-                    if !self.filled_files.contains(file) {
-                        self.filled_files.push(file.clone());
-                    }
-                }
                 let rebaser = fill::decode_rebaser(&mut f, base)?;
                 // Debugging aid (issue 24): where the fill's time went.
                 let preloading = self.preloading.as_ref().is_some_and(|t| !t.is_finished());
@@ -312,45 +264,12 @@ impl State {
                     Ok((took, rebased)) => {
                         let mut m = Msg::ok();
                         m.u64(took.as_nanos() as u64).u64(rebased.len() as u64);
-                        self.rebased = rebased;
                         m
                     }
                     Err((offset, why)) => Msg::err(
                         ErrKind::Other,
                         &format!("at byte {offset} of the input: {why}"),
                     ),
-                }
-            }
-            Some(Op::Translate) => {
-                let (new_base, size, old_base) = (f.u64()?, f.u64()?, f.u64()?);
-                let r = crate::placement::Rebaser {
-                    old_base,
-                    new_base,
-                    size,
-                };
-                match self.arena_slice(new_base, size) {
-                    Ok(bytes) => {
-                        // SAFETY: `arena_slice` checked the range lies in
-                        // the writable arena mapping; requests are served
-                        // one at a time, so nothing else touches it.
-                        let bytes = unsafe {
-                            std::slice::from_raw_parts_mut(bytes.as_ptr() as *mut u8, bytes.len())
-                        };
-                        // Translated and hashed in one pass: the engine
-                        // asks for the hash next. After the last launch,
-                        // as a hash (see Op::Hash).
-                        super::process::idle_other_threads();
-                        let n = std::sync::atomic::AtomicU64::new(0);
-                        let hash = crate::hash::parallel_blake3_prepared(bytes, &|b, at| {
-                            let k = r.back_translate(b, at);
-                            n.fetch_add(k, std::sync::atomic::Ordering::Relaxed);
-                        });
-                        let mut m = Msg::ok();
-                        m.u64(n.into_inner()).u64(self.rebased.len() as u64);
-                        m.0.extend_from_slice(&hash);
-                        m
-                    }
-                    Err(e) => e,
                 }
             }
             Some(Op::Release) => {
@@ -387,23 +306,6 @@ impl State {
         unsafe { fill::fill(plan, base, rebaser, trace) }
     }
 
-    /// The arena bytes `addr..addr + len`, or the error reply saying they
-    /// are not all inside it.
-    fn arena_slice(&self, addr: u64, len: u64) -> Result<&[u8], Msg> {
-        let inside = self.arena.filter(|&(lo, alen)| {
-            addr >= lo && addr.checked_add(len).is_some_and(|e| e <= lo + alen)
-        });
-        match (inside, usize::try_from(len)) {
-            // SAFETY: the range lies inside the arena mapping made by
-            // `Reserve`, which stays mapped for the life of this process.
-            (Some(_), Ok(n)) => Ok(unsafe { std::slice::from_raw_parts(addr as *const u8, n) }),
-            _ => Err(Msg::err(
-                ErrKind::Other,
-                &format!("{len} bytes at {addr:#x} are outside the arena"),
-            )),
-        }
-    }
-
     fn load(&mut self, kernel: &str, image: &[u8]) -> Msg {
         let fd = match arena::create_memfd("rrstore-image", image.len() as u64) {
             Ok(fd) => fd,
@@ -431,7 +333,8 @@ impl State {
             .prepared
             .take()
             .or_else(|| crate::sandbox::Prepared::new(false));
-        let applied = match prepared.map(|p| p.apply(&self.filled_files)) {
+        // No store file stays readable: every fill is done by now.
+        let applied = match prepared.map(|p| p.apply(&[])) {
             None => crate::sandbox::Mechanisms(0),
             Some(Ok(m)) => m,
             Some(Err(why)) => return Msg::err(ErrKind::Other, &why),

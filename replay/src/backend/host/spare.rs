@@ -2,32 +2,29 @@
 //! known (`rrstore replay` starts it first thing), kept process-wide for
 //! the next [`HostBackend`] with an equal [`HostConfig`].
 
-use super::process::{self, RunnerProcess};
+use super::process::RunnerProcess;
+use super::HostConfig;
 #[allow(unused_imports)] // doc links
 use super::{preload, HostBackend};
-use super::{runner, HostConfig};
 
 /// A runner started by [`prestart`] before the recording was known.
 pub(super) struct Spare {
     config: HostConfig,
     pub(super) live: RunnerProcess,
-    /// Forked from this process (else executed).
-    pub(super) forked: bool,
 }
 
 static SPARE: std::sync::Mutex<Option<Spare>> = std::sync::Mutex::new(None);
 
 /// Start a runner for `config` now, before the recording is opened; the
-/// next [`HostBackend`] with an equal config reserves its arena in it. In a
-/// single-threaded process it is forked (see [`process`]: cheap, and the
-/// process is still small) and starts loading `config.preload` at once, so
-/// that load overlaps opening the store and reading the manifest and the
-/// image (the checks that keep the arena's guarantees: [`preload`]);
-/// otherwise it is executed, loads nothing before its arena is mapped, and
-/// its start-up is what overlaps. Failures are silent: `reserve` then
-/// starts a runner as usual. An unused spare dies with this process, or is
-/// replaced by the next `prestart` with another config (one with the same
-/// config keeps it).
+/// next [`HostBackend`] with an equal config reserves its arena in it. It
+/// is executed (never forked: `process` says why) with `config.preload`'s
+/// libraries named (`--preload`), which it starts loading at once, so that
+/// its start-up and that load overlap opening the store and reading the
+/// manifest and the image (the checks that keep the arena's guarantees:
+/// [`preload`]). Failures are silent: `reserve` then starts a runner as
+/// usual. An unused spare dies with this process, or is replaced by the
+/// next `prestart` with another config (one with the same config keeps
+/// it).
 pub fn prestart(config: &HostConfig) {
     if SPARE
         .lock()
@@ -35,21 +32,17 @@ pub fn prestart(config: &HostConfig) {
     {
         return;
     }
-    let forked = process::single_threaded();
-    let live = if forked {
-        RunnerProcess::fork(&config.env, |sock| {
-            runner::serve_unreserved(sock, &config.preload)
-        })
-    } else {
-        RunnerProcess::start(&config.runner, &config.env)
-    };
-    let Ok(live) = live else {
+    let mut runner = config.runner.clone();
+    for lib in config.preload.libraries() {
+        runner.args.push("--preload".into());
+        runner.args.push(lib.into());
+    }
+    let Ok(live) = RunnerProcess::start(&runner, &config.env) else {
         return;
     };
     let spare = Spare {
         config: config.clone(),
         live,
-        forked,
     };
     let old = match SPARE.lock() {
         Ok(mut g) => g.replace(spare),
@@ -59,7 +52,6 @@ pub fn prestart(config: &HostConfig) {
         old.live.end();
     }
 }
-
 /// End the spare runner, if any: the replay runs on another backend.
 pub fn end_spare() {
     let spare = SPARE.lock().ok().and_then(|mut g| g.take());

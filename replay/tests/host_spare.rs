@@ -1,63 +1,52 @@
-//! In a single-threaded process the host backend forks its runner: early,
-//! as a spare waiting for the arena address (`prestart`), or when the arena
-//! is reserved, with the arena already mapped; so a replay never waits for
-//! a runner to start. With another thread alive, or when the range is taken
-//! in this process, it executes a runner instead (see
-//! `backend::host::process`).
+//! The spare runner (`prestart`): executed early, it preloads the offload
+//! runtime while the recording is opened, and serves the next reservation
+//! unless what it loaded does not suit the image or sits in the range;
+//! runners are always executed, never forked (`backend::host::process`),
+//! whatever the threads of this process.
 //!
-//! libtest runs every test on a thread of its own, so this file runs
-//! without it (`harness = false` in Cargo.toml): `main` runs the checks in
-//! order on the process' only thread and panics on the first failure.
+//! The spare is process-wide, so this file runs without libtest
+//! (`harness = false` in Cargo.toml): `main` runs the checks in order and
+//! panics on the first failure.
 
 mod common;
 
 use rrstore_format::PartRole;
-use rrstore_replay::backend::host::{end_spare, prestart, process, HostBackend, Preload};
+use rrstore_replay::backend::host::{end_spare, prestart, HostBackend, Preload};
 use rrstore_replay::backend::Backend;
 use rrstore_replay::{replay, ReplaySource, Verdict};
 
 fn main() {
-    assert!(
-        process::single_threaded(),
-        "the test must start with one thread"
-    );
-    every_recording_verifies_in_a_forked_runner();
-    globals_and_arguments_reach_a_forked_runner(false);
-    globals_and_arguments_reach_a_forked_runner(true);
-    a_range_taken_here_gets_an_executed_runner();
+    every_recording_verifies_in_an_executed_runner();
+    globals_and_arguments_reach_the_runner(false);
+    globals_and_arguments_reach_the_runner(true);
+    a_range_taken_here_is_mapped_in_the_runner();
     a_spare_that_preloaded_what_the_image_does_not_need_is_replaced();
     a_spare_whose_preload_sits_in_the_range_is_replaced();
     an_ended_spare_is_not_used();
     an_image_with_its_own_search_path_gets_a_runner_that_loaded_nothing();
-    another_thread_means_an_executed_runner();
-    assert!(
-        process::single_threaded(),
-        "ending runners must not leave threads behind"
-    );
-    println!("host_fork: all checks passed");
+    another_thread_changes_nothing();
+    println!("host_spare: all checks passed");
 }
 
 /// The engine's replays, one after the other in this process: each must
-/// verify (they fork, as nothing here starts a thread; the next check
-/// proves the backend forks).
-fn every_recording_verifies_in_a_forked_runner() {
+/// verify.
+fn every_recording_verifies_in_an_executed_runner() {
     let mut n = 0;
     for set in ["llvm22-host", "upstream-native"] {
         for d in common::descriptors(set) {
             let mut src = ReplaySource::llvm(&d).unwrap();
             let r = replay(&mut src, &common::options());
             assert_eq!(r.verdict, Verdict::Verified, "{d:?}: {:?}", r.error);
-            assert!(process::single_threaded(), "{d:?} left a thread behind");
             n += 1;
         }
     }
     assert!(n >= 10, "only {n} fixtures found");
 }
 
-/// The backend steps by hand on the recording with globals: the runner is
-/// forked (early by `prestart`, or when reserving), and the arena it hashes
-/// after the launch is the recorded output.
-fn globals_and_arguments_reach_a_forked_runner(prestarted: bool) {
+/// The backend steps by hand on the recording with globals: the runner
+/// (a spare started by `prestart`, or one started when reserving) holds
+/// the recorded output after the launch.
+fn globals_and_arguments_reach_the_runner(prestarted: bool) {
     let d = common::descriptors("llvm22-host")
         .into_iter()
         .find(|d| d.to_str().unwrap().contains("/globals/"))
@@ -76,10 +65,6 @@ fn globals_and_arguments_reach_a_forked_runner(prestarted: bool) {
     let mut b = HostBackend::new(common::host_config());
     b.expect_image(&image);
     b.reserve(rec.arena.base.unwrap(), rec.arena.size).unwrap();
-    assert!(
-        b.runner_forked(),
-        "a single-threaded process forks its runner"
-    );
     // The spare started loading the offload runtime this machine has (the
     // one the fixtures were built against) before the arena was known.
     let preloaded = b.runner_preloaded().to_vec();
@@ -103,19 +88,15 @@ fn globals_and_arguments_reach_a_forked_runner(prestarted: bool) {
     assert!(!b.runtime_libraries().is_empty());
 }
 
-/// A range this process already uses cannot be mapped here: the runner is
-/// executed and maps it in its own address space.
-fn a_range_taken_here_gets_an_executed_runner() {
+/// A range this process already uses is no matter: the runner maps it in
+/// its own address space.
+fn a_range_taken_here_is_mapped_in_the_runner() {
     // Any mapping of this process will do: a fresh anonymous one.
     let len = 1 << 20;
     let p = common::map_anonymous(len);
     let base = p as u64 + 4096;
     let mut b = HostBackend::new(common::host_config());
     b.reserve(base, 8192).unwrap();
-    assert!(
-        !b.runner_forked(),
-        "the range is taken here: executed runner"
-    );
     let data: Vec<u8> = (0..8192u32).map(|i| (i % 251) as u8).collect();
     b.upload(0, &data).unwrap();
     assert_eq!(
@@ -153,8 +134,7 @@ fn check_clean_runner(b: &mut HostBackend, data: &[u8]) {
 }
 
 /// A spare that preloaded a library the image does not link is not used:
-/// a runner that maps the arena first (forked after mapping it here) runs
-/// the replay.
+/// a fresh runner that loaded nothing runs the replay.
 fn a_spare_that_preloaded_what_the_image_does_not_need_is_replaced() {
     let (image, base, input) = globals_recording();
     let mut config = common::host_config();
@@ -163,7 +143,6 @@ fn a_spare_that_preloaded_what_the_image_does_not_need_is_replaced() {
     let mut b = HostBackend::new(config);
     b.expect_image(&image);
     b.reserve(base, input.len() as u64).unwrap();
-    assert!(b.runner_forked());
     check_clean_runner(&mut b, &input);
 }
 
@@ -207,8 +186,7 @@ fn a_spare_whose_preload_sits_in_the_range_is_replaced() {
 }
 
 /// A spare ended because the replay runs on another backend is gone: the
-/// next reservation maps the arena first and forks a runner that loaded
-/// nothing.
+/// next reservation starts a runner that loaded nothing.
 fn an_ended_spare_is_not_used() {
     let (image, base, input) = globals_recording();
     prestart(&common::host_config());
@@ -216,7 +194,6 @@ fn an_ended_spare_is_not_used() {
     let mut b = HostBackend::new(common::host_config());
     b.expect_image(&image);
     b.reserve(base, input.len() as u64).unwrap();
-    assert!(b.runner_forked());
     check_clean_runner(&mut b, &input);
 }
 
@@ -263,9 +240,8 @@ fn an_image_with_its_own_search_path_gets_a_runner_that_loaded_nothing() {
     }
 }
 
-/// With a second thread alive a fork could inherit a lock held by it: the
-/// runner is executed.
-fn another_thread_means_an_executed_runner() {
+/// With a second thread alive the runners start as they do without it.
+fn another_thread_changes_nothing() {
     let (tx, rx) = std::sync::mpsc::channel::<()>();
     let t = std::thread::spawn(move || rx.recv().ok());
     let base = 0x5f00_0000_0000u64;
@@ -273,11 +249,9 @@ fn another_thread_means_an_executed_runner() {
     prestart(&common::host_config());
     let mut b = HostBackend::new(common::host_config());
     b.reserve(base, 4096).unwrap();
-    assert!(!b.runner_forked(), "two threads: executed spare");
     drop(b);
     let mut b = HostBackend::new(common::host_config());
     b.reserve(base, 4096).unwrap();
-    assert!(!b.runner_forked(), "two threads: executed runner");
     b.upload(0, &[7u8; 4096]).unwrap();
     assert_eq!(
         b.arena_hash().unwrap(),

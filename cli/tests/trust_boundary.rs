@@ -1,0 +1,199 @@
+//! The trust boundary (docs/security.md): the process that runs a
+//! recording's image never reports the result. A hostile image, built here
+//! with `cc`, is given the best case an attacker could hope for: it knows
+//! the recorded output's blake3 (compiled in). Its kernel takes over the
+//! runner's control socket and answers what rrstore's earlier protocol
+//! asked a runner after a launch (the launch's reply with a kernel time of
+//! 1 ns, then the arena's hash: the recorded one), never computing
+//! anything; it also looks for the recorded hash in its own memory (where
+//! a runner forked from rrstore found it in the manifest) and for
+//! rrstore's secrets in `/proc/self/environ` (the original environment a
+//! forked runner's stack still held). Each must fail: the verdict is a
+//! mismatch, computed by rrstore from the stopped runner's memory, and the
+//! kernel time is rrstore's measurement around the launch.
+
+mod store_common;
+
+use std::path::Path;
+use std::process::Output;
+
+use rrstore_tests::fixtures;
+
+const GLOBALS: &str = "llvm22-host/globals/__omp_offloading_fe00_9ae057_main_l13";
+const SECRET: &str = "envsecret456";
+/// How long the hostile kernel waits before it forges its reply.
+const STALL_MS: u64 = 300;
+
+fn hostile_c(kernel: &str, hash: &[u8; 32]) -> String {
+    // Stored inverted, so that the image's own copy is not what its scan
+    // finds.
+    let inverted: Vec<String> = hash.iter().map(|b| format!("{}", !b)).collect();
+    format!(
+        r#"
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const unsigned char inverted[32] = {{ {inverted} }};
+static unsigned char hash[32];
+
+/* Whether `needle` occurs in any readable mapping of this process. */
+static int in_memory(const unsigned char *needle, size_t n) {{
+    FILE *maps = fopen("/proc/self/maps", "r");
+    if (!maps) return 0;
+    char line[512];
+    int found = 0;
+    while (!found && fgets(line, sizeof line, maps)) {{
+        unsigned long lo, hi;
+        char perms[5];
+        if (sscanf(line, "%lx-%lx %4s", &lo, &hi, perms) != 3) continue;
+        if (perms[0] != 'r' || strstr(line, "[vvar") || strstr(line, "[vsyscall")) continue;
+        for (unsigned long p = lo; p + n <= hi; p++) {{
+            if (*(const unsigned char *)p == needle[0] && memcmp((const void *)p, needle, n) == 0
+                && (const unsigned char *)p != needle) {{
+                found = 1;
+                break;
+            }}
+        }}
+    }}
+    fclose(maps);
+    return found;
+}}
+
+static void send_msg(int fd, const unsigned char *body, uint32_t len) {{
+    unsigned char buf[64];
+    memcpy(buf, &len, 4);
+    memcpy(buf + 4, body, len);
+    write(fd, buf, 4 + len);
+}}
+
+void {kernel}(long kle, long out) {{
+    for (int i = 0; i < 32; i++) hash[i] = (unsigned char)~inverted[i];
+    printf("hash-in-memory: %s\n", in_memory(hash, 32) ? "SUCCEEDED" : "denied");
+    char env[1 << 16];
+    int e = open("/proc/self/environ", O_RDONLY);
+    ssize_t n = e >= 0 ? read(e, env, sizeof env - 1) : -1;
+    if (n < 0) n = 0;
+    env[n] = 0;
+    int leaked = 0;
+    for (ssize_t i = 0; i < n; i += strlen(env + i) + 1)
+        if (strstr(env + i, "{secret}")) leaked = 1;
+    printf("environ-secret: %s\n", leaked ? "SUCCEEDED" : "denied");
+    fflush(stdout);
+    usleep({stall} * 1000);
+    /* The control socket: the one socket among the descriptors. */
+    int sock = -1;
+    for (int fd = 3; fd < 1024 && sock < 0; fd++) {{
+        struct stat st;
+        if (fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode)) sock = fd;
+    }}
+    printf("socket: %s\n", sock >= 0 ? "found" : "none");
+    fflush(stdout);
+    if (sock < 0) return;
+    /* The launch's reply: ok, "1 ns". */
+    unsigned char launch[9] = {{0, 1, 0, 0, 0, 0, 0, 0, 0}};
+    send_msg(sock, launch, sizeof launch);
+    /* Whatever is asked next (the arena's hash, once), answered with the
+       recorded hash; then never return, so no honest reply follows. */
+    for (;;) {{
+        unsigned char req[4096];
+        if (read(sock, req, sizeof req) <= 0) for (;;) pause();
+        unsigned char reply[33];
+        reply[0] = 0;
+        memcpy(reply + 1, hash, 32);
+        send_msg(sock, reply, sizeof reply);
+    }}
+}}
+"#,
+        inverted = inverted.join(", "),
+        secret = SECRET,
+        stall = STALL_MS,
+    )
+}
+
+fn rrstore(store: &Path, tmp: &Path, args: &[&str]) -> Output {
+    store_common::command()
+        .arg("--store")
+        .arg(store)
+        .args(args)
+        .env("TMPDIR", tmp)
+        .env("AWS_SECRET_ACCESS_KEY", SECRET)
+        .env_remove("RRSTORE_DIR")
+        .env_remove("RRSTORE_CONFIG")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_hostile_image_that_answers_for_the_runner_gets_no_verified_verdict() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let j = rrstore_tests::copy_recording(&fixtures().join(GLOBALS), &dir.path().join("rec"));
+    let output = std::fs::read(j.with_extension("original.output")).unwrap();
+    let recorded = *blake3::hash(&output).as_bytes();
+    let kernel = j.file_stem().unwrap().to_str().unwrap().to_string();
+    rrstore_tests::replace_kernel(&j, &hostile_c(&kernel, &recorded));
+    let o = rrstore(&store, &tmp, &["import", j.to_str().unwrap(), "--json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let imported = String::from_utf8_lossy(&o.stdout).to_string();
+    let id = imported
+        .split('"')
+        .find(|s| s.len() == 64 && s.chars().all(|c| c.is_ascii_hexdigit()))
+        .unwrap_or_else(|| panic!("no recording ID in {imported}"))
+        .to_string();
+
+    // Straight from the recording's files and from the store, confined
+    // and not: a mismatch, with rrstore's own time.
+    let j = j.to_str().unwrap();
+    for (source, sandbox) in [(j, "auto"), (&id[..12], "auto"), (&id[..12], "off")] {
+        let args = ["replay", source, "--json", "--sandbox", sandbox];
+        let o = rrstore(&store, &tmp, &args);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {stderr}");
+        let v: serde_json::Value =
+            serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{args:?}: {e}: {stderr}"));
+        assert_eq!(v["verdict"], "mismatch", "{args:?}: {v}");
+        assert_ne!(
+            v["output_blake3"].as_str(),
+            Some(blake3::Hash::from(recorded).to_hex().as_str()),
+            "{args:?}"
+        );
+        let kernel_ns = v["timing"]["kernel_ns"][0].as_u64().unwrap();
+        assert!(
+            kernel_ns >= STALL_MS * 1_000_000,
+            "{args:?}: the kernel time is the image's: {kernel_ns} ns"
+        );
+        let out = v["kernel_output"].as_str().unwrap();
+        assert!(out.contains("socket: found"), "{args:?}: {out}");
+        assert!(out.contains("hash-in-memory: denied"), "{args:?}: {out}");
+        if sandbox != "off" {
+            // `--sandbox off` keeps the user's environment on purpose.
+            assert!(out.contains("environ-secret: denied"), "{args:?}: {out}");
+        }
+    }
+
+    // The regression check reports it as what it is, not a pass.
+    let junit = dir.path().join("junit.xml");
+    let o = rrstore(
+        &store,
+        &tmp,
+        &[
+            "check",
+            "--repetitions",
+            "1",
+            "--junit",
+            junit.to_str().unwrap(),
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{stdout}");
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(xml.contains("<failure"), "{xml}");
+}
