@@ -52,7 +52,10 @@ fn a_key_file_others_can_read_is_used_with_a_warning() {
     // push --sign reads the key the same way; the push still happens.
     ok(
         &store,
-        &["import", fixtures().join("llvm22-host/saxpy").to_str().unwrap()],
+        &[
+            "import",
+            fixtures().join("llvm22-host/saxpy").to_str().unwrap(),
+        ],
     );
     let remote = tmp.path().join("remote");
     let url = format!("file://{}", remote.display());
