@@ -536,7 +536,13 @@ fn tag_on_a_full_disk_reports_what_was_committed() {
     assert!(st.success(), "mount -t tmpfs failed");
     let _guard = Mounted(mnt.clone());
     let s = mnt.join("store");
-    ok(&s, &["import", fixtures().join("llvm22-host/saxpy").to_str().unwrap()]);
+    ok(
+        &s,
+        &[
+            "import",
+            fixtures().join("llvm22-host/saxpy").to_str().unwrap(),
+        ],
+    );
     let id = ls_ids(&s).remove(0);
     let meta = s.join(format!("meta/recordings/{}/{id}", &id[..2]));
     assert!(meta.exists(), "{}", meta.display());
