@@ -546,9 +546,26 @@ fn tag_on_a_full_disk_reports_what_was_committed() {
     let id = ls_ids(&s).remove(0);
     let meta = s.join(format!("meta/recordings/{}/{id}", &id[..2]));
     assert!(meta.exists(), "{}", meta.display());
+    // Read once the disk has room again. A tag that failed to open the
+    // index on the full disk may have left SQLite's shared-memory file
+    // cut short; the next open rebuilds it, which under load was seen to
+    // need a second try (SQLITE_IOERR_SHMSIZE once after space returned).
     let tags = |s: &Path| -> serde_json::Value {
-        let v: serde_json::Value =
-            serde_json::from_str(&ok(s, &["show", &id[..12], "--json"])).unwrap();
+        let mut o = run(s, &["show", &id[..12], "--json"]);
+        for _ in 0..5 {
+            if o.status.success() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            o = run(s, &["show", &id[..12], "--json"]);
+        }
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            o.status.success(),
+            "show: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
         v["store"]["tags"].clone()
     };
     let mut stale_seen = false;
