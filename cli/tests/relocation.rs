@@ -333,3 +333,36 @@ fn save_output_writes_the_recorded_or_the_relocated_form() {
     );
     assert_eq!(bytes.len(), recorded_output.len());
 }
+
+/// A relocated replay whose kernel crashes still reports the arguments it
+/// rebased (issue 44): they were rebased before the launch, whatever the
+/// launch did.
+#[test]
+fn a_relocated_replay_that_crashes_reports_its_rebased_arguments() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = rrstore_tests::fixtures()
+        .join("llvm22-host/saxpy/__omp_offloading_fe00_9ae056_main_l13.json");
+    let j = rrstore_tests::copy_recording(&d, &tmp.path().join("rec"));
+    let kernel = j.file_stem().unwrap().to_str().unwrap().to_string();
+    rrstore_tests::replace_kernel(
+        &j,
+        &format!("void {kernel}(long a, long b, long c, long d, long e, long f) {{ *(volatile int *)8 = 1; }}\n"),
+    );
+    let args = [
+        "replay",
+        j.to_str().unwrap(),
+        "--placement",
+        "relocate",
+        "--json",
+    ];
+    let o = rrstore(tmp.path(), &args, &[]);
+    assert_eq!(o.status.code(), Some(12), "{}", text(&o));
+    let v = json(&o);
+    assert_eq!(v["verdict"], "crashed", "{v}");
+    assert_eq!(v["placement"]["mode"], "relocated", "{v}");
+    let rebased = v["placement"]["rebased_args"].as_u64().unwrap();
+    assert!(
+        rebased >= 1,
+        "the crashed replay reports {rebased} rebased arguments: {v}"
+    );
+}

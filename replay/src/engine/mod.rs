@@ -188,6 +188,11 @@ fn run(
         Some(r) => crate::placement::scan::rebase_args(r, &rec.args),
         None => (rec.args.clone(), 0),
     };
+    // Known before the launch, so a replay that fails from here on
+    // reports what was rebased (issue 44).
+    if let Some(p) = report.placement.as_mut() {
+        p.rebased_args = rebased_args;
+    }
     // The first launch's globals go right behind the image: a backend that
     // loads it in the background (the host runner) writes them as soon as
     // it is loaded. They live in the image, not the arena, so the fill
@@ -242,9 +247,6 @@ fn run(
         }
     }
 
-    if let Some(p) = report.placement.as_mut() {
-        p.rebased_args = rebased_args;
-    }
     let t = Instant::now();
     // Back to the recorded addresses before hashing, comparing and saving;
     // in place where the backend can, else on the way down.
