@@ -192,6 +192,9 @@ fn run(
     // reports what was rebased (issue 44).
     if let Some(p) = report.placement.as_mut() {
         p.rebased_args = rebased_args;
+        // The values the kernel is passed (`args`: "argument values
+        // passed"), rebased into the relocated arena.
+        report.args = launch_args.clone();
     }
     // The first launch's globals go right behind the image: a backend that
     // loads it in the background (the host runner) writes them as soon as
