@@ -357,33 +357,6 @@ fn idle_threads(pid: libc::pid_t) {
     }
 }
 
-/// Move every thread of this process but the calling one to `SCHED_IDLE`
-/// (best effort, as [`idle_threads`]). The runner does this once the
-/// kernel's last launch is over, before it hashes the arena: the OpenMP
-/// runtime's threads spin for a while after a parallel region
-/// (`KMP_BLOCKTIME`, 200 ms by default), and on a machine with few cores
-/// that spinning took a core from the hash (64 MiB on two cores: 20 ms
-/// instead of 16, BENCHMARKS.md "Session 18"). Threads the caller starts
-/// afterwards inherit its own policy. Lowering a policy cannot be undone
-/// without privilege, so it is only for threads whose work is done.
-pub fn idle_other_threads() {
-    // SAFETY: gettid has no preconditions.
-    let me = unsafe { libc::gettid() };
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return;
-    };
-    let param = libc::sched_param { sched_priority: 0 };
-    for tid in tasks
-        .flatten()
-        .filter_map(|t| t.file_name().to_str()?.parse::<libc::pid_t>().ok())
-        .filter(|&t| t != me)
-    {
-        // SAFETY: a thread of this process; `param` is a valid struct for
-        // the call. Lowering a policy needs no privilege.
-        unsafe { libc::sched_setscheduler(tid, libc::SCHED_IDLE, &param) };
-    }
-}
-
 /// Runners killed by [`RunnerProcess::end`] and not reaped yet.
 static ENDED: std::sync::Mutex<Vec<libc::pid_t>> = std::sync::Mutex::new(Vec::new());
 
@@ -456,15 +429,6 @@ mod tests {
             Ok("threads") => {
                 let _t =
                     std::thread::spawn(|| std::thread::sleep(std::time::Duration::from_secs(60)));
-                std::thread::sleep(std::time::Duration::from_secs(60));
-            }
-            Ok("others") => {
-                let _t =
-                    std::thread::spawn(|| std::thread::sleep(std::time::Duration::from_secs(60)));
-                std::thread::sleep(std::time::Duration::from_millis(50));
-                idle_other_threads();
-                // SAFETY: gettid has no preconditions.
-                println!("caller {}", unsafe { libc::gettid() });
                 std::thread::sleep(std::time::Duration::from_secs(60));
             }
             Ok("memory") => {
@@ -543,42 +507,6 @@ mod tests {
         assert_eq!(policy(), libc::SCHED_OTHER);
         assert!(idle_teardown(pid, 1 << 30), "64 MiB is under a 1 GiB limit");
         assert_eq!(policy(), libc::SCHED_IDLE);
-        c.kill().unwrap();
-        assert_eq!(c.wait().unwrap().signal(), Some(libc::SIGKILL));
-    }
-
-    #[test]
-    fn idle_other_threads_spares_only_the_caller() {
-        use std::io::BufRead;
-        let mut c = child("others");
-        let pid = c.id() as libc::pid_t;
-        let mut out = std::io::BufReader::new(c.stdout.take().unwrap());
-        let caller: libc::pid_t = loop {
-            let mut line = String::new();
-            assert!(
-                out.read_line(&mut line).unwrap() > 0,
-                "the child ended early"
-            );
-            // After libtest's own "test NAME ... " on the same line.
-            if let Some((_, t)) = line.trim().split_once("caller ") {
-                break t.parse().unwrap();
-            }
-        };
-        let tids: Vec<libc::pid_t> = std::fs::read_dir(format!("/proc/{pid}/task"))
-            .unwrap()
-            .filter_map(|t| t.ok()?.file_name().to_str()?.parse().ok())
-            .collect();
-        assert!(tids.len() >= 3, "main, the caller and a sleeper: {tids:?}");
-        // SAFETY: querying threads of our own child.
-        let policy = |tid| unsafe { libc::sched_getscheduler(tid) };
-        for t in tids {
-            let want = if t == caller {
-                libc::SCHED_OTHER
-            } else {
-                libc::SCHED_IDLE
-            };
-            assert_eq!(policy(t), want, "thread {t} (caller {caller})");
-        }
         c.kill().unwrap();
         assert_eq!(c.wait().unwrap().signal(), Some(libc::SIGKILL));
     }
