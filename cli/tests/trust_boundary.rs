@@ -197,3 +197,90 @@ fn a_hostile_image_that_answers_for_the_runner_gets_no_verified_verdict() {
     let xml = std::fs::read_to_string(&junit).unwrap();
     assert!(xml.contains("<failure"), "{xml}");
 }
+
+/// Issue 39 item 5: a runner that filled its arena from the store's pack
+/// files could read them again once confined, and a pack holds other
+/// recordings' data. Two recordings imported together share a pack; the
+/// hostile one's image is told the pack paths (through an `OMP_*`
+/// variable, which the runner's scrubbed environment keeps) and tries to
+/// read them: it gets nothing, and its input still came from the pack.
+#[test]
+fn a_hostile_image_cannot_read_the_packs_its_input_came_from() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let j = rrstore_tests::copy_recording(&fixtures().join(GLOBALS), &dir.path().join("rec"));
+    let saxpy = fixtures().join("llvm22-host/saxpy");
+    let kernel = j.file_stem().unwrap().to_str().unwrap().to_string();
+    rrstore_tests::replace_kernel(
+        &j,
+        &format!(
+            r#"
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+void {kernel}(long kle, long out) {{
+    const char *list = getenv("OMP_RRSTORE_TEST_PACKS");
+    char paths[8192];
+    snprintf(paths, sizeof paths, "%s", list ? list : "");
+    int tried = 0;
+    for (char *p = strtok(paths, ":"); p; p = strtok(NULL, ":")) {{
+        char buf[64];
+        int fd = open(p, O_RDONLY);
+        ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf) : -1;
+        printf("pack-read %s: %s\n", p, n > 0 ? "SUCCEEDED" : "denied");
+        tried++;
+    }}
+    printf("packs tried: %d\n", tried);
+}}
+"#
+        ),
+    );
+    let o = rrstore(
+        &store,
+        &tmp,
+        &[
+            "import",
+            j.to_str().unwrap(),
+            saxpy.to_str().unwrap(),
+            "--json",
+        ],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut packs = Vec::new();
+    let mut dirs = vec![store.join("packs")];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            if e.file_type().unwrap().is_dir() {
+                dirs.push(e.path());
+            } else {
+                packs.push(e.path().to_string_lossy().into_owned());
+            }
+        }
+    }
+    assert!(!packs.is_empty(), "no pack in {}", store.display());
+    let id = rrstore(&store, &tmp, &["ls", "--kernel", &kernel, "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&id.stdout).unwrap();
+    let id = v[0]["id"].as_str().unwrap().to_string();
+    let o = store_common::command()
+        .arg("--store")
+        .arg(&store)
+        .args(["replay", &id[..12], "--json"])
+        .env("TMPDIR", &tmp)
+        .env("OMP_RRSTORE_TEST_PACKS", packs.join(":"))
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stderr)));
+    // The input reached the arena from the pack, before the image loaded.
+    assert_eq!(v["timing"]["rehydrate_path"], "files", "{v}");
+    let out = v["kernel_output"].as_str().unwrap();
+    assert!(
+        out.contains(&format!("packs tried: {}", packs.len())),
+        "{out}"
+    );
+    assert!(!out.contains("SUCCEEDED"), "{out}");
+}

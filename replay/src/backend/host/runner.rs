@@ -220,6 +220,11 @@ impl State {
                 // plugin's calling convention); the arena it points into is
                 // mapped at the recorded address.
                 unsafe { call_with_u64_args(self.kernel, &args) };
+                // What the kernel printed through C stdio is still in its
+                // buffers: flushed to the capture now, since the runner is
+                // stopped and killed, never exits.
+                // SAFETY: fflush(NULL) flushes every open output stream.
+                unsafe { libc::fflush(std::ptr::null_mut()) };
                 // No time in the reply: the parent measures around the
                 // request (the image could answer anything here).
                 Msg::ok()
