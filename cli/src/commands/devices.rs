@@ -86,8 +86,8 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
     let all = devices::all();
     let sandbox = sandbox_text();
     let memory = HostMemory::probe();
-    let limit = globals.arena_cache;
-    let cache = super::replay::arena_cache_setting(limit).usage();
+    let limit = globals.replay.arena_cache;
+    let cache = crate::flags::replay::arena_cache_setting(limit).usage();
     if args.json {
         let mut v = serde_json::to_value(&all)?;
         for b in v.as_array_mut().into_iter().flatten() {
