@@ -146,7 +146,7 @@ fn slow_fill_hint(r: &ReplayReport) {
         return;
     }
     let rate = t.rehydrate_bytes as f64 / (first as f64 / 1e9);
-    let probe = rrstore_replay::backend::host::memory::HostMemory::probe;
+    let probe = crate::flags::env::host_memory;
     if let Some(h) = super::host_memory::slow_fill_hint(probe, r.arena_size, rate) {
         eprintln!("{h}");
     }

@@ -2,7 +2,10 @@
 //! each group becomes the library's options: the replay settings
 //! (`replay`, shared by replay, check, bisect and diff) and the flags of
 //! the regression commands (`regress`, check and bisect). The
-//! configuration file's defaults for them are merged here too.
+//! configuration file's defaults for them are merged here too, and the
+//! `RRSTORE_*` environment variables that set library behaviour are read
+//! here (`env`) and passed on as options.
 
+pub mod env;
 pub mod regress;
 pub mod replay;

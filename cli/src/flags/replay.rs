@@ -4,11 +4,12 @@
 //! `--max-ulp`) and where and how the replay runs ([`RunFlags`]:
 //! `--timeout`, `--sandbox`, `--device`, `--placement`, `--relocate-to`).
 //! [`replay_options`] turns them, the configuration file's defaults
-//! ([`Configured`]) and the `RRSTORE_*` settings of the environment into
+//! ([`Configured`]) and the `RRSTORE_*` settings of the environment
+//! ([`super::env`]) into
 //! one [`ReplayOptions`]; each command then sets what only it has.
 
 use rrstore_replay::backend::host::held::HeldArenas;
-use rrstore_replay::backend::host::{HostSettings, Preload};
+use rrstore_replay::backend::host::HostSettings;
 use rrstore_replay::verify::tolerance::{DType, Tolerance};
 use rrstore_replay::{BackendConfig, ReplayOptions, VerifyMode};
 
@@ -116,7 +117,9 @@ impl RunFlags {
 
 /// The one place replay settings are assembled: the flags, the
 /// configuration file's defaults for those not given (`timeout`,
-/// `sandbox`, `arena_cache`) and the environment's `RRSTORE_HOST_PRELOAD`.
+/// `sandbox`, `arena_cache`) and the environment's `RRSTORE_HOST_PRELOAD`,
+/// `RRSTORE_ARENA_CACHE_DIR`, `RRSTORE_NO_POINTER_REBASE` and
+/// `RRSTORE_DEBUG_OCCUPY`.
 /// Verification is on with a tolerance, else automatic (a command with
 /// `--verify`/`--no-verify` sets its own).
 pub fn replay_options(
@@ -144,13 +147,15 @@ pub fn replay_options(
         timeout: confinement.timeout,
         backends: BackendConfig {
             host: HostSettings {
-                preload: preload_setting(),
+                preload: super::env::preload(),
                 arena_cache: arena_cache_setting(configured.arena_cache),
                 ..HostSettings::default()
             },
             sandbox: confinement.sandbox,
         },
         device: run.device.ordinal()?,
+        pointer_scan: super::env::pointer_scan(),
+        occupy: super::env::occupy(),
         ..ReplayOptions::default()
     };
     run.placement.apply(&mut opts)?;
@@ -158,18 +163,10 @@ pub fn replay_options(
 }
 
 /// The arena cache of at most `limit` bytes (the configuration's
-/// `arena_cache`), in its default directory.
+/// `arena_cache`), in `RRSTORE_ARENA_CACHE_DIR`, else its default directory.
 pub fn arena_cache_setting(limit: u64) -> HeldArenas {
-    HeldArenas { limit, dir: None }
-}
-
-/// What the host runner loads before the recording is known: `auto`
-/// (default: the newest OpenMP offload runtime), `off`, or a colon-separated
-/// list of libraries.
-const PRELOAD_ENV: &str = "RRSTORE_HOST_PRELOAD";
-
-fn preload_setting() -> Preload {
-    std::env::var(PRELOAD_ENV)
-        .map(|v| Preload::parse(&v))
-        .unwrap_or_default()
+    HeldArenas {
+        limit,
+        dir: super::env::arena_cache_dir(),
+    }
 }
