@@ -156,7 +156,9 @@ pub fn load() -> anyhow::Result<Config> {
     Ok(c)
 }
 
-/// Fill in what the command line left to the configuration.
+/// Fill in what the command line left to the configuration (the replay
+/// settings' defaults are merged where the replay options are made,
+/// [`crate::flags::replay`]).
 pub fn apply(c: &Config, cli: &mut Cli) {
     if cli.store.is_none() && std::env::var_os("RRSTORE_DIR").is_none_or(|v| v.is_empty()) {
         cli.store = c.store.clone();
@@ -166,18 +168,17 @@ pub fn apply(c: &Config, cli: &mut Cli) {
             a.require_signed_by = c.require_signed_by.clone().unwrap_or_default();
         }
     }
-    let confine = match &mut cli.command {
-        Command::Replay(a) => &mut a.confine,
-        Command::Check(a) => &mut a.run.confine,
-        Command::Bisect(a) => &mut a.run.confine,
-        Command::Diff(a) => &mut a.confine,
-        _ => return,
-    };
-    if confine.timeout.is_none() {
-        confine.timeout = c.timeout.map(crate::commands::confine::Timeout::Secs);
-    }
-    if confine.sandbox.is_none() {
-        confine.sandbox = c.sandbox;
+}
+
+impl Config {
+    /// What the configuration sets for replays: merged with the replay
+    /// flags in [`crate::flags::replay::replay_options`].
+    pub fn replay(&self) -> crate::flags::replay::Configured {
+        crate::flags::replay::Configured {
+            timeout: self.timeout,
+            sandbox: self.sandbox,
+            arena_cache: self.arena_cache.map_or(0, |s| s.0),
+        }
     }
 }
 

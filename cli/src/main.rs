@@ -5,6 +5,7 @@ mod color;
 mod commands;
 mod config;
 mod exit;
+mod flags;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -105,8 +106,9 @@ pub struct Globals {
     pub store: Option<PathBuf>,
     /// The configuration file's default remote (push, pull, `ls :`).
     pub remote: Option<String>,
-    /// The configuration file's `arena_cache`, in bytes (0: off).
-    pub arena_cache: u64,
+    /// What the configuration file sets for replays (`timeout`,
+    /// `sandbox`, `arena_cache`), merged with the replay flags.
+    pub replay: flags::replay::Configured,
 }
 
 fn main() -> ExitCode {
@@ -117,10 +119,10 @@ fn main() -> ExitCode {
     }
     let mut cli = Cli::parse();
     color::init(cli.color);
-    let (remote, arena_cache) = match config::load() {
+    let (remote, replay) = match config::load() {
         Ok(c) => {
             config::apply(&c, &mut cli);
-            (c.remote, c.arena_cache.map_or(0, |s| s.0))
+            (c.remote.clone(), c.replay())
         }
         Err(e) => return exit::report(&e),
     };
@@ -128,7 +130,7 @@ fn main() -> ExitCode {
     let globals = Globals {
         store: cli.store,
         remote,
-        arena_cache,
+        replay,
     };
     let result = match cli.command {
         Command::Pack(a) => commands::pack::run(a, &globals),

@@ -13,7 +13,6 @@ use anyhow::Context;
 use rrstore_replay::regress::bisect::{bisect_all, recordings, BisectOptions, ListedImage, Step};
 use rrstore_store::LsFilter;
 
-use super::check::RunArgs;
 use super::image::{regress_err, resolve_image};
 use super::storeutil;
 use crate::Globals;
@@ -39,7 +38,7 @@ pub struct Args {
     #[arg(long, value_name = "GLOB", conflicts_with = "recording")]
     pub kernel: Option<String>,
     #[command(flatten)]
-    pub run: RunArgs,
+    pub run: crate::flags::regress::RegressFlags,
     /// Print every recording's search steps and culprit as JSON (docs/json.md).
     #[arg(long)]
     pub json: bool,

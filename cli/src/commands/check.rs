@@ -1,6 +1,6 @@
 //! `rrstore check [--image HASH|FILE] [--kernel GLOB] [--label GLOB]
-//! [--repetitions N] [--tolerance --dtype f32|f64 --rtol X --atol Y]
-//! [--json]`: replay every matching recording and print one aligned line
+//! [--repetitions N] [--tolerance --dtype f32|f64 --rtol X --atol Y
+//! --max-ulp N] [--json]`: replay every matching recording and print one aligned line
 //! per recording (kernel time as median ratio with both spreads); exit 1
 //! (MISMATCH) when any regressed, 3 (NOT_FOUND) when none matches. Logic:
 //! rrstore_replay::regress::check.
@@ -11,77 +11,12 @@ use std::process::ExitCode;
 use rrstore_replay::regress::check::{
     check, CheckOptions, CheckRow, Spread, DEFAULT_REPETITIONS, SLOWDOWN_THRESHOLD,
 };
-use rrstore_replay::regress::run::RunOptions;
-use rrstore_replay::verify::tolerance::{DType, Tolerance};
-use rrstore_replay::{ReplayOptions, VerifyMode};
 use rrstore_report::shown::Shown;
 use rrstore_store::LsFilter;
 
 use super::image::{regress_err, resolve_image};
 use super::storeutil;
 use crate::Globals;
-
-/// Replay options shared by check and bisect.
-#[derive(clap::Args, Clone)]
-pub struct RunArgs {
-    /// Compare as floating-point elements within --rtol/--atol instead of
-    /// byte for byte; needs --dtype.
-    #[arg(long, requires = "dtype")]
-    pub tolerance: bool,
-    /// Element type for --tolerance.
-    #[arg(long, value_parser = ["f32", "f64"])]
-    pub dtype: Option<String>,
-    #[arg(long, default_value_t = 1e-5)]
-    pub rtol: f64,
-    #[arg(long, default_value_t = 1e-8)]
-    pub atol: f64,
-    #[command(flatten)]
-    pub confine: super::confine::ConfineArgs,
-    /// Do not keep replay outputs in the store (then `diff h:ROW` re-runs).
-    #[arg(long)]
-    pub no_keep_outputs: bool,
-    #[command(flatten)]
-    pub device: super::fleet::DeviceArgs,
-    #[command(flatten)]
-    pub parallel: super::fleet::ParallelArgs,
-    #[command(flatten)]
-    pub placement: super::placement::PlacementArgs,
-}
-
-impl RunArgs {
-    pub fn options(&self, use_cache: bool, globals: &Globals) -> anyhow::Result<RunOptions> {
-        let confinement = self.confine.apply()?;
-        let tolerance = self.tolerance.then(|| Tolerance {
-            dtype: if self.dtype.as_deref() == Some("f64") {
-                DType::F64
-            } else {
-                DType::F32
-            },
-            rtol: self.rtol,
-            atol: self.atol,
-            max_ulp: None,
-        });
-        let mut replay = ReplayOptions {
-            verify: if tolerance.is_some() {
-                VerifyMode::On
-            } else {
-                VerifyMode::Auto
-            },
-            tolerance,
-            timeout: confinement.timeout,
-            device: self.device.ordinal()?,
-            ..ReplayOptions::default()
-        };
-        replay.backends.sandbox = confinement.sandbox;
-        replay.backends.host.arena_cache = super::replay::arena_cache_setting(globals.arena_cache);
-        self.placement.apply(&mut replay)?;
-        Ok(RunOptions {
-            replay,
-            use_cache,
-            keep_output: !self.no_keep_outputs,
-        })
-    }
-}
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -105,7 +40,7 @@ pub struct Args {
           value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub repetitions: u32,
     #[command(flatten)]
-    pub run: RunArgs,
+    pub run: crate::flags::regress::RegressFlags,
     /// Only the recordings of shard I of N (I from 0; by recording ID), or
     /// `auto`, `auto/N`, `auto/VAR`: from a Slurm job array or a
     /// Kubernetes Indexed Job (docs/fleet.md).

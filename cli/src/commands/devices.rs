@@ -9,7 +9,6 @@
 use std::process::ExitCode;
 
 use rrstore_replay::backend::devices::{self, BackendStatus};
-use rrstore_replay::backend::host::memory::HostMemory;
 
 use crate::Globals;
 
@@ -85,9 +84,9 @@ fn sandbox_text() -> String {
 pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
     let all = devices::all();
     let sandbox = sandbox_text();
-    let memory = HostMemory::probe();
-    let limit = globals.arena_cache;
-    let cache = super::replay::arena_cache_setting(limit).usage();
+    let memory = crate::flags::env::host_memory();
+    let limit = globals.replay.arena_cache;
+    let cache = crate::flags::replay::arena_cache_setting(limit).usage();
     if args.json {
         let mut v = serde_json::to_value(&all)?;
         for b in v.as_array_mut().into_iter().flatten() {

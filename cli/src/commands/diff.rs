@@ -9,9 +9,7 @@ use std::process::ExitCode;
 
 use rrstore_format::PartRole;
 use rrstore_replay::regress::diff::{diff, DiffOptions};
-use rrstore_replay::verify::tolerance::DType;
 
-use super::check::RunArgs;
 use super::image::regress_err;
 use super::storeutil;
 use crate::Globals;
@@ -23,8 +21,8 @@ pub struct Args {
     /// Recording ID prefix, or history row `h:ROW`.
     pub b: String,
     /// Also compare as f32/f64 elements: max abs/rel error, ULP distance.
-    #[arg(long, value_parser = ["f32", "f64"])]
-    pub dtype: Option<String>,
+    #[arg(long, value_enum)]
+    pub dtype: Option<crate::flags::replay::DTypeArg>,
     /// Tolerances the element statistics count "out of bounds" against.
     #[arg(long, default_value_t = 0.0)]
     pub rtol: f64,
@@ -36,40 +34,27 @@ pub struct Args {
     /// Print the comparison as JSON (docs/json.md).
     #[arg(long)]
     pub json: bool,
+    /// The replay settings of a side that is re-run ([`crate::flags::replay`]).
     #[command(flatten)]
-    pub confine: super::confine::ConfineArgs,
-    #[command(flatten)]
-    pub device: super::fleet::DeviceArgs,
-    #[command(flatten)]
-    pub placement: super::placement::PlacementArgs,
+    pub run: crate::flags::replay::RunFlags,
 }
 
 pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
     let mut store = storeutil::open(globals)?;
-    let run_args = RunArgs {
-        tolerance: false,
-        dtype: None,
-        rtol: 0.0,
-        atol: 0.0,
-        confine: args.confine.clone(),
-        no_keep_outputs: false,
-        device: args.device.clone(),
-        parallel: Default::default(),
-        placement: args.placement.clone(),
-    };
     let opts = DiffOptions {
         part: if args.part == "input" {
             PartRole::Input
         } else {
             PartRole::Output
         },
-        dtype: args
-            .dtype
-            .as_deref()
-            .map(|d| if d == "f64" { DType::F64 } else { DType::F32 }),
+        dtype: args.dtype.map(crate::flags::replay::DTypeArg::dtype),
         rtol: args.rtol,
         atol: args.atol,
-        run: run_args.options(false, globals)?,
+        run: rrstore_replay::regress::run::RunOptions {
+            replay: args.run.options(globals)?,
+            use_cache: false,
+            keep_output: true,
+        },
     };
     let r = diff(&mut store, &args.a, &args.b, &opts).map_err(regress_err)?;
     if args.json {

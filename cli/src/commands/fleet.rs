@@ -16,7 +16,7 @@ use rrstore_store::Store;
 use crate::exit::UsageError;
 
 /// `--device`.
-#[derive(clap::Args, Clone, Default)]
+#[derive(clap::Args, Clone, Debug, Default)]
 pub struct DeviceArgs {
     /// Replay on this device: a CUDA/HIP ordinal or a UUID as `rrstore
     /// devices` lists them; the host backend has device 0, the CPU.

@@ -6,12 +6,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use rrstore_replay::backend::host::held::HeldArenas;
-use rrstore_replay::backend::host::{HostSettings, Preload};
-use rrstore_replay::verify::tolerance::{DType, Tolerance};
+use rrstore_replay::verify::tolerance::DType;
 use rrstore_replay::{
-    BackendConfig, BackendKind, RehydratePath, ReplayError, ReplayOptions, ReplayReport,
-    ReplaySource, Verdict, VerifyMode,
+    BackendKind, RehydratePath, ReplayError, ReplayOptions, ReplayReport, ReplaySource, Verdict,
+    VerifyMode,
 };
 use rrstore_report::shown::Shown;
 use rrstore_store::Store;
@@ -32,24 +30,10 @@ pub struct Args {
     #[arg(long, conflicts_with = "no_verify")]
     pub verify: bool,
     /// Do not compare.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "tolerance")]
     pub no_verify: bool,
-    /// Compare as floating-point elements within --rtol/--atol (and
-    /// --max-ulp) instead of byte for byte; needs --dtype.
-    #[arg(long, requires = "dtype", conflicts_with = "no_verify")]
-    pub tolerance: bool,
-    /// Element type for --tolerance.
-    #[arg(long, value_enum)]
-    pub dtype: Option<DTypeArg>,
-    /// Relative tolerance (numpy isclose: |a-e| <= atol + rtol*|e|).
-    #[arg(long, default_value_t = 1e-5)]
-    pub rtol: f64,
-    /// Absolute tolerance.
-    #[arg(long, default_value_t = 1e-8)]
-    pub atol: f64,
-    /// Also require at most this many units in the last place.
-    #[arg(long)]
-    pub max_ulp: Option<u64>,
+    #[command(flatten)]
+    pub compare: crate::flags::replay::CompareFlags,
     /// Write the arena after the replay to FILE.
     #[arg(long, value_name = "FILE")]
     pub save_output: Option<PathBuf>,
@@ -72,8 +56,6 @@ pub struct Args {
     /// Do not check --num-teams/--num-threads against the recorded limits.
     #[arg(long)]
     pub ignore_limits: bool,
-    #[command(flatten)]
-    pub confine: super::confine::ConfineArgs,
     /// Run this image instead of the recorded one: a stored image's hash
     /// prefix or label, or an image file (added to the store). It must
     /// export the recording's kernel and match the backend's target.
@@ -84,12 +66,10 @@ pub struct Args {
     #[arg(long)]
     pub follow_symlinks: bool,
     #[command(flatten)]
-    pub device: super::fleet::DeviceArgs,
+    pub run: crate::flags::replay::RunFlags,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
-    #[command(flatten)]
-    pub placement: super::placement::PlacementArgs,
     #[command(flatten)]
     pub ci: super::ciout::CiArgs,
 }
@@ -102,81 +82,30 @@ pub enum BackendArg {
     Hip,
 }
 
-#[derive(Clone, Copy, clap::ValueEnum)]
-pub enum DTypeArg {
-    F32,
-    F64,
-}
-
+/// The replay settings ([`crate::flags::replay`]) and what only
+/// `replay` has.
 fn options(args: &Args, globals: &Globals) -> anyhow::Result<ReplayOptions> {
-    let confinement = args.confine.apply()?;
-    let timeout = confinement.timeout;
-    let mut opts = ReplayOptions {
-        backend: match args.backend {
-            BackendArg::Auto => BackendKind::Auto,
-            BackendArg::Host => BackendKind::Host,
-            BackendArg::Cuda => BackendKind::Cuda,
-            BackendArg::Hip => BackendKind::Hip,
-        },
-        verify: if args.no_verify {
-            VerifyMode::Off
-        } else if args.verify || args.tolerance {
-            VerifyMode::On
-        } else {
-            VerifyMode::Auto
-        },
-        tolerance: args.tolerance.then_some(Tolerance {
-            dtype: match args.dtype {
-                Some(DTypeArg::F64) => DType::F64,
-                _ => DType::F32,
-            },
-            rtol: args.rtol,
-            atol: args.atol,
-            max_ulp: args.max_ulp,
-        }),
-        num_teams: args.num_teams,
-        num_threads: args.num_threads,
-        ignore_limits: args.ignore_limits,
-        repetitions: args.repetitions,
-        timeout,
-        save_output: args.save_output.clone(),
-        save_relocated: args.save_output_form == SaveForm::Relocated,
-        backends: backend_config(confinement.sandbox, globals.arena_cache),
-        image: None,
-        device: args.device.ordinal()?,
-        ..ReplayOptions::default()
+    let mut opts = crate::flags::replay::replay_options(&args.run, Some(&args.compare), globals)?;
+    opts.backend = match args.backend {
+        BackendArg::Auto => BackendKind::Auto,
+        BackendArg::Host => BackendKind::Host,
+        BackendArg::Cuda => BackendKind::Cuda,
+        BackendArg::Hip => BackendKind::Hip,
     };
-    args.placement.apply(&mut opts)?;
+    opts.verify = if args.no_verify {
+        VerifyMode::Off
+    } else if args.verify || args.compare.tolerance {
+        VerifyMode::On
+    } else {
+        VerifyMode::Auto
+    };
+    opts.num_teams = args.num_teams;
+    opts.num_threads = args.num_threads;
+    opts.ignore_limits = args.ignore_limits;
+    opts.repetitions = args.repetitions;
+    opts.save_output = args.save_output.clone();
+    opts.save_relocated = args.save_output_form == SaveForm::Relocated;
     Ok(opts)
-}
-
-/// Each backend's configuration: where this command's settings become it.
-fn backend_config(sandbox: rrstore_replay::sandbox::Mode, arena_cache: u64) -> BackendConfig {
-    BackendConfig {
-        host: HostSettings {
-            preload: preload_setting(),
-            arena_cache: arena_cache_setting(arena_cache),
-            ..HostSettings::default()
-        },
-        sandbox,
-    }
-}
-
-/// The arena cache of at most `limit` bytes (the configuration's
-/// `arena_cache`), in its default directory.
-pub fn arena_cache_setting(limit: u64) -> HeldArenas {
-    HeldArenas { limit, dir: None }
-}
-
-/// What the host runner loads before the recording is known: `auto`
-/// (default: the newest OpenMP offload runtime), `off`, or a colon-separated
-/// list of libraries.
-const PRELOAD_ENV: &str = "RRSTORE_HOST_PRELOAD";
-
-fn preload_setting() -> Preload {
-    std::env::var(PRELOAD_ENV)
-        .map(|v| Preload::parse(&v))
-        .unwrap_or_default()
 }
 
 /// Turn a replay error into an anyhow error whose chain holds the library
@@ -217,7 +146,7 @@ fn slow_fill_hint(r: &ReplayReport) {
         return;
     }
     let rate = t.rehydrate_bytes as f64 / (first as f64 / 1e9);
-    let probe = rrstore_replay::backend::host::memory::HostMemory::probe;
+    let probe = crate::flags::env::host_memory;
     if let Some(h) = super::host_memory::slow_fill_hint(probe, r.arena_size, rate) {
         eprintln!("{h}");
     }

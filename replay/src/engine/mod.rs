@@ -117,7 +117,7 @@ fn run(
     let t = Instant::now();
     // The placement step: the recorded address, or another one with the
     // pointers into the arena rebased (`crate::placement`).
-    crate::placement::occupy::occupy_from_env();
+    crate::placement::occupy::occupy(opts.occupy);
     let placed = crate::placement::place(
         backend.as_mut(),
         opts.placement,
@@ -127,7 +127,7 @@ fn run(
         &image,
     )?;
     let rebaser = placed.rebaser;
-    let scan = rebaser.filter(|_| crate::placement::scan_enabled());
+    let scan = rebaser.filter(|_| opts.pointer_scan);
     report.placement = Some(PlacementReport {
         mode: if rebaser.is_some() {
             "relocated"

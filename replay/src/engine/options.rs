@@ -55,6 +55,14 @@ pub struct ReplayOptions {
     /// the input it decoded ahead, and starts preparing the lane's next
     /// recording when its first launch starts. `None`: no lookahead.
     pub lookahead: Option<crate::fleet::lookahead::Lookahead>,
+    /// Rebase the pointers stored in a relocated arena (default); off is a
+    /// debugging aid (arguments and globals are still rebased; a kernel
+    /// that loads pointers from memory then crashes or mismatches).
+    pub pointer_scan: bool,
+    /// A debugging aid of relocation: map this range (address, length) in
+    /// this process before the arena is reserved
+    /// ([`crate::placement::occupy`]).
+    pub occupy: Option<(u64, u64)>,
 }
 
 impl Default for ReplayOptions {
@@ -76,6 +84,8 @@ impl Default for ReplayOptions {
             relocate_to: None,
             save_relocated: false,
             lookahead: None,
+            pointer_scan: true,
+            occupy: None,
         }
     }
 }
@@ -94,7 +104,7 @@ impl ReplayOptions {
     pub fn start_backend_early(&self) {
         // A debugging aid of relocation: take the recorded range away
         // before any runner exists (documented in docs/replay.md).
-        crate::placement::occupy::occupy_from_env();
+        crate::placement::occupy::occupy(self.occupy);
         self.backends.start_early(self.backend, &self.launch());
     }
 }

@@ -17,10 +17,12 @@
 //!   output after the last launch.
 //! * [`pointers`]: the stored pointers of an input snapshot, for
 //!   `rrstore show --pointers`.
-//! * Debugging switches, read from the environment: [`NO_REBASE_ENV`] turns
-//!   the stored-pointer rebasing off (arguments and globals are still
-//!   rebased), [`OCCUPY_ENV`] makes the replay's processes hold an address
-//!   range first (tests use it to take the recorded range away).
+//! * Debugging switches, options the caller sets (`rrstore` fills them from
+//!   `RRSTORE_NO_POINTER_REBASE` and `RRSTORE_DEBUG_OCCUPY`):
+//!   `ReplayOptions::pointer_scan` off turns the stored-pointer rebasing off
+//!   (arguments and globals are still rebased), `ReplayOptions::occupy`
+//!   makes the replay's processes hold an address range first (tests use it
+//!   to take the recorded range away; [`occupy`]).
 
 pub mod occupy;
 pub mod pointers;
@@ -32,10 +34,6 @@ use crate::backend::rehydrate::ArenaRequest;
 use crate::backend::{Backend, BackendError};
 pub use scan::Rebaser;
 
-/// `RRSTORE_NO_POINTER_REBASE=1`: do not rebase the pointers stored in the
-/// arena (debugging; a recording whose kernels load pointers from memory
-/// then crashes or mismatches when relocated).
-pub const NO_REBASE_ENV: &str = "RRSTORE_NO_POINTER_REBASE";
 /// See [`occupy`].
 pub const OCCUPY_ENV: &str = occupy::OCCUPY_ENV;
 
@@ -81,7 +79,7 @@ pub struct PlacementReport {
     pub rebased_globals: u64,
     /// Words of the output translated back to the recorded arena.
     pub back_translated: u64,
-    /// Whether the stored-pointer scan ran ([`NO_REBASE_ENV`]).
+    /// Whether the stored-pointer scan ran (`ReplayOptions::pointer_scan`).
     pub scan: bool,
 }
 
@@ -102,11 +100,6 @@ impl PlacementReport {
             )
         }
     }
-}
-
-/// Whether the stored-pointer scan is switched on (see [`NO_REBASE_ENV`]).
-pub fn scan_enabled() -> bool {
-    !std::env::var_os(NO_REBASE_ENV).is_some_and(|v| !v.is_empty() && v != "0")
 }
 
 /// Relocation bases tried in turn for an arena recorded at `base`, `size`

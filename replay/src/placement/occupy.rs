@@ -5,14 +5,24 @@
 //! forked runner inherit the mapping, an executed runner maps it itself
 //! first). Tests use it to replay with the recorded range occupied; it is
 //! a debugging switch, not a setting.
+//!
+//! The replaying process gets the range as `ReplayOptions::occupy` (`rrstore`
+//! parses the variable with [`parse`]); an executed runner, a process of its
+//! own, reads the variable it inherits ([`requested`], the one read of it
+//! here: runner-side, kept in its environment by `sandbox::env`).
 
 use std::sync::Once;
 
 pub const OCCUPY_ENV: &str = "RRSTORE_DEBUG_OCCUPY";
 
-/// The range [`OCCUPY_ENV`] names, when it is set and well formed.
+/// The range [`OCCUPY_ENV`] names in an executed runner's environment,
+/// when it is set and well formed (runner side only).
 pub fn requested() -> Option<(u64, u64)> {
-    let v = std::env::var(OCCUPY_ENV).ok()?;
+    parse(&std::env::var(OCCUPY_ENV).ok()?)
+}
+
+/// The range an `ADDR:LEN` value names, when well formed.
+pub fn parse(v: &str) -> Option<(u64, u64)> {
     let (a, l) = v.split_once(':')?;
     Some((number(a)?, number(l)?))
 }
@@ -25,16 +35,17 @@ fn number(s: &str) -> Option<u64> {
     }
 }
 
-/// Map the range [`OCCUPY_ENV`] names in this process, once; nothing when
-/// it is unset. A range that cannot be mapped (already taken) is left as
-/// it is: it is occupied either way.
-pub fn occupy_from_env() {
+/// Map `range` (address, length) in this process, once (the first range
+/// given); nothing when it is `None`. A range that cannot be mapped
+/// (already taken) is left as it is: it is occupied either way.
+pub fn occupy(range: Option<(u64, u64)>) {
     static ONCE: Once = Once::new();
+    let Some((addr, len)) = range else {
+        return;
+    };
     ONCE.call_once(|| {
-        if let Some((addr, len)) = requested() {
-            if let Some((lo, hi)) = crate::backend::host::arena::page_range(addr, len) {
-                let _ = crate::backend::host::arena::map_fixed(lo, hi - lo, None);
-            }
+        if let Some((lo, hi)) = crate::backend::host::arena::page_range(addr, len) {
+            let _ = crate::backend::host::arena::map_fixed(lo, hi - lo, None);
         }
     });
 }

@@ -20,7 +20,9 @@ use serde::Serialize;
 
 use crate::backend::fixed_range::smaps_sum;
 
-/// The variable naming the trace file.
+/// The variable naming the trace file. Read by the host runner, a process
+/// of its own that inherits it from `rrstore` (kept by `sandbox::env`), so
+/// it stays a variable rather than an option (issue 40).
 pub const TRACE_ENV: &str = "RRSTORE_FILL_TRACE";
 
 /// One fill thread's figures.

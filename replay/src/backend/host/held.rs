@@ -36,7 +36,8 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-/// Where the slots live, when set: any directory of this user's on tmpfs.
+/// The variable `rrstore` sets [`HeldArenas::dir`] from (named in the
+/// errors that ask for another directory; this crate does not read it).
 pub const DIR_ENV: &str = "RRSTORE_ARENA_CACHE_DIR";
 
 const SLOT_PREFIX: &str = "arena-";
@@ -44,7 +45,9 @@ const TMPFS_MAGIC: i64 = 0x0102_1994;
 const RAMFS_MAGIC: i64 = 0x8584_58f6;
 
 /// The arena cache's setting: at most `limit` bytes held (0: none, and the
-/// slots left from before are removed), in `dir` (default [`default_dir`]).
+/// slots left from before are removed), in `dir` (default [`default_dir`];
+/// `rrstore` sets it from `RRSTORE_ARENA_CACHE_DIR`: any directory of this
+/// user's on tmpfs).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct HeldArenas {
     pub limit: u64,
@@ -116,12 +119,9 @@ pub struct Usage {
 }
 
 /// `$XDG_RUNTIME_DIR/rrstore-arenas` where that directory is on tmpfs
-/// (per-user, removed at logout), else `/dev/shm/rrstore-arenas-UID`;
-/// [`DIR_ENV`] overrides both.
+/// (per-user, removed at logout), else `/dev/shm/rrstore-arenas-UID`
+/// (a configured [`HeldArenas::dir`] overrides both).
 pub fn default_dir() -> Option<PathBuf> {
-    if let Some(d) = std::env::var_os(DIR_ENV).filter(|v| !v.is_empty()) {
-        return Some(d.into());
-    }
     let runtime = std::env::var_os("XDG_RUNTIME_DIR").filter(|v| !v.is_empty());
     if let Some(r) = runtime.map(PathBuf::from) {
         if in_memory(&r).unwrap_or(false) {

@@ -15,7 +15,9 @@ use std::ffi::{c_void, CStr, CString};
 use std::path::PathBuf;
 
 /// Test hook: a colon-separated list of directories searched for runtimes
-/// instead of the loader's path and `/usr/lib/llvm-*/lib`.
+/// instead of the loader's path and `/usr/lib/llvm-*/lib`. Read by the host
+/// runner, which inherits it (kept by `sandbox::env`); the device listing's
+/// read in `rrstore`'s own process is still to move to the CLI (issue 40).
 pub const SEARCH_ENV: &str = "RRSTORE_RUNTIME_SEARCH";
 
 /// Where the versioned LLVM directories are.

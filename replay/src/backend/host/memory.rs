@@ -16,7 +16,7 @@
 //! ([`super::arena`] maps the arena's interior from it). Nothing here
 //! changes what a replay does; it tells the user why and what to reserve.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::Serialize;
 
@@ -27,10 +27,6 @@ pub const POOL_PAGE: u64 = 2 << 20;
 const BALLOON_DEVICE: &str = "0x0005";
 /// `VIRTIO_BALLOON_F_REPORTING`: bit 5 of the negotiated features.
 const F_REPORTING: usize = 5;
-
-/// Test hook: read sysfs under this directory instead of `/sys` (so a test
-/// can give the real binary a VM that reports free pages, or a pool).
-pub const SYSFS_ENV: &str = "RRSTORE_DEBUG_SYSFS";
 
 /// The arena-relevant facts about this machine's memory.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -45,9 +41,10 @@ pub struct HostMemory {
 }
 
 impl HostMemory {
-    /// This machine's figures (sysfs, or [`SYSFS_ENV`]'s directory).
+    /// This machine's figures, from `/sys` (`rrstore` gives the tree of
+    /// its test hook `RRSTORE_DEBUG_SYSFS` to [`probe_at`](Self::probe_at)).
     pub fn probe() -> HostMemory {
-        HostMemory::probe_at(&sysfs_root())
+        HostMemory::probe_at(Path::new("/sys"))
     }
 
     /// The figures as the sysfs tree at `root` gives them; what cannot be
@@ -76,11 +73,6 @@ impl HostMemory {
 /// replay).
 pub fn pages_for(bytes: u64) -> u64 {
     bytes.saturating_add(2 * 4096) / POOL_PAGE
-}
-
-/// The sysfs tree this process reads.
-fn sysfs_root() -> PathBuf {
-    std::env::var_os(SYSFS_ENV).map_or_else(|| PathBuf::from("/sys"), PathBuf::from)
 }
 
 /// Free pool pages now, `None` without a pool (what the runner checks

@@ -41,8 +41,9 @@ pub fn runner_main(args: &[String]) -> i32 {
         eprintln!("rrstore __host-runner is internal to `rrstore replay` (usage: --control FD)");
         return 2;
     };
-    // Relocation tests (issue 19): take the range away first.
-    crate::placement::occupy::occupy_from_env();
+    // Relocation tests (issue 19): take the range away first (the runner
+    // reads the variable it inherited: placement::occupy).
+    crate::placement::occupy::occupy(crate::placement::occupy::requested());
     let mut state = State::new();
     // SAFETY: the parent passed us this memfd's descriptor and nothing else
     // in this process owns it.
