@@ -25,8 +25,8 @@ pub struct Args {
     pub recording: String,
     /// Backend: auto picks it from the image target (x86_64 -> host,
     /// cubin/PTX -> cuda, AMDGPU -> hip).
-    #[arg(long, value_enum, default_value = "auto")]
-    pub backend: BackendArg,
+    #[arg(long, default_value = "auto", value_parser = backend_parser())]
+    pub backend: BackendKind,
     /// Compare the arena with the recorded output byte for byte (default
     /// when the recording has an output snapshot; an error when it has none).
     #[arg(long, conflicts_with = "no_verify")]
@@ -94,12 +94,13 @@ pub struct Args {
     pub ci: super::ciout::CiArgs,
 }
 
-#[derive(Clone, Copy, clap::ValueEnum)]
-pub enum BackendArg {
-    Auto,
-    Host,
-    Cuda,
-    Hip,
+/// `--backend`: `auto` or a backend of the table of kinds
+/// (`rrstore_replay::backend::kind::KINDS`).
+fn backend_parser() -> impl clap::builder::TypedValueParser<Value = BackendKind> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(BackendKind::names()).try_map(|name: String| {
+        BackendKind::named(&name).ok_or_else(|| format!("no backend named {name}"))
+    })
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -112,12 +113,7 @@ fn options(args: &Args, globals: &Globals) -> anyhow::Result<ReplayOptions> {
     let confinement = args.confine.apply()?;
     let timeout = confinement.timeout;
     let mut opts = ReplayOptions {
-        backend: match args.backend {
-            BackendArg::Auto => BackendKind::Auto,
-            BackendArg::Host => BackendKind::Host,
-            BackendArg::Cuda => BackendKind::Cuda,
-            BackendArg::Hip => BackendKind::Hip,
-        },
+        backend: args.backend,
         verify: if args.no_verify {
             VerifyMode::Off
         } else if args.verify || args.tolerance {

@@ -4,7 +4,8 @@
 
 use serde::Serialize;
 
-use super::{cuda, hip, BackendError};
+use super::gpu::{cuda, hip};
+use super::BackendError;
 
 /// One device of a backend.
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
@@ -189,9 +190,10 @@ pub fn hip() -> BackendStatus {
     gpu_status("hip", "no AMD GPU", listed)
 }
 
-/// Every backend, host first. Never fails: a missing driver is a status.
+/// Every backend of [`KINDS`](super::kind::KINDS), host first. Never
+/// fails: a missing driver is a status.
 pub fn all() -> Vec<BackendStatus> {
-    vec![host(), cuda(), hip()]
+    super::kind::KINDS.iter().map(|k| (k.devices)()).collect()
 }
 
 #[cfg(test)]
