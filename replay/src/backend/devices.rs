@@ -5,7 +5,7 @@
 use serde::Serialize;
 
 use super::gpu::{cuda, hip};
-use super::BackendError;
+use super::{BackendError, BackendKind};
 
 /// One device of a backend.
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
@@ -82,7 +82,7 @@ pub fn host() -> BackendStatus {
         format!("OpenMP offload runtime {}", list.join(", "))
     });
     BackendStatus {
-        backend: "host",
+        backend: BackendKind::Host.as_str(),
         available: reason.is_none(),
         runtime,
         reason,
@@ -171,7 +171,7 @@ pub fn cuda() -> BackendStatus {
         });
         (format!("CUDA driver {version}"), devices.collect())
     });
-    gpu_status("cuda", "no CUDA device", listed)
+    gpu_status(BackendKind::Cuda.as_str(), "no CUDA device", listed)
 }
 
 pub fn hip() -> BackendStatus {
@@ -187,7 +187,7 @@ pub fn hip() -> BackendStatus {
         });
         (format!("HIP runtime {version}"), devices.collect())
     });
-    gpu_status("hip", "no AMD GPU", listed)
+    gpu_status(BackendKind::Hip.as_str(), "no AMD GPU", listed)
 }
 
 /// Every backend of [`KINDS`](super::kind::KINDS), host first. Never
