@@ -2,7 +2,7 @@
 # First step of the AMD check list (docs/gpu.md, "First run on an AMD GPU"):
 # compiles tests/gpu/hip_layouts.c against this machine's HIP headers, which
 # holds only when every struct offset, enum value and error code that
-# replay/src/backend/hip/ffi.rs hard-codes matches them; then lists the
+# replay/src/backend/gpu/hip/ffi.rs hard-codes matches them; then lists the
 # devices the HIP backend sees, next to rocm-smi's view of them.
 #
 # Usage: scripts/hip-check.sh [path/to/rrstore]   (default target/release/rrstore)
@@ -20,7 +20,7 @@ echo "== HIP headers: $ROCM/include ($(grep -m1 -o 'HIP_VERSION_MAJOR [0-9]*' "$
 if "$CC" -std=c11 -fsyntax-only -D__HIP_PLATFORM_AMD__ -I"$ROCM/include" "$ROOT/tests/gpu/hip_layouts.c"; then
   echo "== layouts: match (every CHECK in tests/gpu/hip_layouts.c holds)"
 else
-  echo "== layouts: DIFFER: fix replay/src/backend/hip/ffi.rs and tests/gpu/hip_layouts.c before any replay"
+  echo "== layouts: DIFFER: fix replay/src/backend/gpu/hip/ffi.rs and tests/gpu/hip_layouts.c before any replay"
   exit 1
 fi
 

@@ -4,7 +4,7 @@
 //! scripts/gpu-check.sh to separate the backend's share of rehydration from
 //! the store's. Usage: gpu_upload [bytes] [base address, hex]
 
-use rrstore_replay::backend::cuda::CudaBackend;
+use rrstore_replay::backend::gpu::cuda::CudaBackend;
 use rrstore_replay::backend::Backend;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -6,8 +6,8 @@
 //! test binary; it forks, which needs the process' only thread
 //! (`harness = false`).
 
-use rrstore_replay::backend::driver_guard::{self, check_fork, in_child, note_driver_init};
-use rrstore_replay::backend::gpu_child::ChildBackend;
+use rrstore_replay::backend::gpu::child::ChildBackend;
+use rrstore_replay::backend::gpu::driver_guard::{self, check_fork, in_child, note_driver_init};
 use rrstore_replay::backend::host::process;
 use rrstore_replay::backend::{devices, BackendError};
 

@@ -16,11 +16,11 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use rrstore_replay::backend::gpu_child::prestart::{self, ChildKey};
-use rrstore_replay::backend::gpu_child::{open_gpu, ChildBackend};
+use rrstore_replay::backend::gpu::child::prestart::{self, ChildKey};
+use rrstore_replay::backend::gpu::child::{open_gpu, ChildBackend};
+use rrstore_replay::backend::gpu::staging::UploadStats;
 use rrstore_replay::backend::host::process;
-use rrstore_replay::backend::staging::UploadStats;
-use rrstore_replay::backend::{Backend, BackendError, LaunchParams};
+use rrstore_replay::backend::{Backend, BackendError, BackendKind, LaunchParams};
 use rrstore_replay::sandbox::Mechanisms;
 
 #[derive(Clone, Copy)]
@@ -156,7 +156,7 @@ fn spawn(mode: Launch) -> ChildBackend {
 }
 
 /// A fake backend in `mode`; with `signals`, making it sets [`opened`].
-fn factory(mode: Launch, signals: bool) -> rrstore_replay::backend::gpu_child::Factory {
+fn factory(mode: Launch, signals: bool) -> rrstore_replay::backend::gpu::child::Factory {
     Box::new(move || {
         if signals {
             opened().store(1, Ordering::SeqCst);
@@ -313,7 +313,7 @@ fn a_timeout_the_child_reports_ends_the_child() {
 
 fn a_backend_that_cannot_start_says_why() {
     use rrstore_replay::sandbox::{Mode, Probe};
-    let fail = || -> rrstore_replay::backend::gpu_child::Factory {
+    let fail = || -> rrstore_replay::backend::gpu::child::Factory {
         Box::new(|| Err(BackendError::Unavailable("no fake device here".into())))
     };
     // Unconfined: the backend's own error.
@@ -377,7 +377,7 @@ fn the_real_gpu_backends_report_a_missing_runtime_from_the_child() {
     // On a machine without ROCm / the NVIDIA driver (like CI), the real
     // backends fail to start in the child and say why, as in process.
     let hip = open_gpu(
-        "hip",
+        BackendKind::Hip,
         rrstore_replay::sandbox::Mode::Auto,
         0,
         Some((0x7e00_0000_0000, 1 << 20)),
@@ -394,7 +394,7 @@ fn the_real_gpu_backends_report_a_missing_runtime_from_the_child() {
     }
     let timeout = Some(Duration::from_secs(2));
     match open_gpu(
-        "cuda",
+        BackendKind::Cuda,
         rrstore_replay::sandbox::Mode::Auto,
         0,
         Some((0x7e00_0000_0000, 1 << 20)),

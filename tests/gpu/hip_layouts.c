@@ -1,5 +1,5 @@
 /* Checks, at compile time, that the HIP structs and values rrstore's HIP
- * backend hard-codes (replay/src/backend/hip/ffi.rs: it loads
+ * backend hard-codes (replay/src/backend/gpu/hip/ffi.rs: it loads
  * libamdhip64.so at run time and has no headers to read) match this
  * machine's HIP headers. Build it on the AMD machine before the first run:
  *
@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <hip/hip_runtime_api.h>
 
-#define CHECK(expr, value) _Static_assert((expr) == (value), #expr " is not " #value " here: update replay/src/backend/hip/ffi.rs")
+#define CHECK(expr, value) _Static_assert((expr) == (value), #expr " is not " #value " here: update replay/src/backend/gpu/hip/ffi.rs")
 
 #if HIP_VERSION_MAJOR < 6
 #error "rrstore's HIP backend targets HIP 6.x/7.x (hipGetDevicePropertiesR0600); this is an older HIP"

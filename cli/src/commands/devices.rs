@@ -9,6 +9,7 @@
 use std::process::ExitCode;
 
 use rrstore_replay::backend::devices::{self, BackendStatus};
+use rrstore_replay::backend::BackendKind;
 
 use crate::Globals;
 
@@ -57,7 +58,8 @@ fn render_text(all: &[BackendStatus]) -> String {
             out.push_str(&format!("{:<5} not available: {why}\n", b.backend));
         }
     }
-    if !all.iter().any(|b| b.backend != "host" && b.available) {
+    let gpu = |b: &BackendStatus| BackendKind::named(b.backend).is_some_and(BackendKind::is_gpu);
+    if !all.iter().any(|b| gpu(b) && b.available) {
         out.push_str(
             "No GPU backend is usable on this machine; replays run on the host backend.\n",
         );
@@ -92,7 +94,7 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         for b in v.as_array_mut().into_iter().flatten() {
             if let Some(o) = b.as_object_mut() {
                 o.insert("sandbox".into(), sandbox.clone().into());
-                if o.get("backend").and_then(|b| b.as_str()) == Some("host") {
+                if o.get("backend").and_then(|b| b.as_str()) == Some(BackendKind::Host.as_str()) {
                     o.insert("memory".into(), serde_json::to_value(memory)?);
                     let c = super::host_memory::cache_json(limit, &cache);
                     o.insert("arena_cache".into(), c);

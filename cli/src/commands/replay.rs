@@ -23,8 +23,8 @@ pub struct Args {
     pub recording: String,
     /// Backend: auto picks it from the image target (x86_64 -> host,
     /// cubin/PTX -> cuda, AMDGPU -> hip).
-    #[arg(long, value_enum, default_value = "auto")]
-    pub backend: BackendArg,
+    #[arg(long, default_value = "auto", value_parser = backend_parser())]
+    pub backend: BackendKind,
     /// Compare the arena with the recorded output byte for byte (default
     /// when the recording has an output snapshot; an error when it has none).
     #[arg(long, conflicts_with = "no_verify")]
@@ -74,24 +74,20 @@ pub struct Args {
     pub ci: super::ciout::CiArgs,
 }
 
-#[derive(Clone, Copy, clap::ValueEnum)]
-pub enum BackendArg {
-    Auto,
-    Host,
-    Cuda,
-    Hip,
+/// `--backend`: `auto` or a backend of the table of kinds
+/// (`rrstore_replay::backend::kind::KINDS`).
+fn backend_parser() -> impl clap::builder::TypedValueParser<Value = BackendKind> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(BackendKind::names()).try_map(|name: String| {
+        BackendKind::named(&name).ok_or_else(|| format!("no backend named {name}"))
+    })
 }
 
 /// The replay settings ([`crate::flags::replay`]) and what only
 /// `replay` has.
 fn options(args: &Args, globals: &Globals) -> anyhow::Result<ReplayOptions> {
     let mut opts = crate::flags::replay::replay_options(&args.run, Some(&args.compare), globals)?;
-    opts.backend = match args.backend {
-        BackendArg::Auto => BackendKind::Auto,
-        BackendArg::Host => BackendKind::Host,
-        BackendArg::Cuda => BackendKind::Cuda,
-        BackendArg::Hip => BackendKind::Hip,
-    };
+    opts.backend = args.backend;
     opts.verify = if args.no_verify {
         VerifyMode::Off
     } else if args.verify || args.compare.tolerance {

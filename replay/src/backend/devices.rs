@@ -4,7 +4,8 @@
 
 use serde::Serialize;
 
-use super::{cuda, hip, BackendError};
+use super::gpu::{cuda, hip};
+use super::{BackendError, BackendKind};
 
 /// One device of a backend.
 #[derive(Clone, Debug, Serialize, PartialEq, Eq)]
@@ -81,7 +82,7 @@ pub fn host() -> BackendStatus {
         format!("OpenMP offload runtime {}", list.join(", "))
     });
     BackendStatus {
-        backend: "host",
+        backend: BackendKind::Host.as_str(),
         available: reason.is_none(),
         runtime,
         reason,
@@ -170,7 +171,7 @@ pub fn cuda() -> BackendStatus {
         });
         (format!("CUDA driver {version}"), devices.collect())
     });
-    gpu_status("cuda", "no CUDA device", listed)
+    gpu_status(BackendKind::Cuda.as_str(), "no CUDA device", listed)
 }
 
 pub fn hip() -> BackendStatus {
@@ -186,12 +187,13 @@ pub fn hip() -> BackendStatus {
         });
         (format!("HIP runtime {version}"), devices.collect())
     });
-    gpu_status("hip", "no AMD GPU", listed)
+    gpu_status(BackendKind::Hip.as_str(), "no AMD GPU", listed)
 }
 
-/// Every backend, host first. Never fails: a missing driver is a status.
+/// Every backend of [`KINDS`](super::kind::KINDS), host first. Never
+/// fails: a missing driver is a status.
 pub fn all() -> Vec<BackendStatus> {
-    vec![host(), cuda(), hip()]
+    super::kind::KINDS.iter().map(|k| (k.devices)()).collect()
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! over what is already there (`MAP_FIXED_NOREPLACE`), and the report of what occupies
 //! a range that could not be had: shared by the host runner's arena
 //! ([`crate::backend::host::arena`]) and the GPU backends' placeholder
-//! ([`crate::backend::placeholder`]).
+//! ([`crate::backend::gpu::placeholder`]).
 
 /// Map `len` anonymous bytes with protection `prot` at exactly `lo`,
 /// without replacing anything (`MAP_NORESERVE`: nothing is committed until

@@ -41,7 +41,7 @@ pub struct LaunchParams {
 
 /// Errors a backend reports. Each says what happened and what to do.
 /// Serializable: a GPU backend running in a child process
-/// ([`gpu_child`]) sends them to the parent as they are.
+/// ([`gpu::child`]) sends them to the parent as they are.
 #[derive(Debug, thiserror::Error, serde::Serialize, serde::Deserialize)]
 pub enum BackendError {
     #[error("{0}")]
@@ -111,7 +111,7 @@ pub enum BackendError {
     #[error("the kernel did not finish within {0:?} and was killed")]
     TimedOut(Duration),
     /// A GPU runner process (or a device listing's child) did not finish
-    /// initialising its driver in time ([`driver_guard::start_timeout`]).
+    /// initialising its driver in time ([`gpu::driver_guard::start_timeout`]).
     #[error("the {backend} driver did not finish initialising within {waited:?} in the runner process, which was killed: the driver or the GPU is in a bad state (check nvidia-smi or rocm-smi and the kernel log), or it needs longer (set RRSTORE_GPU_START_TIMEOUT to more seconds)")]
     StartTimedOut { backend: String, waited: Duration },
 }
@@ -218,7 +218,7 @@ pub trait Backend {
     /// The last upload round of the input into a GPU arena (bytes, time,
     /// how long the backend itself was busy), for the report's
     /// `timing.gpu_upload` and `RRSTORE_GPU_STATS`. Default: `None`.
-    fn upload_stats(&self) -> Option<staging::UploadStats> {
+    fn upload_stats(&self) -> Option<gpu::staging::UploadStats> {
         None
     }
 
@@ -281,19 +281,6 @@ pub trait Backend {
     }
 }
 
-pub mod args;
-pub mod cuda;
-pub mod device_env;
 pub mod devices;
-pub mod driver_guard;
-pub(crate) mod elf_read;
 pub mod fixed_range;
 pub mod gpu;
-pub mod gpu_child;
-pub mod hip;
-pub mod placeholder;
-pub mod reservation;
-pub mod rpc_client;
-pub mod staging;
-pub mod target;
-pub mod wait;

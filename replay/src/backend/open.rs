@@ -1,13 +1,14 @@
 //! Opening a backend: each backend's configuration, built once by the
 //! caller (the CLI's flags become it in `cli/src/commands/replay.rs`), and
-//! the one place that turns a [`BackendKind`] into a running backend. The
+//! the openers [`KINDS`] names for each [`BackendKind`]. The
 //! engine calls [`BackendConfig::open`] and names no backend itself.
 
 use std::time::Duration;
 
 use super::host::config::{HostConfig, HostSettings};
 use super::host::{spare, HostBackend};
-use super::{gpu_child, Backend, BackendError, BackendKind};
+use super::kind::KINDS;
+use super::{gpu, Backend, BackendError, BackendKind};
 
 /// Every backend's configuration. A new backend (or a setting such as a
 /// device chosen per replay) adds its own field here.
@@ -43,35 +44,17 @@ pub struct OpenRequest {
 }
 
 impl BackendConfig {
-    /// Open the backend `kind` (`Auto` is the host backend here: the engine
-    /// resolves it from the image target first).
+    /// Open the backend `kind` through its row of [`KINDS`] (`Auto` is the
+    /// host backend here: the engine resolves it from the image target
+    /// first).
     pub fn open(
         &self,
         kind: BackendKind,
         req: &OpenRequest,
     ) -> Result<Box<dyn Backend>, BackendError> {
-        match kind {
-            BackendKind::Host | BackendKind::Auto => {
-                crate::fleet::devices::host_only(req.device)?;
-                Ok(Box::new(HostBackend::new(self.host_config(&req.launch)?)))
-            }
-            // GPU backends hold the arena range before their runtime
-            // initializes. HIP (and CUDA under a timeout) run in a child
-            // process.
-            BackendKind::Cuda | BackendKind::Hip => {
-                // A spare host runner (it may hold the OpenMP runtime it
-                // preloaded) is of no use to this replay.
-                spare::end_spare();
-                gpu_child::open_gpu(
-                    kind.as_str(),
-                    self.sandbox,
-                    req.device,
-                    Some(req.arena),
-                    req.recorded_reservation,
-                    req.timeout,
-                )
-            }
-        }
+        // `KINDS` is host first.
+        let spec = kind.spec().unwrap_or(&KINDS[0]);
+        (spec.open)(self, req)
     }
 
     /// Start now, before the recording is opened, what a replay on `kind`
@@ -102,4 +85,35 @@ impl BackendConfig {
             .push(crate::sandbox::env::mode_setting(self.sandbox));
         Ok(config)
     }
+}
+
+/// Open the host backend ([`KINDS`]' `open` for `host`).
+pub(super) fn host_backend(
+    config: &BackendConfig,
+    req: &OpenRequest,
+) -> Result<Box<dyn Backend>, BackendError> {
+    crate::fleet::devices::host_only(req.device)?;
+    Ok(Box::new(HostBackend::new(config.host_config(&req.launch)?)))
+}
+
+/// Open the GPU backend `kind` ([`KINDS`]' `open` for `cuda` and `hip`).
+/// GPU backends hold the arena range before their runtime initializes;
+/// they run in the GPU runner process as their row says
+/// ([`gpu::child::open_gpu`]).
+pub(super) fn gpu_backend(
+    config: &BackendConfig,
+    kind: BackendKind,
+    req: &OpenRequest,
+) -> Result<Box<dyn Backend>, BackendError> {
+    // A spare host runner (it may hold the OpenMP runtime it preloaded)
+    // is of no use to this replay.
+    spare::end_spare();
+    gpu::child::open_gpu(
+        kind,
+        config.sandbox,
+        req.device,
+        Some(req.arena),
+        req.recorded_reservation,
+        req.timeout,
+    )
 }

@@ -94,8 +94,8 @@ pub struct GpuUpload {
     pub busy_ns: u64,
 }
 
-impl From<crate::backend::staging::UploadStats> for GpuUpload {
-    fn from(u: crate::backend::staging::UploadStats) -> Self {
+impl From<crate::backend::gpu::staging::UploadStats> for GpuUpload {
+    fn from(u: crate::backend::gpu::staging::UploadStats) -> Self {
         GpuUpload {
             bytes: u.bytes,
             elapsed_ns: u.elapsed.as_nanos() as u64,

@@ -4,7 +4,7 @@
 //! critical path:
 //!
 //! * its GPU child is forked and opens the device
-//!   ([`crate::backend::gpu_child::prestart`]), when its replay runs in a
+//!   ([`crate::backend::gpu::child::prestart`]), when its replay runs in a
 //!   child and this process can fork (one lane);
 //! * its input snapshot is decoded (decompressed, checked) into host
 //!   memory on a helper thread; its replay's fills copy from there instead
@@ -32,8 +32,7 @@ use std::thread::JoinHandle;
 use rrstore_format::{PartRole, PartSource, RecordingId};
 use rrstore_store::Store;
 
-use crate::backend::gpu_child::{self, prestart::ChildKey};
-use crate::backend::BackendKind;
+use crate::backend::gpu::child::{self as gpu_child, prestart::ChildKey};
 use crate::engine::ReplayOptions;
 
 /// Largest input decoded ahead whatever the machine's memory.
@@ -245,16 +244,19 @@ impl Lookahead {
             image: None,
             ..opts.clone()
         };
-        let kind = crate::engine::preflight(&rec, &next_opts).map(|p| (p.kind, p.base));
-        let gpu = matches!(kind, Ok((BackendKind::Cuda | BackendKind::Hip, _)));
-        if !gpu && s.mode == Mode::Gpu {
+        // The GPU backend and arena base of the next replay, if it runs on one.
+        let gpu = crate::engine::preflight(&rec, &next_opts)
+            .ok()
+            .map(|p| (p.kind, p.base))
+            .filter(|(k, _)| k.is_gpu());
+        if gpu.is_none() && s.mode == Mode::Gpu {
             s.store = Some(store);
             return;
         }
         s.stats.started += 1;
-        if let Ok((k @ (BackendKind::Cuda | BackendKind::Hip), base)) = kind {
-            let forks = gpu_child::runs_in_child(k.as_str(), opts.timeout)
-                && crate::backend::host::process::single_threaded();
+        if let Some((k, base)) = gpu {
+            let forks =
+                k.runs_in_child(opts.timeout) && crate::backend::host::process::single_threaded();
             let key = ChildKey {
                 name: k.as_str(),
                 sandbox: opts.backends.sandbox,

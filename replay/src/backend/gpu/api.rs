@@ -1,7 +1,7 @@
 //! The device API a GPU backend is written against: the few driver calls
 //! [`GpuBackend`](super::GpuBackend) sequences into a replay. CUDA
-//! ([`crate::backend::cuda::CudaApi`]) and HIP
-//! ([`crate::backend::hip::HipApi`]) implement it over their driver
+//! ([`crate::backend::gpu::cuda::CudaApi`]) and HIP
+//! ([`crate::backend::gpu::hip::HipApi`]) implement it over their driver
 //! libraries; a new GPU backend (Level Zero, liboffload) implements it too
 //! and gets the whole sequence (reservation order, staging, device state,
 //! shared-memory opt-in, timeouts, teardown) for free. The unit tests of
@@ -12,13 +12,13 @@
 
 use std::ffi::{c_void, CStr};
 
-use super::super::args::LaunchDims;
-use super::super::device_env::DeviceEnv;
-use super::super::staging::DmaQueue;
-use super::super::target::DeviceTarget;
-use super::super::wait::Poll;
 use super::super::BackendError;
+use super::args::LaunchDims;
+use super::device_env::DeviceEnv;
 use super::heap::DeviceHeap;
+use super::staging::DmaQueue;
+use super::target::DeviceTarget;
+use super::wait::Poll;
 
 /// A driver handle (module, function, event, allocation) that only a
 /// [`DeviceApi`] implementation of this crate makes, so the safe methods

@@ -1,12 +1,12 @@
 //! The device arena: the recorded virtual address range, reserved at
 //! exactly the recorded address (lengths and order from
-//! [`crate::backend::reservation`]) and backed by one physical allocation.
+//! [`crate::backend::gpu::reservation`]) and backed by one physical allocation.
 
 use std::sync::Arc;
 
 use super::api::DeviceApi;
-use crate::backend::placeholder::{occupant_report, round_range};
-use crate::backend::reservation::{reservation_lengths, reserve_placed};
+use crate::backend::gpu::placeholder::{occupant_report, round_range};
+use crate::backend::gpu::reservation::{reservation_lengths, reserve_placed};
 use crate::backend::BackendError;
 
 /// A reserved, mapped and accessible device range; released in reverse

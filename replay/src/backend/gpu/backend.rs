@@ -8,11 +8,11 @@ use rrstore_format::image::detect;
 use super::api::{ApiQueue, DeviceApi, LoadFailure};
 use super::arena::DeviceArena;
 use super::{GpuBackend, STAGING_BUFFERS};
-use crate::backend::args::{dynamic_shared_opt_in, KernelParams, LaunchDims};
-use crate::backend::placeholder::Placeholder;
-use crate::backend::staging::ArenaUploads;
-use crate::backend::target;
-use crate::backend::wait::poll_until;
+use crate::backend::gpu::args::{dynamic_shared_opt_in, KernelParams, LaunchDims};
+use crate::backend::gpu::placeholder::Placeholder;
+use crate::backend::gpu::staging::ArenaUploads;
+use crate::backend::gpu::target;
+use crate::backend::gpu::wait::poll_until;
 use crate::backend::{Backend, BackendError, LaunchParams};
 
 impl<D: DeviceApi> Backend for GpuBackend<D> {
@@ -28,7 +28,7 @@ impl<D: DeviceApi> Backend for GpuBackend<D> {
         self.api.uuid()
     }
 
-    fn upload_stats(&self) -> Option<crate::backend::staging::UploadStats> {
+    fn upload_stats(&self) -> Option<crate::backend::gpu::staging::UploadStats> {
         Some(self.uploads.last_stats()).filter(|u| u.bytes > 0)
     }
 

@@ -128,7 +128,7 @@ impl<D: DeviceApi> GpuBackend<D> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::device_env::elf_symbol_size;
+    use crate::backend::gpu::device_env::elf_symbol_size;
 
     const LLVM19_GFX90A: &[u8] =
         include_bytes!("../../../../tests/fixtures/gpu/llvm19-devicertl-gfx90a.o");

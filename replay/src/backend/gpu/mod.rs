@@ -1,17 +1,21 @@
-//! The GPU backend: one replay sequence over any [`DeviceApi`].
+//! The GPU wing: everything the GPU backends (CUDA, HIP) use and nothing
+//! else does, and the generic GPU backend, one replay sequence over any
+//! [`DeviceApi`] (this file).
 //!
 //! Every GPU replay runs the same steps, whatever the driver: hold or check
 //! the recorded range before the runtime initializes, reserve the arena at
 //! the recorded address (the recorder's `VAllocSize` first, then the
-//! fallbacks of [`crate::backend::reservation`]) and map memory there,
+//! fallbacks of [`reservation`]) and map memory there,
 //! upload the input through pinned, multi-buffered staging
-//! ([`crate::backend::staging`]), load the image, set up the device state
+//! ([`staging`]), load the image, set up the device state
 //! LLVM's plugin creates (`setup.rs`: environment, device memory pool,
 //! RPC refusal, constructors), write the globals asynchronously on the replay stream,
 //! launch (opting in to more than 48 KiB of shared memory where the device
 //! needs it), poll for the end without blocking past `--timeout`,
 //! download, and tear down in reverse order (nothing that would wait on a
 //! kernel that timed out).
+//!
+//! The generic backend:
 //!
 //! * [`api`]: the device-API trait CUDA and HIP implement (a new GPU
 //!   backend implements it too).
@@ -20,6 +24,25 @@
 //! * [`heap`]: the device `malloc` heap (AMDGPU pool, CUDA heap limit).
 //! * [`statics`]: device statics between repetitions (the image reloaded).
 //! * `backend.rs`: the [`Backend`](crate::backend::Backend) implementation.
+//!
+//! What it is built from:
+//!
+//! * [`args`]: kernel argument packing and launch dimensions.
+//! * [`target`]: image target versus device target.
+//! * [`staging`]: pinned, multi-buffered uploads.
+//! * [`device_env`]: the device state LLVM's plugins set up.
+//! * [`placeholder`]: holding the arena's range before the runtime starts.
+//! * [`reservation`]: which reservations to ask the driver for, in order.
+//! * [`wait`]: waiting for a launch without blocking past `--timeout`.
+//! * [`rpc_client`], `elf_read.rs`: what the image's ELF says (host RPC
+//!   use, sections, symbols).
+//!
+//! The drivers and where they run:
+//!
+//! * [`cuda`], [`hip`]: the two [`DeviceApi`]s.
+//! * [`child`]: a GPU backend run in a child process (the parent's
+//!   [`child::ChildBackend`]), and which driver a kind opens there.
+//! * [`driver_guard`]: no fork after a driver initialisation.
 
 pub mod api;
 pub mod arena;
@@ -27,6 +50,22 @@ mod backend;
 pub mod heap;
 mod setup;
 pub mod statics;
+
+pub mod args;
+pub mod device_env;
+pub(crate) mod elf_read;
+pub mod placeholder;
+pub mod reservation;
+pub mod rpc_client;
+pub mod staging;
+pub mod target;
+pub mod wait;
+
+pub mod child;
+pub mod cuda;
+pub mod driver_guard;
+pub mod hip;
+
 #[cfg(test)]
 mod tests;
 
@@ -35,11 +74,11 @@ use std::sync::Arc;
 
 pub use self::api::{ApiQueue, ApiResult, ArgPtrs, DeviceApi, Handle, LoadFailure};
 use self::arena::DeviceArena;
+use self::device_env::DeviceEnv;
 use self::heap::DeviceHeap;
-use super::device_env::DeviceEnv;
-use super::placeholder::Placeholder;
-use super::staging::{UploadStats, Uploads};
-use super::BackendError;
+use self::placeholder::Placeholder;
+use self::staging::{UploadStats, Uploads};
+use crate::backend::BackendError;
 
 /// Staging buffers: count x at most [`DeviceApi::STAGING_BYTES`] of pinned
 /// host memory (64 MiB by default: the engine decodes each window on all

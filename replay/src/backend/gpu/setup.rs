@@ -6,12 +6,12 @@
 
 use super::api::DeviceApi;
 use super::GpuBackend;
-use crate::backend::args::LaunchDims;
-use crate::backend::device_env::{
+use crate::backend::gpu::args::LaunchDims;
+use crate::backend::gpu::device_env::{
     encode_for_symbol, nvptx_constructors, refuse_rpc, AMDGPU_INIT_KERNEL, DEVICE_ENV_SYMBOL,
     NVPTX_INIT_END, NVPTX_INIT_KERNEL, NVPTX_INIT_START, RPC_CLIENT_SYMBOLS,
 };
-use crate::backend::rpc_client::{client_use, ClientUse};
+use crate::backend::gpu::rpc_client::{client_use, ClientUse};
 use crate::backend::BackendError;
 
 impl<D: DeviceApi> GpuBackend<D> {

@@ -14,7 +14,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::backend::elf_read::{Elf, SHF_ALLOC, SHF_WRITE};
+use crate::backend::gpu::elf_read::{Elf, SHF_ALLOC, SHF_WRITE};
 
 /// `STT_OBJECT`, `STT_TLS`: symbols that name data.
 fn is_data(info: u8) -> bool {
@@ -49,7 +49,7 @@ pub fn unrecorded_statics(image: &[u8], rewritten: &BTreeSet<String>) -> Option<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::rpc_client::build::image_with_client;
+    use crate::backend::gpu::rpc_client::build::image_with_client;
 
     #[test]
     fn writable_objects_not_rewritten_are_statics() {

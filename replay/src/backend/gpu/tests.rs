@@ -16,14 +16,14 @@ use super::heap::{
     encode_pool, initial_tracker, DeviceHeap, DEFAULT_POOL_SIZE, POOL_SYMBOL, TRACKER_SYMBOL,
 };
 use super::{ApiResult, ArgPtrs, DeviceApi, GpuBackend, LoadFailure, PluginVariables};
-use crate::backend::args::LaunchDims;
-use crate::backend::device_env::{
+use crate::backend::gpu::args::LaunchDims;
+use crate::backend::gpu::device_env::{
     encode_for_symbol, DeviceEnv, AMDGPU_INIT_KERNEL, DEVICE_ENV_SYMBOL, NVPTX_INIT_END,
     NVPTX_INIT_KERNEL, NVPTX_INIT_START,
 };
-use crate::backend::placeholder::Placeholder;
-use crate::backend::target::DeviceTarget;
-use crate::backend::wait::Poll;
+use crate::backend::gpu::placeholder::Placeholder;
+use crate::backend::gpu::target::DeviceTarget;
+use crate::backend::gpu::wait::Poll;
 use crate::backend::{Backend, BackendError, LaunchParams};
 
 const MIB: u64 = 1 << 20;
@@ -1017,7 +1017,7 @@ fn an_unused_rpc_client_replays_and_a_used_one_is_refused_saying_what_it_needs()
     // image loads and launches. One whose code relocates a reference to it
     // (cubin) or computes its address (AMDGPU) is refused before anything
     // runs, naming the evidence and the RPC server it needs.
-    use crate::backend::rpc_client::build::{getpc_code, image_with_client};
+    use crate::backend::gpu::rpc_client::build::{getpc_code, image_with_client};
     let client = "__llvm_rpc_client";
     let cases = [
         (
@@ -1072,7 +1072,7 @@ fn an_image_with_unrecorded_statics_is_reloaded_before_each_later_repetition() {
     // before the second repetition's globals the module is reloaded and
     // its constructors run again, so the launch starts from the recorded
     // state; the recorded global is written after the reload.
-    use crate::backend::rpc_client::build::image_with_client;
+    use crate::backend::gpu::rpc_client::build::image_with_client;
     let mut cfg = Config::amd();
     cfg.functions.push(AMDGPU_INIT_KERNEL.into());
     cfg.globals = vec![("g".into(), 0x2000, vec![0; 8])];

@@ -2,13 +2,13 @@
 //! runtime initializes, so the runtime cannot place its own mappings there.
 //!
 //! A [`Placeholder`] is an anonymous `PROT_NONE` mapping created with
-//! `MAP_FIXED_NOREPLACE` ([`super::fixed_range`]) over the page-rounded range (it never replaces an
+//! `MAP_FIXED_NOREPLACE` ([`crate::backend::fixed_range`]) over the page-rounded range (it never replaces an
 //! existing mapping). The backend releases it right before asking the driver
 //! to reserve the same range (`cuMemAddressReserve`/`hipMemAddressReserve`).
 
-use super::fixed_range::map_noreplace;
-pub use super::fixed_range::occupant_report;
-use super::BackendError;
+use crate::backend::fixed_range::map_noreplace;
+pub use crate::backend::fixed_range::occupant_report;
+use crate::backend::BackendError;
 
 /// Round `[base, base+size)` outward to multiples of `granularity` (a power of
 /// two or any positive value). A zero-sized range still covers one granule.

@@ -8,7 +8,7 @@ use std::ffi::{c_char, c_int, CStr};
 
 use cudarc::driver::sys::{self, CUdevice, CUdevice_attribute, CUresult};
 
-use crate::backend::target::DeviceTarget;
+use crate::backend::gpu::target::DeviceTarget;
 use crate::backend::BackendError;
 
 /// What to tell the user when the driver library is missing.
@@ -66,7 +66,7 @@ pub fn ck(r: CUresult, op: &str) -> Result<(), BackendError> {
 pub fn init() -> Result<(), BackendError> {
     probe()?;
     // From here this process holds driver state: it may fork no GPU child.
-    crate::backend::driver_guard::note_driver_init("cuda");
+    crate::backend::gpu::driver_guard::note_driver_init("cuda");
     // SAFETY: the library is present (probe); cuInit has no other precondition.
     let r = unsafe { sys::cuInit(0) };
     if r == CUresult::CUDA_ERROR_NO_DEVICE {
@@ -198,9 +198,9 @@ pub fn uuid_text(b: &[u8; 16]) -> String {
 
 /// Driver version and every device, or why there are none: queried in a
 /// short-lived child process, so that this one stays free to fork GPU
-/// children ([`crate::backend::driver_guard`]).
+/// children ([`crate::backend::gpu::driver_guard`]).
 pub fn list() -> Result<(String, Vec<CudaDeviceInfo>), BackendError> {
-    crate::backend::driver_guard::in_child("cuda", list_here)
+    crate::backend::gpu::driver_guard::in_child("cuda", list_here)
 }
 
 /// [`list`] in this process.

@@ -29,9 +29,10 @@ use std::time::Duration;
 
 use self::wire::{recv, send, Reply, Request, Window, WireParams, WireUpload};
 use super::driver_guard;
-use super::host::process::RunnerProcess;
 use super::staging::{UploadStats, STATS_ENV};
-use super::{Backend, BackendError, LaunchParams};
+use crate::backend::host::process::RunnerProcess;
+use crate::backend::kind::GpuDriver;
+use crate::backend::{Backend, BackendError, BackendKind, LaunchParams};
 
 /// Bytes of the shared window (the largest piece sent at once).
 const WINDOW: usize = 64 << 20;
@@ -122,23 +123,24 @@ fn serve(mut sock: UnixStream, window: *mut u8, make: Factory) -> i32 {
     0
 }
 
-/// Open GPU device 0 of `name` (`cuda` or `hip`) with the recorded arena
-/// (`base`, `size`) and reservation: HIP always in a child process (a GPU
-/// memory fault aborts the process under ROCm), CUDA in one when a
-/// `timeout` is given (a kernel that outlives it is killed with the child;
-/// CUDA reports faults as errors, so without a timeout it stays in this
-/// process, whose staging path was measured). In this process when it runs
-/// other threads (a child could not be forked safely) or when a driver was
-/// initialised here already ([`driver_guard`]).
+/// Open device `device` of the GPU backend `kind` with the recorded arena
+/// (`base`, `size`) and reservation, in a child process when its row of
+/// [`KINDS`](crate::backend::kind::KINDS) says so for `timeout`
+/// ([`BackendKind::runs_in_child`]: HIP always, as a GPU memory fault
+/// aborts the process under ROCm; CUDA when a `timeout` is given, so that
+/// a kernel that outlives it is killed with the child). In this process
+/// when it runs other threads (a child could not be forked safely) or when
+/// a driver was initialised here already ([`driver_guard`]).
 pub fn open_gpu(
-    name: &'static str,
+    kind: BackendKind,
     sandbox: crate::sandbox::Mode,
     device: u32,
     arena: Option<(u64, u64)>,
     reserved: Option<u64>,
     timeout: Option<Duration>,
 ) -> Result<Box<dyn Backend>, BackendError> {
-    let in_child = runs_in_child(name, timeout);
+    let name = kind.as_str();
+    let in_child = kind.runs_in_child(timeout);
     if in_child {
         let key = prestart::ChildKey {
             name,
@@ -156,7 +158,8 @@ pub fn open_gpu(
     let make = factory(name, device, arena, reserved);
     // A driver initialised here (an earlier in-process replay) rules out
     // forking: the backend runs here too, the only place that driver works.
-    let can_fork = super::host::process::single_threaded() && driver_guard::initialised().is_none();
+    let can_fork =
+        crate::backend::host::process::single_threaded() && driver_guard::initialised().is_none();
     if in_child && can_fork {
         Ok(Box::new(ChildBackend::spawn(name, sandbox, make)?))
     } else {
@@ -164,31 +167,33 @@ pub fn open_gpu(
     }
 }
 
-/// Whether a replay on `name` with `timeout` runs in a child process
-/// (when this process can fork one): see [`open_gpu`].
-pub fn runs_in_child(name: &str, timeout: Option<Duration>) -> bool {
-    name == "hip" || timeout.is_some()
-}
-
-/// What makes the real backend `name` on `device` in the child.
+/// What makes the real backend `name` (`cuda`, `hip`) on `device` in the
+/// child: its row's driver ([`GpuDriver::open`]).
 fn factory(
     name: &'static str,
     device: u32,
     arena: Option<(u64, u64)>,
     reserved: Option<u64>,
 ) -> Factory {
-    match name {
-        "hip" => Box::new(move || {
-            let b =
-                super::hip::HipBackend::open(device, arena)?.with_recorded_reservation(reserved);
-            Ok(Box::new(b) as Box<dyn Backend>)
-        }),
-        _ => Box::new(move || {
-            let b =
-                super::cuda::CudaBackend::open(device, arena)?.with_recorded_reservation(reserved);
-            Ok(Box::new(b) as Box<dyn Backend>)
+    match driver(name) {
+        Some(driver) => {
+            let open = driver.open;
+            Box::new(move || open(device, arena, reserved))
+        }
+        None => Box::new(move || {
+            Err(BackendError::Internal {
+                backend: name.into(),
+                what: "it has no GPU driver to open in the runner process".into(),
+            })
         }),
     }
+}
+
+/// The driver of the GPU backend named `name` (a row of
+/// [`KINDS`](crate::backend::kind::KINDS)); `None` for other names (the
+/// tests' fake backends).
+fn driver(name: &str) -> Option<&'static GpuDriver> {
+    BackendKind::named(name)?.spec()?.gpu.as_ref()
 }
 
 /// The parent's side: a [`Backend`] whose calls run in the child.
@@ -282,7 +287,7 @@ impl ChildBackend {
         confinement: crate::sandbox::Mode,
         make: Factory,
     ) -> Result<Starting, BackendError> {
-        if !super::host::process::single_threaded() {
+        if !crate::backend::host::process::single_threaded() {
             return Err(BackendError::Unavailable(format!(
                 "cannot fork the {name} runner process: this process runs more than one thread"
             )));
@@ -418,11 +423,10 @@ fn start_failure(name: &str, error: BackendError, sandbox: u64) -> BackendError 
     if mechanisms.is_empty() {
         return error;
     }
-    let unconfined = match name {
-        "cuda" => super::cuda::driver::list().map(|(_, d)| d.len()),
-        "hip" => super::hip::list().map(|(_, d)| d.len()),
+    let unconfined = match driver(name) {
+        Some(driver) => (driver.count)(),
         // Fake backends of the tests: their devices are there.
-        _ => Ok(1),
+        None => Ok(1),
     };
     match unconfined {
         Err(e) => e,

@@ -8,7 +8,7 @@
 
 use std::ffi::c_void;
 
-use super::{BackendError, LaunchParams};
+use crate::backend::{BackendError, LaunchParams};
 
 /// Owns the argument values and the pointer array handed to the driver.
 /// The values live in a boxed slice, so the pointers stay valid while this

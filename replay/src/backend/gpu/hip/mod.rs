@@ -23,11 +23,11 @@ pub use self::device::{list, HipDeviceInfo};
 use self::ffi::*;
 use super::args::LaunchDims;
 use super::device_env::{amd_clock_frequency, hardware_parallelism, DeviceEnv};
-use super::gpu::heap::DeviceHeap;
-use super::gpu::{ApiResult, ArgPtrs, DeviceApi, GpuBackend, Handle, LoadFailure};
+use super::heap::DeviceHeap;
 use super::target::DeviceTarget;
 use super::wait::Poll;
-use super::BackendError;
+use super::{ApiResult, ArgPtrs, DeviceApi, GpuBackend, Handle, LoadFailure};
+use crate::backend::BackendError;
 
 /// The HIP backend.
 pub type HipBackend = GpuBackend<HipApi>;

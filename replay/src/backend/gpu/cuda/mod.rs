@@ -20,11 +20,11 @@ use cudarc::driver::sys::{
 use self::driver::{ck, describe, CudaDeviceInfo};
 use super::args::LaunchDims;
 use super::device_env::{hardware_parallelism, DeviceEnv};
-use super::gpu::heap::DeviceHeap;
-use super::gpu::{ApiResult, ArgPtrs, DeviceApi, GpuBackend, Handle, LoadFailure};
+use super::heap::DeviceHeap;
 use super::target::DeviceTarget;
 use super::wait::Poll;
-use super::BackendError;
+use super::{ApiResult, ArgPtrs, DeviceApi, GpuBackend, Handle, LoadFailure};
+use crate::backend::BackendError;
 
 /// The CUDA backend.
 pub type CudaBackend = GpuBackend<CudaApi>;

@@ -76,7 +76,7 @@ pub(super) enum Reply {
     },
 }
 
-/// [`crate::backend::staging::UploadStats`] on the wire.
+/// [`crate::backend::gpu::staging::UploadStats`] on the wire.
 #[derive(Serialize, Deserialize, Debug, Clone, Copy)]
 pub(super) struct WireUpload {
     pub bytes: u64,

@@ -9,7 +9,7 @@
 
 use rrstore_format::image::ImageTarget;
 
-use super::BackendError;
+use crate::backend::BackendError;
 
 /// What the device is, as its driver reports it.
 #[derive(Clone, Debug, PartialEq, Eq)]

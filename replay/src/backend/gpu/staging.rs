@@ -14,7 +14,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::BackendError;
+use crate::backend::BackendError;
 
 /// What [`Staging`] needs from a device runtime: pinned host buffers,
 /// events, and asynchronous host-to-device copies on one stream.

@@ -25,7 +25,7 @@ pub(super) fn version_string(v: c_int) -> String {
 
 pub(super) fn init(api: &HipRuntime) -> Result<usize, BackendError> {
     // From here this process holds runtime state: it may fork no GPU child.
-    crate::backend::driver_guard::note_driver_init("hip");
+    crate::backend::gpu::driver_guard::note_driver_init("hip");
     // SAFETY: hipInit takes flags 0.
     let e = unsafe { (api.hipInit)(0) };
     if e == HIP_ERROR_NO_DEVICE {
@@ -87,9 +87,9 @@ pub(super) fn device_info(api: &HipRuntime, ordinal: usize) -> Result<HipDeviceI
 
 /// Runtime version and every AMD device, or why there are none: queried in
 /// a short-lived child process, so that this one stays free to fork GPU
-/// children ([`crate::backend::driver_guard`]).
+/// children ([`crate::backend::gpu::driver_guard`]).
 pub fn list() -> Result<(String, Vec<HipDeviceInfo>), BackendError> {
-    crate::backend::driver_guard::in_child("hip", list_here)
+    crate::backend::gpu::driver_guard::in_child("hip", list_here)
 }
 
 /// [`list`] in this process.

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use super::BackendError;
+use crate::backend::BackendError;
 
 /// 0: no driver initialised here; else the index in [`DRIVERS`] + 1.
 static INITIALISED: AtomicU8 = AtomicU8::new(0);
@@ -87,7 +87,7 @@ pub fn in_child<T: Serialize + DeserializeOwned>(
     backend: &str,
     query: impl FnOnce() -> Result<T, BackendError>,
 ) -> Result<T, BackendError> {
-    if initialised().is_some() || !super::host::process::single_threaded() {
+    if initialised().is_some() || !crate::backend::host::process::single_threaded() {
         return query();
     }
     let mut fds = [0; 2];

@@ -15,7 +15,7 @@
 //! device runtime; the fields were only ever appended, so the symbol's size
 //! says which of them the image has ([`EnvLayout`]).
 
-use super::BackendError;
+use crate::backend::BackendError;
 
 /// The device environment global of LLVM's OpenMP device runtime.
 pub const DEVICE_ENV_SYMBOL: &str = "__omp_rtl_device_environment";
@@ -284,7 +284,7 @@ mod tests {
     /// relocatable object; every section but the symbol and string tables
     /// emptied to keep it small: `tests/gpu/shrink-elf.py`).
     const LLVM19_GFX90A: &[u8] =
-        include_bytes!("../../../tests/fixtures/gpu/llvm19-devicertl-gfx90a.o");
+        include_bytes!("../../../../tests/fixtures/gpu/llvm19-devicertl-gfx90a.o");
 
     #[test]
     fn the_layout_of_a_real_device_runtime_is_read_from_its_symbol_table() {

@@ -137,7 +137,7 @@ pub fn device_uuid(props: &[u8]) -> Option<String> {
     if b.iter().all(u8::is_ascii_hexdigit) {
         return Some(format!("GPU-{}", String::from_utf8_lossy(b)));
     }
-    Some(crate::backend::cuda::driver::uuid_text(b))
+    Some(crate::backend::gpu::cuda::driver::uuid_text(b))
 }
 
 /// Extract `gcnArchName` from a filled `hipDeviceProp_tR0600` buffer.
@@ -374,7 +374,7 @@ mod tests {
     /// here must say the same, or the check would prove nothing.
     #[test]
     fn the_c_layout_check_lists_every_constant() {
-        let c = include_str!("../../../../tests/gpu/hip_layouts.c");
+        let c = include_str!("../../../../../tests/gpu/hip_layouts.c");
         let lines: Vec<&str> = c
             .lines()
             .filter_map(|l| l.strip_prefix("CHECK(")?.strip_suffix(");"))
