@@ -1,6 +1,6 @@
-//! The object store behind a remote (`object_store`: AmazonS3 or
-//! LocalFileSystem), driven from sync code by a small tokio runtime owned by
-//! [`Remote`]. Transfers run with bounded concurrency; bytes moved are
+//! An open remote, [`Remote`]: the object store behind it (`object_store`:
+//! AmazonS3 or LocalFileSystem), driven from sync code by a small tokio
+//! runtime it owns. Transfers run with bounded concurrency; bytes moved are
 //! counted for the push/pull reports. A `file://` remote never goes
 //! through `object_store` (whose LocalFileSystem follows symbolic links):
 //! every request is served by `remote::dirfs`, which follows no link below

@@ -8,9 +8,7 @@ use crate::remote::v2::layout::{self, ImageEntry, Manifest};
 use crate::remote::TransferReport;
 use crate::Store;
 
-/// The last stage of a push of either layout, once everything they name is
-/// on the remote: the manifests of `recs` and the image entries of
-/// `images`, in layout `version`, counted into `report` (their bytes
+/// Write the manifests of `recs` and the image entries of `images`, in layout `version`, counted into `report` (their bytes
 /// added to `metadata_bytes`).
 pub(in crate::remote) fn put_manifests(
     store: &Store,

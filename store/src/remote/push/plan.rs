@@ -1,5 +1,5 @@
 //! The work lists of a push, the same for either layout version: the
-//! recordings and images the remote lacks ([`todo`]), then the parts they
+//! recordings and images the remote lacks ([`todo()`]), then the parts they
 //! use that it lacks, each with its chunk list cut into a tree and its
 //! part object ([`Work::new`]), then the chunks and tree nodes of those
 //! parts that it lacks, each once ([`missing`]). How the remote is
