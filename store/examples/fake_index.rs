@@ -4,7 +4,7 @@
 //!
 //! usage: fake_index DIR N
 
-use rrstore_store::remote::layout3::{self, Entry, Kind};
+use rrstore_store::remote::v3::{self, Entry, Kind};
 
 fn main() -> Result<(), String> {
     let args: Vec<String> = std::env::args().collect();
@@ -16,7 +16,7 @@ fn main() -> Result<(), String> {
         _ => return Err("usage: fake_index DIR N".into()),
     };
     std::fs::create_dir_all(dir.join("index")).map_err(|e| e.to_string())?;
-    std::fs::write(dir.join(layout3::MARKER), layout3::MARKER_BODY).map_err(|e| e.to_string())?;
+    std::fs::write(dir.join(v3::MARKER), v3::MARKER_BODY).map_err(|e| e.to_string())?;
     let per_object = 200_000u64;
     let mut i = 0u64;
     while i < n {
@@ -30,8 +30,8 @@ fn main() -> Result<(), String> {
                 len: 40_000,
             })
             .collect();
-        let (name, body) = layout3::encode_index(&entries)?;
-        std::fs::write(dir.join(layout3::index_key(&name)), body).map_err(|e| e.to_string())?;
+        let (name, body) = v3::encode_index(&entries)?;
+        std::fs::write(dir.join(v3::index_key(&name)), body).map_err(|e| e.to_string())?;
         i = end;
     }
     println!(

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use indicatif::{ProgressBar, ProgressStyle};
 use rrstore_store::remote::{
-    self, Backend, Damaged, Event, RemoteConfig, RemoteError, TransferReport,
+    self, Damaged, Event, Remote, RemoteConfig, RemoteError, TransferReport,
 };
 use rrstore_store::{LsFilter, RecordingSummary, Store};
 
@@ -331,11 +331,11 @@ impl TransferArgs {
     }
 }
 
-pub fn open(store: &Store, name: &str, create: bool) -> anyhow::Result<Backend> {
+pub fn open(store: &Store, name: &str, create: bool) -> anyhow::Result<Remote> {
     let cfg = remote::config::get(store.dir(), name).map_err(lift)?;
-    Backend::open(name, &cfg, create).map_err(|e| {
+    Remote::open(name, &cfg, create).map_err(|e| {
         let plain_http = matches!(&e, RemoteError::Setup { reason, .. }
-            if reason.starts_with(remote::backend::PLAIN_HTTP));
+            if reason.starts_with(remote::client::PLAIN_HTTP));
         let e = lift(e);
         if plain_http {
             e.context(format!(

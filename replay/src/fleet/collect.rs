@@ -10,7 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
-use rrstore_store::remote::{runs, Backend};
+use rrstore_store::remote::{runs, Remote};
 use serde::{Deserialize, Serialize};
 
 use super::shard::Shard;
@@ -48,7 +48,7 @@ impl From<Shard> for ShardNumbers {
 /// Where shard results go: a directory or a remote.
 pub enum Place {
     Dir(PathBuf),
-    Remote(Box<Backend>),
+    Remote(Box<Remote>),
 }
 
 impl Place {

@@ -8,13 +8,13 @@ use std::ops::Range;
 use std::path::Path;
 use std::sync::atomic::Ordering;
 
-use super::backend::Backend;
-use super::cache::{BadIndex, Cache};
+use super::client::Remote;
 use super::error::{RemoteError, Result};
-use super::layout;
-use super::layout3::{self, Entry, Kind};
-use super::lazy::Lazy;
 use super::ranges::Got;
+use super::v2::layout;
+use super::v3::cold_lookup::Lazy;
+use super::v3::index_cache::{BadIndex, Cache};
+use super::v3::{self, Entry, Kind};
 use super::Received;
 
 /// Ranges of one pack closer than this are always fetched with one
@@ -38,7 +38,7 @@ const MAX_RANGE: u64 = 4 << 20;
 pub type Found = std::result::Result<Vec<u8>, String>;
 
 pub(crate) struct Blobs<'a> {
-    pub remote: &'a Backend,
+    pub remote: &'a Remote,
     /// Version 3: the index cache; `None` on a version 2 remote.
     pub cache: Option<Cache>,
     /// Index objects left out of the cache because they are damaged.
@@ -50,12 +50,12 @@ pub(crate) struct Blobs<'a> {
 }
 
 /// The layout version of `remote`: 3 with the marker, else 2.
-pub fn layout_version(remote: &Backend) -> Result<u32> {
-    parse_marker(remote, remote.get(layout3::MARKER)?)
+pub fn layout_version(remote: &Remote) -> Result<u32> {
+    parse_marker(remote, remote.get(v3::MARKER)?)
 }
 
 /// The layout version a marker object says (`None`: no marker, 2).
-fn parse_marker(remote: &Backend, marker: Option<Vec<u8>>) -> Result<u32> {
+fn parse_marker(remote: &Remote, marker: Option<Vec<u8>>) -> Result<u32> {
     let Some(b) = marker else {
         return Ok(2);
     };
@@ -69,12 +69,12 @@ fn parse_marker(remote: &Backend, marker: Option<Vec<u8>>) -> Result<u32> {
         Some(3) => Ok(3),
         Some(v) => Err(RemoteError::Corrupt {
             remote: remote.name.clone(),
-            key: layout3::MARKER.into(),
+            key: v3::MARKER.into(),
             reason: format!("layout version {v} (this rrstore reads 1 to 3): upgrade rrstore"),
         }),
         None => Err(RemoteError::Corrupt {
             remote: remote.name.clone(),
-            key: layout3::MARKER.into(),
+            key: v3::MARKER.into(),
             reason: "not a layout marker".into(),
         }),
     }
@@ -109,7 +109,7 @@ fn field(kind: Kind) -> fn(&mut Received) -> &mut u64 {
 pub fn describe(e: &Entry) -> String {
     format!(
         "{} at offset {} ({} {})",
-        layout3::pack_key(&e.pack),
+        v3::pack_key(&e.pack),
         e.offset,
         e.kind.word(),
         rrstore_format::id::hex(&e.name)
@@ -118,7 +118,7 @@ pub fn describe(e: &Entry) -> String {
 
 impl<'a> Blobs<'a> {
     /// The blobs of `remote`, no cache attached yet.
-    pub fn new(remote: &'a Backend) -> Blobs<'a> {
+    pub fn new(remote: &'a Remote) -> Blobs<'a> {
         Blobs {
             remote,
             cache: None,
@@ -130,7 +130,7 @@ impl<'a> Blobs<'a> {
 
     /// Open the blobs of `remote`; on a version 3 remote, refresh the
     /// index cache kept in store directory `dir`.
-    pub fn open(dir: &Path, remote: &'a Backend) -> Result<Blobs<'a>> {
+    pub fn open(dir: &Path, remote: &'a Remote) -> Result<Blobs<'a>> {
         let mut b = Blobs::new(remote);
         if layout_version(remote)? == 3 {
             b.attach(dir)?;
@@ -140,19 +140,19 @@ impl<'a> Blobs<'a> {
 
     /// [`Blobs::open`] for a pull: index objects not cached yet are only
     /// listed, and looked up with ranged GETs as blobs are asked for
-    /// (`lazy`); those read whole on the way join the cache. The marker,
+    /// (`v3::cold_lookup`); those read whole on the way join the cache. The marker,
     /// the listing and the objects `also` (the pull's manifests) are
     /// requested in one round; returns `also`'s bodies, in order.
     pub fn open_lazy(
         dir: &Path,
-        remote: &'a Backend,
+        remote: &'a Remote,
         also: &[String],
     ) -> Result<(Blobs<'a>, Vec<Option<Vec<u8>>>)> {
         let mut b = Blobs::new(remote);
         let (marker, listed, bodies) = remote.join(async {
             futures::join!(
-                remote.get_async(layout3::MARKER),
-                remote.list_async(layout3::INDEX),
+                remote.get_async(v3::MARKER),
+                remote.list_async(v3::INDEX),
                 remote.get_many_async(also)
             )
         });
@@ -319,7 +319,7 @@ impl<'a> Blobs<'a> {
                 }
             }
             (useful, gaps) = (e.len as u64, 0);
-            reqs.push((layout3::pack_key(&e.pack), e.offset..end));
+            reqs.push((v3::pack_key(&e.pack), e.offset..end));
             members.push(vec![e]);
         }
         self.remote.get_ranges_all(&reqs, &mut |i, got| {

@@ -12,12 +12,12 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::backend::Backend;
 use super::blobs::Blobs;
+use super::client::Remote;
 use super::error::Result;
-use super::layout::{self, ChunkRef};
-use super::layout3::{self, Entry, Kind};
 use super::local::check_entry;
+use super::v2::layout::{self, ChunkRef};
+use super::v3::{self, Entry, Kind};
 use super::Event;
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -47,7 +47,7 @@ impl RemoteCheck {
 
 pub fn check(
     dir: &Path,
-    remote: &Backend,
+    remote: &Remote,
     read_data: bool,
     progress: &mut dyn FnMut(Event),
 ) -> Result<RemoteCheck> {
@@ -60,12 +60,12 @@ pub fn check(
     // Every index object read again: the cache may hold a copy of one
     // that was damaged on the remote since.
     if blobs.cache.is_some() {
-        let keys = remote.list(layout3::INDEX)?;
+        let keys = remote.list(v3::INDEX)?;
         remote.get_all(keys.into_iter(), &mut |key, body| {
-            let (Some(name), Some(body)) = (layout3::index_of_key(&key), body) else {
+            let (Some(name), Some(body)) = (v3::index_of_key(&key), body) else {
                 return Ok(());
             };
-            if let Err(r) = layout3::decode_index(&body, &name) {
+            if let Err(r) = v3::decode_index(&body, &name) {
                 c.problems.push(format!("{key}: {r}"));
             }
             Ok(())
@@ -85,12 +85,12 @@ pub fn check(
             Ok(())
         })?;
     }
-    let sizes: HashMap<String, u64> = remote.list_sized(layout3::PACKS)?.into_iter().collect();
+    let sizes: HashMap<String, u64> = remote.list_sized(v3::PACKS)?.into_iter().collect();
     c.packs = sizes.len() as u64;
-    let indexed: HashSet<String> = by_pack.keys().map(layout3::pack_key).collect();
+    let indexed: HashSet<String> = by_pack.keys().map(v3::pack_key).collect();
     c.unindexed_packs = sizes.keys().filter(|k| !indexed.contains(*k)).count() as u64;
     for (pack, es) in &by_pack {
-        let key = layout3::pack_key(pack);
+        let key = v3::pack_key(pack);
         match sizes.get(&key) {
             None => c.problems.push(format!(
                 "{key}: missing ({} indexed blobs are in it)",
@@ -287,7 +287,7 @@ pub(super) fn part_chunks(
 /// `--read-data`: every pack read whole, hashed and every blob in it
 /// checked; on version 2, every chunk object.
 fn read_all(
-    remote: &Backend,
+    remote: &Remote,
     by_pack: &HashMap<[u8; 32], Vec<Entry>>,
     v2_chunks: &HashSet<[u8; 32]>,
     c: &mut RemoteCheck,
@@ -300,7 +300,7 @@ fn read_all(
     let mut packs: Vec<&[u8; 32]> = by_pack.keys().collect();
     packs.sort();
     for pack in packs {
-        let key = layout3::pack_key(pack);
+        let key = v3::pack_key(pack);
         let Some(body) = remote.get(&key)? else {
             continue; // reported by the structure check
         };

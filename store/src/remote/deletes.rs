@@ -8,12 +8,12 @@
 use futures::StreamExt;
 use object_store::ObjectStoreExt;
 
-use super::backend::{Backend, CONCURRENCY};
+use super::client::{Remote, CONCURRENCY};
 use super::dirfs;
 use super::error::{RemoteError, Result};
 use super::names;
 
-impl Backend {
+impl Remote {
     /// Delete every key, [`CONCURRENCY`] at once; returns how many.
     pub fn delete_all(&self, keys: &[String]) -> Result<u64> {
         if let Some(key) = keys.iter().find(|k| !names::deletable(k)) {

@@ -13,10 +13,10 @@ use std::path::Path;
 use rrstore_format::RecordingId;
 use serde::{Deserialize, Serialize};
 
-use super::backend::Backend;
+use super::client::Remote;
 use super::error::Result;
 use super::history_cache::{BadBatch, HistoryCache};
-use super::layout;
+use super::v2::layout;
 use crate::history::valid_uid;
 use crate::{HistoryEntry, Store};
 
@@ -118,7 +118,7 @@ impl Shared {
 
 /// Send the history rows of recordings `ids` that the remote lacks, as
 /// batches. Recordings without rows cost no request.
-pub fn push_rows(store: &Store, remote: &Backend, ids: &[RecordingId]) -> Result<Shared> {
+pub fn push_rows(store: &Store, remote: &Remote, ids: &[RecordingId]) -> Result<Shared> {
     let want: HashSet<RecordingId> = ids.iter().copied().collect();
     let local: Vec<HistoryEntry> = store
         .history(None)?
@@ -151,7 +151,7 @@ pub fn push_rows(store: &Store, remote: &Backend, ids: &[RecordingId]) -> Result
 }
 
 /// Merge the remote's history rows of recordings `ids` into the store.
-pub fn pull_rows(store: &Store, remote: &Backend, ids: &[RecordingId]) -> Result<Shared> {
+pub fn pull_rows(store: &Store, remote: &Remote, ids: &[RecordingId]) -> Result<Shared> {
     let mut cache = HistoryCache::open(store.dir(), remote)?;
     let before = cache.batches()?.len() as u64;
     let mut shared = Shared {
@@ -167,7 +167,7 @@ pub fn pull_rows(store: &Store, remote: &Backend, ids: &[RecordingId]) -> Result
 /// The remote's history rows (all recordings), oldest first, read through
 /// the local copy, and the damaged batches left out. Each row's `id` is
 /// its number in the copy.
-pub fn rows(dir: &Path, remote: &Backend) -> Result<(Vec<HistoryEntry>, Vec<BadBatch>)> {
+pub fn rows(dir: &Path, remote: &Remote) -> Result<(Vec<HistoryEntry>, Vec<BadBatch>)> {
     let mut cache = HistoryCache::open(dir, remote)?;
     let bad = cache.refresh(remote)?;
     Ok((cache.rows(None)?, bad))
@@ -187,7 +187,7 @@ pub struct Compacted {
 /// read deleted. Damaged batches are left as they are (`verify NAME:`
 /// names them). Nothing is written when there is one batch and no row of
 /// a removed recording.
-pub fn compact(dir: &Path, remote: &Backend, live: &HashSet<RecordingId>) -> Result<Compacted> {
+pub fn compact(dir: &Path, remote: &Remote, live: &HashSet<RecordingId>) -> Result<Compacted> {
     let mut cache = HistoryCache::open(dir, remote)?;
     cache.refresh(remote)?;
     let all = cache.rows(None)?;
@@ -226,7 +226,7 @@ pub fn compact(dir: &Path, remote: &Backend, live: &HashSet<RecordingId>) -> Res
 
 /// `verify NAME:`: every batch read again (not from the copy) and decoded.
 /// Returns (batches, rows, problems).
-pub fn check(remote: &Backend) -> Result<(u64, u64, Vec<String>)> {
+pub fn check(remote: &Remote) -> Result<(u64, u64, Vec<String>)> {
     let keys: Vec<String> = remote
         .list(HISTORY)?
         .into_iter()

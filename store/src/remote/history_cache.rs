@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use rusqlite::{params, Connection};
 
-use super::backend::Backend;
+use super::client::Remote;
 use super::error::{RemoteError, Result};
 use super::history::{batch_key, batch_of_key, decode_batch, HISTORY};
 use crate::HistoryEntry;
@@ -40,8 +40,8 @@ CREATE INDEX IF NOT EXISTS rows_batch ON rows (batch);
 impl HistoryCache {
     /// Open (or create) the history cache of `remote` in store directory
     /// `dir`, emptied when it was filled from another URL.
-    pub fn open(dir: &Path, remote: &Backend) -> Result<HistoryCache> {
-        let (conn, path) = super::cache::open_copy(
+    pub fn open(dir: &Path, remote: &Remote) -> Result<HistoryCache> {
+        let (conn, path) = super::v3::index_cache::open_copy(
             dir,
             remote,
             "history.sqlite",
@@ -64,7 +64,7 @@ impl HistoryCache {
     /// batches no longer listed are dropped first, so a row that moved
     /// into another batch (prune) is read again from it. Returns the
     /// damaged batches (left out, read again by the next refresh).
-    pub fn refresh(&mut self, remote: &Backend) -> Result<Vec<BadBatch>> {
+    pub fn refresh(&mut self, remote: &Remote) -> Result<Vec<BadBatch>> {
         let listed: HashSet<[u8; 32]> = remote
             .list(HISTORY)?
             .iter()

@@ -7,8 +7,8 @@
 //! transaction with its part.
 
 use super::error::Result;
-use super::layout;
 use super::pull::{corrupt, Session};
+use super::v2::layout;
 use super::Event;
 
 impl Session<'_> {

@@ -5,14 +5,14 @@
 
 use rrstore_format::{PartRole, RecordingId};
 
-use super::backend::Backend;
+use super::client::Remote;
 use super::error::{RemoteError, Result};
-use super::layout::{self, Manifest};
+use super::v2::layout::{self, Manifest};
 use super::Damaged;
 use crate::query::{LsFilter, LsSort, RecordingSummary};
 
 /// Recording IDs on the remote (one LIST).
-pub fn ids(remote: &Backend) -> Result<Vec<RecordingId>> {
+pub fn ids(remote: &Remote) -> Result<Vec<RecordingId>> {
     let mut v: Vec<RecordingId> = remote
         .list(layout::RECORDINGS)?
         .iter()
@@ -31,7 +31,7 @@ pub struct Manifests {
 }
 
 /// Fetch and check the manifests of `ids`.
-pub fn manifests(remote: &Backend, ids: &[RecordingId]) -> Result<Manifests> {
+pub fn manifests(remote: &Remote, ids: &[RecordingId]) -> Result<Manifests> {
     let mut out = Vec::with_capacity(ids.len());
     let mut damaged = Vec::new();
     let keys = ids.iter().map(layout::recording_key);
@@ -66,7 +66,7 @@ pub fn manifests(remote: &Backend, ids: &[RecordingId]) -> Result<Manifests> {
 }
 
 /// Resolve a hex prefix (at least 4 digits) among `ids`.
-pub fn resolve(remote: &Backend, ids: &[RecordingId], prefix: &str) -> Result<RecordingId> {
+pub fn resolve(remote: &Remote, ids: &[RecordingId], prefix: &str) -> Result<RecordingId> {
     let p = prefix.trim().to_ascii_lowercase();
     if p.len() < 4 || p.len() > 64 || !p.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(crate::StoreError::BadPrefix(prefix.to_string()).into());
@@ -108,7 +108,7 @@ pub struct Selected {
 }
 
 /// Resolve a selection to IDs.
-pub fn select(remote: &Backend, sel: &Selection) -> Result<Selected> {
+pub fn select(remote: &Remote, sel: &Selection) -> Result<Selected> {
     let all = ids(remote)?;
     let mut chosen: Vec<RecordingId> = if sel.ids.is_empty() {
         all.clone()
@@ -148,7 +148,7 @@ pub fn select(remote: &Backend, sel: &Selection) -> Result<Selected> {
 /// the recordings whose manifest is corrupt (not filtered: what they hold
 /// is unknown).
 pub fn summaries(
-    remote: &Backend,
+    remote: &Remote,
     filter: &LsFilter,
 ) -> Result<(Vec<RecordingSummary>, Vec<Damaged>)> {
     let matcher = Matcher::new(filter)?;

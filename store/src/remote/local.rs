@@ -10,7 +10,7 @@ use rrstore_format::chunk::{ChunkHash, Codec};
 use rrstore_format::{Recording, RecordingId};
 use rusqlite::OptionalExtension;
 
-use super::layout::{self, ChunkRef};
+use super::v2::layout::{self, ChunkRef};
 use crate::error::{Result, StoreError};
 use crate::index::recording_rows::insert_recording_rows;
 use crate::index::write::{self, AsPartRow, ChunkRow, Keep, Outcome, PartRow, Recheck, Write};

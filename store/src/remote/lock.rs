@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime};
 
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 
-use super::backend::Backend;
+use super::client::Remote;
 use super::error::{RemoteError, Result};
 
 pub const LOCKS: &str = "locks/";
@@ -24,7 +24,7 @@ const WAIT: Duration = Duration::from_secs(15 * 60);
 
 /// A held lock: rewritten in the background, removed on drop.
 pub struct Lock<'a> {
-    remote: &'a Backend,
+    remote: &'a Remote,
     key: String,
     refresher: tokio::task::JoinHandle<()>,
 }
@@ -56,7 +56,7 @@ fn body(kind: &str) -> Vec<u8> {
     .into_bytes()
 }
 
-impl Backend {
+impl Remote {
     /// PUT `key`; with `create`, only if it does not exist (`Ok(false)`:
     /// it did).
     fn put_lock(&self, key: &str, kind: &str, create: bool) -> Result<bool> {

@@ -8,12 +8,12 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::backend::Backend;
 use super::blobs::{layout_version, Blobs};
+use super::client::Remote;
 use super::error::Result;
-use super::layout;
-use super::layout3::{self, Entry, Kind};
 use super::local::check_entry;
+use super::v2::layout;
+use super::v3::{self, Entry, Kind};
 use super::Event;
 
 /// GETs per round (their bodies are held until appended).
@@ -37,7 +37,7 @@ pub struct MigrateReport {
 
 pub fn migrate(
     dir: &Path,
-    remote: &Backend,
+    remote: &Remote,
     progress: &mut dyn FnMut(Event),
 ) -> Result<MigrateReport> {
     let mut report = MigrateReport {
@@ -56,7 +56,7 @@ pub fn migrate(
             return Ok(());
         }
         let name = *blake3::hash(pack).as_bytes();
-        remote.put(&layout3::pack_key(&name), std::mem::take(pack))?;
+        remote.put(&v3::pack_key(&name), std::mem::take(pack))?;
         report.packs += 1;
         for mut e in here.drain(..) {
             e.pack = name;
@@ -118,20 +118,19 @@ pub fn migrate(
     }
     flush(&mut pack, &mut here, &mut report)?;
     progress(Event::Phase("writing the index".into()));
-    for part in entries.chunks(super::push3::INDEX_MAX) {
-        let (name, body) =
-            layout3::encode_index(part).map_err(|reason| crate::StoreError::Encode {
-                what: "an index object".into(),
-                reason,
-            })?;
-        remote.put(&layout3::index_key(&name), body)?;
+    for part in entries.chunks(super::v3::INDEX_MAX) {
+        let (name, body) = v3::encode_index(part).map_err(|reason| crate::StoreError::Encode {
+            what: "an index object".into(),
+            reason,
+        })?;
+        remote.put(&v3::index_key(&name), body)?;
         report.index_objects += 1;
     }
     progress(Event::Phase("rewriting manifests".into()));
     let (manifests, images) = rewrite_entries(remote, &mut report.damaged)?;
     report.manifests = manifests;
     report.images = images;
-    remote.put(layout3::MARKER, layout3::MARKER_BODY.to_vec())?;
+    remote.put(v3::MARKER, v3::MARKER_BODY.to_vec())?;
     progress(Event::Phase("deleting version 2 objects".into()));
     report.deleted = remote.delete_all(&old)?;
     // Fill this store's cache now: the next push or pull needs no refresh.
@@ -142,7 +141,7 @@ pub fn migrate(
 
 /// Rewrite every manifest and image entry in version 3; damaged ones are
 /// left as they are and named.
-fn rewrite_entries(remote: &Backend, damaged: &mut Vec<String>) -> Result<(u64, u64)> {
+fn rewrite_entries(remote: &Remote, damaged: &mut Vec<String>) -> Result<(u64, u64)> {
     let mut out: Vec<(String, Vec<u8>)> = Vec::new();
     let keys = remote.list(layout::RECORDINGS)?;
     remote.get_all(keys.into_iter(), &mut |key, body| {

@@ -4,30 +4,31 @@
 //!
 //! * [`config`]: named remotes of a store (`remote add/ls/rm`).
 //! * [`url`]: `s3://BUCKET/PREFIX` and `file:///PATH`.
-//! * [`backend`]: the object_store client and its small tokio runtime
-//!   (`reads`: its LIST and GET requests; `ranges`: ranged GETs; `trace`:
-//!   `RRSTORE_REMOTE_TRACE`).
-//! * [`layout`]: object keys and encodings; [`layout3`]: version 3's
-//!   packs, index objects and marker; `blobs`: reading a blob of either
-//!   layout (`ranges`: ranged GETs); `cache`: the local copy of a version
-//!   3 remote's index.
+//! * [`client`]: [`Remote`], an open remote: the object_store client and
+//!   its small tokio runtime (`reads`: its LIST and GET requests;
+//!   `ranges`: ranged GETs; `trace`: `RRSTORE_REMOTE_TRACE`).
+//! * By layout version: [`v2`] (object keys and encodings, which version
+//!   3 keeps for its blobs, manifests and image entries; a push to a
+//!   version 2 remote) and [`v3`] (packs, index objects and their local
+//!   cache, the marker, the manifest dictionary; a push into packs).
+//!   `blobs`: reading a blob of either layout.
 //! * [`tree`]: a part's chunk list as a content-defined tree.
-//! * [`push`] (`push3`: version 3), [`pull`], [`list`] (`ls NAME:`), [`images`] (the image
-//!   library); `local`: the store side; `known`: trees a pull derives;
-//!   `temp`: a file:// remote's temporary files; `dirfs`: a file://
-//!   remote's directory, no link followed; [`migrate`]: version 2
-//!   to 3 (`deletes`: removing objects, `names`: the only names deleted);
-//!   [`lock`]: lock objects;
-//!   [`prune`]: `rm NAME:ID` and `remote prune`.
+//! * By verb: [`push`] (choosing the layout, and the work lists a push of
+//!   either version sends), [`pull`] (its stages in `pull/`), [`list`]
+//!   (`ls NAME:`), [`images`] (the image library); `local`: the store
+//!   side; `temp`: a file:// remote's temporary files; `dirfs`: a file://
+//!   remote's directory, no link followed; [`migrate`]: version 2 to 3
+//!   (`deletes`: removing objects, `names`: the only names deleted);
+//!   [`lock`]: lock objects; [`prune`]: `rm NAME:ID` and `remote prune`;
+//!   [`check`]: `verify NAME:`; [`runs`]: fleet run results.
 //! * [`history`]: shared replay history (`history_cache`: the local copy
 //!   of a remote's history batches).
 //! * [`signature`]: signatures of recordings (`push --sign`, `pull
 //!   --require-signed-by`).
 
-pub mod backend;
 mod blobs;
-mod cache;
 pub mod check;
+pub mod client;
 pub mod config;
 mod deletes;
 mod dirfs;
@@ -35,25 +36,14 @@ pub mod error;
 pub mod history;
 mod history_cache;
 pub mod images;
-mod index4;
-mod known;
-pub mod layout;
-pub mod layout3;
-mod lazy;
 pub mod list;
 mod local;
 pub mod lock;
-mod manifest3;
 pub mod migrate;
 mod names;
 pub mod prune;
 pub mod pull;
-mod pull_chunks;
-mod pull_nodes;
-mod pull_prefetch;
-mod pull_verify;
 pub mod push;
-mod push3;
 mod ranges;
 mod reads;
 pub mod runs;
@@ -62,10 +52,12 @@ mod temp;
 mod trace;
 pub mod tree;
 pub mod url;
+pub mod v2;
+pub mod v3;
 
 use serde::Serialize;
 
-pub use backend::Backend;
+pub use client::Remote;
 pub use config::RemoteConfig;
 pub use error::RemoteError;
 pub use history_cache::BadBatch;

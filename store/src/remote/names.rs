@@ -7,7 +7,8 @@
 
 use rrstore_format::RecordingId;
 
-use super::{history, layout, layout3, lock, signature, temp};
+use super::v2::layout;
+use super::{history, lock, signature, temp, v3};
 
 /// Fan-out directories of objects named `<dir><ab>/<64 hex>`.
 const FANNED: [&str; 6] = [
@@ -15,7 +16,7 @@ const FANNED: [&str; 6] = [
     layout::LISTS,
     layout::PARTS,
     layout::IMAGES,
-    layout3::PACKS,
+    v3::PACKS,
     history::HISTORY,
 ];
 
@@ -35,7 +36,7 @@ pub fn is_object(key: &str) -> bool {
     if let Some(id) = key.strip_prefix(layout::RECORDINGS) {
         return lower_hex(id, 64) && id.parse::<RecordingId>().is_ok();
     }
-    if let Some(name) = key.strip_prefix(layout3::INDEX) {
+    if let Some(name) = key.strip_prefix(v3::INDEX) {
         return lower_hex(name, 64);
     }
     if let Some(rest) = key.strip_prefix(signature::SIGNATURES) {

@@ -13,14 +13,14 @@ use std::path::Path;
 use rrstore_format::RecordingId;
 use serde::Serialize;
 
-use super::backend::Backend;
 use super::blobs::Blobs;
 use super::check::{part_chunks, Node};
+use super::client::Remote;
 use super::error::{RemoteError, Result};
-use super::layout;
-use super::layout3::{self, Entry, Kind};
 use super::names;
 use super::pull::corrupt;
+use super::v2::layout;
+use super::v3::{self, Entry, Kind};
 use super::Event;
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -46,7 +46,7 @@ pub struct PruneReport {
 }
 
 /// Delete the manifests of recordings `ids`; returns those that were there.
-pub fn remove(remote: &Backend, ids: &[RecordingId]) -> Result<Vec<RecordingId>> {
+pub fn remove(remote: &Remote, ids: &[RecordingId]) -> Result<Vec<RecordingId>> {
     let there: HashSet<RecordingId> = remote
         .list(layout::RECORDINGS)?
         .iter()
@@ -72,7 +72,7 @@ pub fn remove(remote: &Backend, ids: &[RecordingId]) -> Result<Vec<RecordingId>>
     Ok(gone)
 }
 
-pub fn prune(dir: &Path, remote: &Backend, progress: &mut dyn FnMut(Event)) -> Result<PruneReport> {
+pub fn prune(dir: &Path, remote: &Remote, progress: &mut dyn FnMut(Event)) -> Result<PruneReport> {
     if super::blobs::layout_version(remote)? != 3 {
         return Err(RemoteError::NotV3 {
             remote: remote.name.clone(),
@@ -96,7 +96,7 @@ pub fn prune(dir: &Path, remote: &Backend, progress: &mut dyn FnMut(Event)) -> R
     // Index objects and packs by their exact names: nothing else under
     // `index/` or `packs/` is rrstore's to delete.
     let index_keys: Vec<String> = remote
-        .list(layout3::INDEX)?
+        .list(v3::INDEX)?
         .into_iter()
         .filter(|k| names::is_object(k))
         .collect();
@@ -177,7 +177,7 @@ pub fn prune(dir: &Path, remote: &Backend, progress: &mut dyn FnMut(Event)) -> R
         ..Default::default()
     };
     let sizes: HashMap<String, u64> = remote
-        .list_sized(layout3::PACKS)?
+        .list_sized(v3::PACKS)?
         .into_iter()
         .filter(|(k, _)| names::is_object(k))
         .collect();
@@ -192,7 +192,7 @@ pub fn prune(dir: &Path, remote: &Backend, progress: &mut dyn FnMut(Event)) -> R
             }
             let name = *blake3::hash(out).as_bytes();
             r.bytes_written += out.len() as u64;
-            remote.put(&layout3::pack_key(&name), std::mem::take(out))?;
+            remote.put(&v3::pack_key(&name), std::mem::take(out))?;
             r.packs_written += 1;
             for mut e in es.drain(..) {
                 e.pack = name;
@@ -205,7 +205,7 @@ pub fn prune(dir: &Path, remote: &Backend, progress: &mut dyn FnMut(Event)) -> R
     progress(Event::Phase("repacking".into()));
     for pack in packs {
         let es = &by_pack[&pack];
-        let key = layout3::pack_key(&pack);
+        let key = v3::pack_key(&pack);
         let dead = es.iter().filter(|e| !e.1).count();
         report.dead_blobs += dead as u64;
         if dead == 0 {
@@ -242,7 +242,7 @@ pub fn prune(dir: &Path, remote: &Backend, progress: &mut dyn FnMut(Event)) -> R
     }
     flush(&mut out, &mut out_entries, &mut report, &mut new_index)?;
     // Packs no index names: left by interrupted pushes (none runs now).
-    let indexed: HashSet<String> = by_pack.keys().map(layout3::pack_key).collect();
+    let indexed: HashSet<String> = by_pack.keys().map(v3::pack_key).collect();
     for (k, size) in &sizes {
         if !indexed.contains(k) {
             report.packs_deleted += 1;
@@ -256,14 +256,13 @@ pub fn prune(dir: &Path, remote: &Backend, progress: &mut dyn FnMut(Event)) -> R
     // The new index first, then the old one goes, then the packs.
     progress(Event::Phase("writing the new index".into()));
     let mut written = HashSet::new();
-    for part in new_index.chunks(super::push3::INDEX_MAX) {
-        let (name, body) =
-            layout3::encode_index(part).map_err(|reason| crate::StoreError::Encode {
-                what: "an index object".into(),
-                reason,
-            })?;
-        remote.put(&layout3::index_key(&name), body)?;
-        written.insert(layout3::index_key(&name));
+    for part in new_index.chunks(super::v3::INDEX_MAX) {
+        let (name, body) = v3::encode_index(part).map_err(|reason| crate::StoreError::Encode {
+            what: "an index object".into(),
+            reason,
+        })?;
+        remote.put(&v3::index_key(&name), body)?;
+        written.insert(v3::index_key(&name));
         report.index_objects_written += 1;
     }
     let old: Vec<String> = index_keys

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use futures::StreamExt;
 use object_store::ObjectStoreExt;
 
-use super::backend::{Backend, CONCURRENCY};
+use super::client::{Remote, CONCURRENCY};
 use super::dirfs;
 use super::error::{RemoteError, Result};
 
@@ -43,7 +43,7 @@ fn in_flight(reqs: &[(String, Range<u64>)]) -> usize {
     (n as usize).clamp(MIN_IN_FLIGHT, CONCURRENCY)
 }
 
-impl Backend {
+impl Remote {
     /// GET every (key, range), [`in_flight`] at once; `f` gets each
     /// request's position in `reqs` and what it found, on this thread.
     pub fn get_ranges_all(

@@ -1,6 +1,6 @@
-//! LIST and GET requests of a [`Backend`]: async forms that a caller can
+//! LIST and GET requests of a [`Remote`]: async forms that a caller can
 //! run together, so requests that do not depend on each other share one
-//! round trip ([`Backend::join`]), and the blocking forms the rest of the
+//! round trip ([`Remote::join`]), and the blocking forms the rest of the
 //! crate uses. Every request is counted and traced (`trace`).
 
 use std::future::Future;
@@ -10,7 +10,7 @@ use std::time::SystemTime;
 use futures::{StreamExt, TryStreamExt};
 use object_store::ObjectStoreExt;
 
-use super::backend::{Backend, CONCURRENCY};
+use super::client::{Remote, CONCURRENCY};
 use super::dirfs;
 use super::error::{RemoteError, Result};
 use super::temp;
@@ -22,7 +22,7 @@ pub struct Listed {
     pub modified: SystemTime,
 }
 
-impl Backend {
+impl Remote {
     /// Run `f` (requests made with the async forms below) to completion.
     pub fn join<F: Future>(&self, f: F) -> F::Output {
         self.rt.block_on(f)

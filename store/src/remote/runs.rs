@@ -4,7 +4,7 @@
 //! none), and collecting lists `runs/NAME/`. The objects are the caller's
 //! bytes: this module owns only the keys (spec/REMOTE.md, "Fleet runs").
 
-use super::backend::Backend;
+use super::client::Remote;
 use super::error::{RemoteError, Result};
 
 /// The prefix of every run's objects.
@@ -44,7 +44,7 @@ pub fn run_dir(run: &str) -> Result<String> {
 
 /// Store shard `index` of `count`'s results of run `run`.
 pub fn put_shard(
-    remote: &Backend,
+    remote: &Remote,
     run: &str,
     index: u32,
     count: u32,
@@ -56,7 +56,7 @@ pub fn put_shard(
 }
 
 /// Every shard results object of run `run`: (key, bytes), by key.
-pub fn get_shards(remote: &Backend, run: &str) -> Result<Vec<(String, Vec<u8>)>> {
+pub fn get_shards(remote: &Remote, run: &str) -> Result<Vec<(String, Vec<u8>)>> {
     let dir = run_dir(run)?;
     let mut keys: Vec<String> = remote
         .list(&dir)?

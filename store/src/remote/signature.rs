@@ -10,7 +10,7 @@ use std::collections::HashMap;
 
 use rrstore_format::RecordingId;
 
-use super::backend::Backend;
+use super::client::Remote;
 use super::error::RemoteError;
 use crate::signing::{PublicKey, SecretKey, SignatureObject};
 
@@ -70,7 +70,7 @@ pub struct Found {
 /// Sign recordings `ids` on `remote` with `key`. The caller has made sure
 /// each manifest is on the remote (push writes them first).
 pub fn sign(
-    remote: &Backend,
+    remote: &Remote,
     ids: &[RecordingId],
     key: &SecretKey,
 ) -> Result<Vec<(RecordingId, SignatureObject)>, RemoteError> {
@@ -87,7 +87,7 @@ pub fn sign(
 /// recording's `signatures/<id>/`, all at once, or of all of `signatures/` for many
 /// recordings, then a GET per object of those recordings), each checked.
 pub fn fetch(
-    remote: &Backend,
+    remote: &Remote,
     ids: &[RecordingId],
 ) -> Result<HashMap<RecordingId, Found>, RemoteError> {
     let mut out: HashMap<RecordingId, Found> = ids.iter().map(|i| (*i, Found::default())).collect();
@@ -139,7 +139,7 @@ pub fn fetch(
 /// Check that every recording of `ids` has a valid signature by one of
 /// `required` (any of them), given what [`fetch`] found.
 pub fn require(
-    remote: &Backend,
+    remote: &Remote,
     ids: &[RecordingId],
     found: &HashMap<RecordingId, Found>,
     required: &[PublicKey],

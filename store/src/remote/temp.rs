@@ -15,7 +15,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
 use super::dirfs::{self, FsError};
-use super::{layout, names};
+use super::names;
+use super::v2::layout;
 
 /// The directory of temporary files, at the remote's root.
 pub const TMP_DIR: &str = "tmp";
@@ -71,8 +72,8 @@ pub fn remove_stale(root: &Path) -> Result<u64, FsError> {
         layout::PARTS,
         layout::RECORDINGS,
         layout::IMAGES,
-        super::layout3::PACKS,
-        super::layout3::INDEX,
+        super::v3::PACKS,
+        super::v3::INDEX,
     ] {
         for e in dirfs::list(root, dir)? {
             if names::is_temporary(&e.key) && untouched(e.modified, now) {

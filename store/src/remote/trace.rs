@@ -1,7 +1,7 @@
 //! Request tracing, for finding where a slow push or pull waits: with
-//! `RRSTORE_REMOTE_TRACE=1` in the environment every request the backend
+//! `RRSTORE_REMOTE_TRACE=1` in the environment every request a `Remote`
 //! makes is written to stderr as one line when it ends, with when it began
-//! (milliseconds since the backend opened), how long it took, the verb,
+//! (milliseconds since the remote opened), how long it took, the verb,
 //! the key, the byte range and the bytes moved. Requests that begin only
 //! after an earlier one ended are the round trips a transfer depends on
 //! (docs/remote.md, "Tracing requests").
@@ -12,7 +12,7 @@ use std::time::Instant;
 /// Where a traced request began; `None` when tracing is off.
 pub(super) type Mark = Option<Instant>;
 
-/// The backend's trace: its origin, or `None` when tracing is off.
+/// The remote client's trace: its origin, or `None` when tracing is off.
 #[derive(Clone, Copy)]
 pub(super) struct Trace(Option<Instant>);
 

@@ -5,7 +5,7 @@
 //! that share most chunks share most nodes, so a pull fetches only the
 //! nodes along the changed paths and derives the rest from its own parts.
 
-use super::layout::{self, ChunkRef};
+use super::v2::layout::{self, ChunkRef};
 
 /// How a chunk list is cut into a tree.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

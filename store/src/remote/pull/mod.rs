@@ -5,7 +5,9 @@
 //! blake3, each new part's bytes against the part's blake3), and a recording
 //! enters the local index only after all of its parts are stored and
 //! verified. What the recordings lack is first fetched for all of them at
-//! once (`pull_prefetch`), then each is checked and committed in turn.
+//! once (`prefetch`: manifests, part objects, tree nodes (`nodes`;
+//! `known_trees`: the trees derivable from local parts) and chunks
+//! (`chunks`)), then each is checked (`verify`) and committed in turn.
 //! Chunks are indexed as they arrive (in batches), so an interrupted pull
 //! does not fetch them again; the pull's commits are made durable together
 //! at its end (spec/STORE.md, "Pull durability"). A recording whose objects
@@ -13,23 +15,29 @@
 //! `damaged`; the others are still pulled. Then the history rows of the
 //! recordings pulled (or already there) are merged (`history`).
 
+mod chunks;
+mod known_trees;
+mod nodes;
+mod prefetch;
+mod verify;
+
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
 
 use rrstore_format::chunk::ChunkHash;
 use rrstore_format::{Recording, RecordingId};
 
-use super::backend::Backend;
-use super::blobs::Blobs;
-use super::error::{RemoteError, Result};
-use super::known::Known;
-use super::layout::{self, ChunkRef, Manifest, PartObject};
-use super::layout3::Kind;
-use super::list::Selected;
-use super::local::PulledPart;
-use super::pull_verify::{verify_parts, Decoded, NewPart};
-use super::{Damaged, Event, TransferReport};
+use self::known_trees::Known;
+use self::verify::{verify_parts, Decoded, NewPart};
 use crate::pack::writer::PackWriter;
+use crate::remote::blobs::Blobs;
+use crate::remote::client::Remote;
+use crate::remote::error::{RemoteError, Result};
+use crate::remote::list::Selected;
+use crate::remote::local::PulledPart;
+use crate::remote::v2::layout::{self, ChunkRef, Manifest, PartObject};
+use crate::remote::v3::Kind;
+use crate::remote::{Damaged, Event, TransferReport};
 use crate::Store;
 
 /// How often one recording or image is pulled again when gc removed
@@ -45,7 +53,7 @@ pub(super) enum Fetched {
 /// State shared by the recordings (and images) of one pull.
 pub(crate) struct Session<'a> {
     pub store: &'a mut Store,
-    pub remote: &'a Backend,
+    pub remote: &'a Remote,
     /// Where blobs are: the index cache (version 3) or their own objects.
     pub blobs: Blobs<'a>,
     pub report: TransferReport,
@@ -54,24 +62,24 @@ pub(crate) struct Session<'a> {
     pub(super) v2: Option<Known>,
     /// Nodes fetched in this pull (never fetched twice).
     pub(super) fetched: HashMap<[u8; 32], Fetched>,
-    /// Chunk batches indexed so far (`pull_chunks`).
+    /// Chunk batches indexed so far (`chunks`).
     pub(super) batches: u64,
     /// The local pack pulled chunks are appended to, kept open across the
-    /// recordings of the pull until it is full (`pull_chunks`).
+    /// recordings of the pull until it is full (`chunks`).
     pub(super) pack: Option<PackWriter>,
     /// The pull's commits are not durable yet (`Store::xfer_pull_durable`).
     undurable: bool,
-    /// Part objects fetched by the prefetch (`pull_prefetch`), with where.
+    /// Part objects fetched by the prefetch (`prefetch`), with where.
     pub(super) prefetched: HashMap<[u8; 32], (String, PartObject)>,
     /// Bytes of the manifests this pull fetched.
     pub(super) manifest_bytes: u64,
     /// Manifest bodies fetched when the session opened, by key (`None`:
     /// the object does not exist), taken by the prefetch.
     pub(super) opened: HashMap<String, Option<Vec<u8>>>,
-    /// Tree nodes fetched ahead of their level (`pull_prefetch`), checked
+    /// Tree nodes fetched ahead of their level (`prefetch`), checked
     /// against their names, not decoded yet.
     pub(super) node_bodies: HashMap<[u8; 32], Vec<u8>>,
-    /// Compressed chunks the part checks decoded (`pull_verify`).
+    /// Compressed chunks the part checks decoded (`verify`).
     decoded: Decoded,
 }
 
@@ -85,7 +93,7 @@ impl Drop for Session<'_> {
     }
 }
 
-pub(crate) fn corrupt(remote: &Backend, key: &str, reason: String) -> RemoteError {
+pub(crate) fn corrupt(remote: &Remote, key: &str, reason: String) -> RemoteError {
     RemoteError::Corrupt {
         remote: remote.name.clone(),
         key: key.to_string(),
@@ -99,7 +107,7 @@ pub(crate) fn corrupt(remote: &Backend, key: &str, reason: String) -> RemoteErro
 /// `damaged`.
 pub fn pull(
     store: &mut Store,
-    remote: &Backend,
+    remote: &Remote,
     wanted: Selected,
     images: bool,
     progress: &mut dyn FnMut(Event),
@@ -128,7 +136,7 @@ pub fn pull(
         .filter_map(|i| i.parse().ok())
         .collect();
     if !ids.is_empty() {
-        let shared = super::history::pull_rows(s.store, remote, &ids)?;
+        let shared = crate::remote::history::pull_rows(s.store, remote, &ids)?;
         s.report.history_rows = shared.rows;
         s.report.history_batches = shared.batches;
         s.report.warnings.extend(shared.warnings());
@@ -142,7 +150,7 @@ impl<'a> Session<'a> {
     /// its first round, with the layout marker and the index listing.
     pub fn new(
         store: &'a mut Store,
-        remote: &'a Backend,
+        remote: &'a Remote,
         manifests: &[RecordingId],
     ) -> Result<Session<'a>> {
         let before = remote.received.load(Ordering::Relaxed);
@@ -257,7 +265,7 @@ impl<'a> Session<'a> {
                 self.report.recordings += 1;
                 self.report.ids.push(id.to_hex());
                 self.report.logical_bytes += m.recording.logical_size();
-                super::pull_chunks::pause_point("recording", self.report.recordings);
+                chunks::pause_point("recording", self.report.recordings);
             } else {
                 self.report.present += 1;
                 self.report.present_ids.push(id.to_hex());
@@ -433,7 +441,7 @@ impl Session<'_> {
     }
 }
 
-pub(crate) fn fetch_manifest(remote: &Backend, id: &RecordingId) -> Result<Manifest> {
+pub(crate) fn fetch_manifest(remote: &Remote, id: &RecordingId) -> Result<Manifest> {
     let key = layout::recording_key(id);
     let body = remote.get(&key)?.ok_or_else(|| RemoteError::NotFound {
         remote: remote.name.clone(),

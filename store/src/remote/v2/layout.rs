@@ -9,7 +9,7 @@
 //! parts/<ab>/<part blake3>     "RRP2" | len u64 | chunks u64 | height u8 | n u32 | n x node
 //!                              (v1: "RRP1" | len u64 | chunks u64 | n u32 | n x list block)
 //! recordings/<recording ID>    "RRM2" | zstd(MessagePack manifest)   (v1: MessagePack)
-//!                              (v3: "RRM3" | zstd with a fixed dictionary, `manifest3`)
+//!                              (v3: "RRM3" | zstd with a fixed dictionary, `v3::manifest`)
 //! images/<ab>/<image blake3>   "RRG2" | zstd(MessagePack image entry)
 //! ```
 //! Every object is immutable and named by a hash its reader checks.
@@ -136,7 +136,7 @@ pub fn decode_inner(b: &[u8]) -> Result<Vec<[u8; 32]>, String> {
 /// with [`tree::V1`]); `height` h > 0: `top` names inner nodes h levels
 /// above the list blocks.
 ///
-/// [`tree::V1`]: super::tree::V1
+/// [`tree::V1`]: crate::remote::tree::V1
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PartObject {
     pub len: u64,
@@ -221,12 +221,12 @@ pub const MANIFEST_V2: u32 = 2;
 const MAX_META: usize = 16 << 20;
 
 /// A manifest of `version` 3: `"RRM3"` | zstd frame with the manifest
-/// dictionary ([`super::manifest3`]); of an earlier version (written to a
+/// dictionary ([`crate::remote::v3::manifest`]); of an earlier version (written to a
 /// version 2 remote, which older rrstore reads): `"RRM2"` | zstd frame.
 pub fn encode_manifest(m: &Manifest) -> Result<Vec<u8>, String> {
     let raw = rmp_serde::to_vec_named(m).map_err(|e| e.to_string())?;
     if m.version >= 3 {
-        super::manifest3::pack(&raw)
+        crate::remote::v3::manifest::pack(&raw)
     } else {
         packed(MANIFEST_MAGIC, &raw)
     }
@@ -251,8 +251,8 @@ fn unpacked<'a>(b: &'a [u8], magic: &[u8; 4]) -> Result<std::borrow::Cow<'a, [u8
 /// zstd; v1: plain MessagePack) and check that its recording hashes to
 /// `id`.
 pub fn decode_manifest(b: &[u8], id: &RecordingId) -> Result<Manifest, String> {
-    let raw = match b.strip_prefix(&super::manifest3::MAGIC[..]) {
-        Some(z) => super::manifest3::unpack(z, MAX_META)?.into(),
+    let raw = match b.strip_prefix(&crate::remote::v3::manifest::MAGIC[..]) {
+        Some(z) => crate::remote::v3::manifest::unpack(z, MAX_META)?.into(),
         None => unpacked(b, MANIFEST_MAGIC)?,
     };
     let m: Manifest = rmp_serde::from_slice(&raw).map_err(|e| format!("does not decode: {e}"))?;

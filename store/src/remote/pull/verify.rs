@@ -21,8 +21,8 @@ use std::sync::{Arc, Mutex};
 
 use rrstore_format::chunk::{ChunkHash, Codec};
 
-use super::error::Result;
 use crate::pack::reader::{ChunkLoc, PackFiles, ReadError};
+use crate::remote::error::Result;
 use crate::{Store, StoreError};
 
 /// Chunks per message to a lane.

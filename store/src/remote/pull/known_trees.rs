@@ -5,9 +5,9 @@
 
 use std::collections::HashMap;
 
-use super::layout::ChunkRef;
-use super::tree::{self, Scheme};
 use crate::error::Result;
+use crate::remote::tree::{self, Scheme};
+use crate::remote::v2::layout::ChunkRef;
 use crate::Store;
 
 /// Local nodes of one tree scheme: name -> (local part, chunk range).

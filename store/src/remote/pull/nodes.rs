@@ -5,14 +5,14 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::backend::Backend;
-use super::blobs::Found;
-use super::error::{RemoteError, Result};
-use super::known::Known;
-use super::layout::{self, ChunkRef, PartObject};
-use super::layout3::Kind;
-use super::pull::{corrupt, Fetched, Session};
-use super::tree;
+use super::known_trees::Known;
+use super::{corrupt, Fetched, Session};
+use crate::remote::blobs::Found;
+use crate::remote::client::Remote;
+use crate::remote::error::{RemoteError, Result};
+use crate::remote::tree;
+use crate::remote::v2::layout::{self, ChunkRef, PartObject};
+use crate::remote::v3::Kind;
 use crate::{Store, StoreError};
 
 impl Session<'_> {
@@ -98,7 +98,7 @@ impl Session<'_> {
                     Err(r) => Err(corrupt(remote, &at, r)),
                 }
             };
-            // Nodes fetched ahead (`pull_prefetch`) need no request.
+            // Nodes fetched ahead (`prefetch`) need no request.
             let mut names: Vec<[u8; 32]> = Vec::new();
             for h in get.keys() {
                 match ahead.remove(h) {
@@ -162,7 +162,7 @@ fn expand(
     store: &Store,
     known: &mut Known,
     fetched: &HashMap<[u8; 32], Fetched>,
-    remote: &Backend,
+    remote: &Remote,
     h: &[u8; 32],
     level: u8,
     out: &mut Vec<ChunkRef>,

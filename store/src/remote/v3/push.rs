@@ -3,28 +3,27 @@
 //! does not know are bundled into pack objects (a few in flight, multipart
 //! on S3), then one index object names them, then the manifests are
 //! written. Nothing is listed but `index/`, `recordings/` and (with
-//! `--images`) `images/`.
+//! `--images`) `images/`. What to send is planned in `push::plan`, as
+//! for version 2.
 
 use std::cell::RefCell;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fs::File;
 
 use rrstore_format::RecordingId;
 
-use super::backend::Backend;
-use super::blobs::Blobs;
-use super::error::Result;
-use super::layout::{self, ChunkRef, PartObject};
-use super::layout3::{self, Entry, Kind};
-use super::push::{put_manifests, todo, Todo};
-use super::tree;
-use super::{Event, TransferReport};
+use crate::remote::blobs::Blobs;
+use crate::remote::client::Remote;
+use crate::remote::error::Result;
+use crate::remote::push::manifests::put_manifests;
+use crate::remote::push::plan::{self, todo, Missing, Work};
+use crate::remote::v2::layout;
+use crate::remote::v3::{self, Entry, Kind, INDEX_MAX};
+use crate::remote::{Event, TransferReport};
 use crate::Store;
 
 /// Packs uploaded at once (each may be a multipart upload of its own).
 const PACKS_IN_FLIGHT: usize = 2;
-/// An index object lists at most this many blobs.
-pub(super) const INDEX_MAX: usize = 200_000;
 
 /// A blob to send: a chunk read from the local packs, or bytes in hand.
 enum Blob {
@@ -32,9 +31,9 @@ enum Blob {
     Bytes(Kind, [u8; 32], Vec<u8>),
 }
 
-pub(super) fn push(
+pub(in crate::remote) fn push(
     store: &Store,
-    remote: &Backend,
+    remote: &Remote,
     ids: &[RecordingId],
     images: bool,
     progress: &mut dyn FnMut(Event),
@@ -65,72 +64,32 @@ pub(super) fn push(
         .map(|b| format!("index object {} left out: {}", b.key, b.reason))
         .collect();
     progress(Event::Phase("listing the remote's recordings".into()));
-    let Todo {
-        ids: todo_ids,
-        images: todo_images,
-    } = todo(store, remote, ids, images, &mut report)?;
-    if todo_ids.is_empty() && todo_images.is_empty() {
+    let todo = todo(store, remote, ids, images, &mut report)?;
+    if todo.ids.is_empty() && todo.images.is_empty() {
         return Ok(report);
     }
-    let mut recs = Vec::new();
-    let mut wanted: Vec<([u8; 32], u64)> = Vec::new();
-    for id in &todo_ids {
-        let rec = store.recording(id)?;
-        wanted.extend(rec.parts.iter().map(|p| (p.blake3, p.len)));
-        report.logical_bytes += rec.logical_size();
-        recs.push(rec);
-    }
-    for img in &todo_images {
-        wanted.push((img.hash_bytes(), img.len));
-        report.logical_bytes += img.len;
-    }
-    // What the index lacks: chunks first, then nodes, then part objects
-    // (any order would do inside packs; this one keeps a part's chunks
-    // together for ranged reads).
-    let mut chunks: Vec<Blob> = Vec::new();
+    let Work {
+        recs,
+        images: todo_images,
+        parts,
+    } = Work::new(store, todo, &mut report, &mut |h| {
+        Ok(blobs.lookup(Kind::Part, h)?.is_some())
+    })?;
+    let Missing { chunks, parts } =
+        plan::missing(parts, &mut |kind, h| Ok(blobs.lookup(kind, h)?.is_some()))?;
+    // Chunks first, then each part's new nodes and its part object (any
+    // order would do inside packs; this one keeps a part's chunks together
+    // for ranged reads).
+    let total = plan::chunk_bytes(store, &chunks);
     let mut meta: Vec<Blob> = Vec::new();
-    let mut queued: HashSet<(Kind, [u8; 32])> = HashSet::new();
-    for (hash, len) in wanted {
-        if blobs.lookup(Kind::Part, &hash)?.is_some() || !queued.insert((Kind::Part, hash)) {
-            continue;
-        }
-        let refs: Vec<ChunkRef> = store
-            .xfer_part_locs(&hash)?
-            .into_iter()
-            .map(|l| (l.hash, l.len))
-            .collect();
-        for (h, _) in &refs {
-            if !queued.contains(&(Kind::Chunk, *h)) && blobs.lookup(Kind::Chunk, h)?.is_none() {
-                queued.insert((Kind::Chunk, *h));
-                chunks.push(Blob::Chunk(*h));
-            }
-        }
-        let t = tree::build(&refs, tree::V2);
-        for n in t.nodes {
-            if !queued.contains(&(Kind::Node, n.hash))
-                && blobs.lookup(Kind::Node, &n.hash)?.is_none()
-            {
-                queued.insert((Kind::Node, n.hash));
-                meta.push(Blob::Bytes(Kind::Node, n.hash, n.body));
-            }
-        }
-        let obj = PartObject {
-            len,
-            nchunks: refs.len() as u64,
-            version: 2,
-            height: t.height,
-            top: t.top,
-        };
-        meta.push(Blob::Bytes(Kind::Part, hash, layout::encode_part(&obj)));
+    for (hash, nodes, object) in parts {
+        meta.extend(
+            nodes
+                .into_iter()
+                .map(|n| Blob::Bytes(Kind::Node, n.hash, n.body)),
+        );
+        meta.push(Blob::Bytes(Kind::Part, hash, object));
     }
-    let total: u64 = chunks
-        .iter()
-        .filter_map(|b| match b {
-            Blob::Chunk(h) => store.xfer_chunk_loc(h).ok().flatten(),
-            Blob::Bytes(..) => None,
-        })
-        .map(|l| l.stored_len as u64 + crate::pack::ENTRY_HEADER_LEN as u64)
-        .sum();
     progress(Event::Start {
         what: "sending packs".into(),
         total,
@@ -138,7 +97,7 @@ pub(super) fn push(
     // Stage 1: packs.
     let entries: RefCell<Vec<Entry>> = RefCell::new(Vec::new());
     let counts = RefCell::new((0u64, 0u64, 0u64));
-    let mut all = chunks.into_iter().chain(meta).peekable();
+    let mut all = chunks.into_iter().map(Blob::Chunk).chain(meta).peekable();
     let mut files: HashMap<String, File> = HashMap::new();
     let target = remote.pack_target;
     let packs = std::iter::from_fn(|| {
@@ -175,7 +134,7 @@ pub(super) fn push(
             e.pack = pack;
         }
         entries.borrow_mut().extend(here);
-        Some(Ok((layout3::pack_key(&pack), body)))
+        Some(Ok((v3::pack_key(&pack), body)))
     });
     let mut npacks = 0u64;
     remote.put_all_with(packs, PACKS_IN_FLIGHT, &mut |n| {
@@ -192,13 +151,12 @@ pub(super) fn push(
     let entries = entries.into_inner();
     let mut cache = blobs.cache.take();
     for part in entries.chunks(INDEX_MAX) {
-        let (name, body) =
-            layout3::encode_index(part).map_err(|reason| crate::StoreError::Encode {
-                what: "an index object".into(),
-                reason,
-            })?;
+        let (name, body) = v3::encode_index(part).map_err(|reason| crate::StoreError::Encode {
+            what: "an index object".into(),
+            reason,
+        })?;
         meta_bytes += body.len() as u64;
-        remote.put(&layout3::index_key(&name), body)?;
+        remote.put(&v3::index_key(&name), body)?;
         report.index_objects += 1;
         if let Some(c) = cache.as_mut() {
             c.add(&name, part)?;

@@ -5,13 +5,13 @@
 
 use rrstore_format::chunk::ChunkHash;
 
-use super::error::Result;
-use super::layout3::Kind;
-use super::local::{check_entry, PulledChunk};
-use super::pull::{corrupt, Session};
-use super::Event;
+use super::{corrupt, Session};
 use crate::pack::writer::PackWriter;
 use crate::pack::{ENTRY_HEADER_LEN, PACK_TARGET_SIZE};
+use crate::remote::error::Result;
+use crate::remote::local::{check_entry, PulledChunk};
+use crate::remote::v3::Kind;
+use crate::remote::Event;
 use crate::{Store, StoreError};
 
 /// Index pulled chunks after this many bytes have been appended.

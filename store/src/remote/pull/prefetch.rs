@@ -13,11 +13,11 @@ use std::collections::{HashMap, HashSet};
 use rrstore_format::chunk::ChunkHash;
 use rrstore_format::RecordingId;
 
-use super::error::Result;
-use super::layout::{self, Manifest, PartObject};
-use super::layout3::Kind;
-use super::pull::Session;
-use super::Event;
+use super::Session;
+use crate::remote::error::Result;
+use crate::remote::v2::layout::{self, Manifest, PartObject};
+use crate::remote::v3::Kind;
+use crate::remote::Event;
 
 impl Session<'_> {
     /// Prefetch for `todo` (manifests filled in where missing, those that
@@ -84,7 +84,7 @@ impl Session<'_> {
                     }
                 }
             }
-            Ok::<_, super::error::RemoteError>(parts)
+            Ok::<_, crate::remote::error::RemoteError>(parts)
         })?;
         if parts.is_empty() {
             return Ok(());

@@ -5,7 +5,7 @@
 //! ```text
 //! rrstore-layout          "rrstore remote layout 3\n"
 //! packs/<ab>/<blake3>     blobs back to back
-//! index/<blake3>          "RRX4" (`index4`: sorted, with a fanout), or the older
+//! index/<blake3>          "RRX4" (`fanout_index`: sorted, with a fanout), or the older
 //!                         "RRX3" | zstd(n_packs u32 | packs | n u64 | n x entry)
 //! ```
 
@@ -15,6 +15,8 @@ pub const MARKER: &str = "rrstore-layout";
 pub const MARKER_BODY: &[u8] = b"rrstore remote layout 3\n";
 pub const PACKS: &str = "packs/";
 pub const INDEX: &str = "index/";
+/// An index object lists at most this many blobs.
+pub const INDEX_MAX: usize = 200_000;
 
 const INDEX_MAGIC: &[u8; 4] = b"RRX3";
 /// An index object is at most this large decompressed.
@@ -89,7 +91,7 @@ pub fn encode_index(entries: &[Entry]) -> Result<([u8; 32], Vec<u8>), String> {
     if std::env::var("RRSTORE_REMOTE_INDEX_FORMAT").as_deref() == Ok("3") {
         return encode_index_v3(entries);
     }
-    super::index4::encode(entries)
+    super::fanout_index::encode(entries)
 }
 
 /// Encode an "RRX3" index object (one zstd frame, unsorted).
@@ -125,8 +127,8 @@ pub fn decode_index(b: &[u8], name: &[u8; 32]) -> Result<Vec<Entry>, String> {
     if blake3::hash(b).as_bytes() != name {
         return Err("its bytes do not hash to its name".into());
     }
-    if b.starts_with(super::index4::MAGIC) {
-        return super::index4::decode(b);
+    if b.starts_with(super::fanout_index::MAGIC) {
+        return super::fanout_index::decode(b);
     }
     let z = b
         .strip_prefix(&INDEX_MAGIC[..])

@@ -1,6 +1,6 @@
-//! The object store behind a remote (`object_store`: AmazonS3 or
-//! LocalFileSystem), driven from sync code by a small tokio runtime owned by
-//! [`Backend`]. Transfers run with bounded concurrency; bytes moved are
+//! An open remote, [`Remote`]: the object store behind it (`object_store`:
+//! AmazonS3 or LocalFileSystem), driven from sync code by a small tokio
+//! runtime it owns. Transfers run with bounded concurrency; bytes moved are
 //! counted for the push/pull reports. A `file://` remote never goes
 //! through `object_store` (whose LocalFileSystem follows symbolic links):
 //! every request is served by `remote::dirfs`, which follows no link below
@@ -32,7 +32,7 @@ pub const MULTIPART_OVER: usize = 8 << 20;
 pub const MULTIPART_PART: usize = 8 << 20;
 pub const MULTIPART_IN_FLIGHT: usize = 4;
 
-pub struct Backend {
+pub struct Remote {
     pub(super) rt: tokio::runtime::Runtime,
     pub(super) store: Arc<dyn ObjectStore>,
     /// Key prefix inside the bucket: "" or "a/b/".
@@ -65,9 +65,9 @@ fn runtime(name: &str, url: &str) -> Result<tokio::runtime::Runtime> {
         })
 }
 
-impl Backend {
+impl Remote {
     /// Open remote `name`. A file:// directory is created when `create`.
-    pub fn open(name: &str, cfg: &RemoteConfig, create: bool) -> Result<Backend> {
+    pub fn open(name: &str, cfg: &RemoteConfig, create: bool) -> Result<Remote> {
         let url = RemoteUrl::parse(&cfg.url)?;
         let setup = |reason: String| RemoteError::Setup {
             remote: name.to_string(),
@@ -110,7 +110,7 @@ impl Backend {
                 (s3, base)
             }
         };
-        Ok(Backend {
+        Ok(Remote {
             rt: runtime(name, &cfg.url)?,
             store,
             base,
@@ -233,7 +233,7 @@ impl Backend {
         self.put_all_with(items, CONCURRENCY, progress)
     }
 
-    /// [`Backend::put_all`] with `concurrency` uploads at once; bodies over
+    /// [`Remote::put_all`] with `concurrency` uploads at once; bodies over
     /// [`MULTIPART_OVER`] go to S3 as multipart uploads.
     pub fn put_all_with<I>(
         &self,

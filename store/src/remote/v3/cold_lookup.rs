@@ -17,12 +17,12 @@
 use std::collections::{BTreeSet, HashMap};
 use std::ops::Range;
 
-use super::backend::Backend;
-use super::cache::{BadIndex, Cache, Uncached};
-use super::error::Result;
-use super::index4::{self, Header, Raw, ENTRY, HEADER};
-use super::layout3::{Entry, Kind};
-use super::ranges::Got;
+use super::fanout_index::{self, Header, Raw, ENTRY, HEADER};
+use super::index_cache::{BadIndex, Cache, Uncached};
+use crate::remote::client::Remote;
+use crate::remote::error::Result;
+use crate::remote::ranges::Got;
+use crate::remote::v3::{Entry, Kind};
 
 /// Ranges of one index object closer than this are read with one request
 /// (the gap's bytes are read for nothing: about a request's headers).
@@ -124,7 +124,7 @@ impl Lazy {
     /// the way are added to `cache`.
     pub fn lookup(
         &mut self,
-        remote: &Backend,
+        remote: &Remote,
         cache: &Cache,
         kind: Kind,
         names: &[[u8; 32]],
@@ -171,7 +171,7 @@ impl Lazy {
 
     /// Read whole (and cache) the objects a lookup of `n` names would read
     /// a good part of, and those known to be RRX3.
-    fn read_whole_where_cheaper(&mut self, remote: &Backend, cache: &Cache, n: u64) -> Result<()> {
+    fn read_whole_where_cheaper(&mut self, remote: &Remote, cache: &Cache, n: u64) -> Result<()> {
         let mut whole = Vec::new();
         self.objects.retain(|o| {
             let per_name = match &o.header {
@@ -193,7 +193,7 @@ impl Lazy {
 
     /// Read the headers not read yet, each with the slots of `names`'
     /// buckets and the pack-name table its guessed header places.
-    fn read_headers(&mut self, remote: &Backend, names: &[[u8; 32]]) -> Result<()> {
+    fn read_headers(&mut self, remote: &Remote, names: &[[u8; 32]]) -> Result<()> {
         // (object, guessed header, bucket or None for the pack table)
         let mut ahead: Vec<(usize, Header, Option<u64>)> = Vec::new();
         let mut wants: Vec<Want> = Vec::new();
@@ -245,7 +245,7 @@ impl Lazy {
             }
             match b {
                 Some(b) => {
-                    if let [s0, s1] = index4::slots(&bytes)[..] {
+                    if let [s0, s1] = fanout_index::slots(&bytes)[..] {
                         o.slots.insert(b, [s0, s1]);
                     }
                 }
@@ -262,7 +262,7 @@ impl Lazy {
 
     /// Read the fanout slots, then the entries, of the buckets `names` fall
     /// in (those not read yet).
-    fn read_buckets(&mut self, remote: &Backend, names: &[[u8; 32]]) -> Result<()> {
+    fn read_buckets(&mut self, remote: &Remote, names: &[[u8; 32]]) -> Result<()> {
         let mut need: Vec<(usize, u64)> = Vec::new();
         for (i, o) in self.objects.iter().enumerate() {
             let Some(h) = &o.header else { continue };
@@ -303,7 +303,7 @@ impl Lazy {
                 o.take_table(&h, &b);
             }
         }
-        let got = got.into_iter().map(|s| s.map(|s| index4::slots(&s)));
+        let got = got.into_iter().map(|s| s.map(|s| fanout_index::slots(&s)));
         let pre: Vec<(Bucket, Option<Vec<u64>>)> = ahead
             .iter()
             .map(|&(i, b)| ((i, b), self.objects[i].slots.get(&b).map(|s| s.to_vec())))
@@ -321,7 +321,7 @@ impl Lazy {
                 );
                 continue;
             }
-            if let Err(r) = index4::check_fanout(&h, b, &s) {
+            if let Err(r) = fanout_index::check_fanout(&h, b, &s) {
                 self.damaged(i, r);
                 continue;
             }
@@ -333,7 +333,7 @@ impl Lazy {
             let (Some(raw), Some(h)) = (raw, self.objects[i].header) else {
                 continue;
             };
-            match index4::bucket_entries(&h, b, &raw) {
+            match fanout_index::bucket_entries(&h, b, &raw) {
                 Ok(rs) => {
                     self.objects[i].buckets.insert(b, rs);
                 }
@@ -344,7 +344,7 @@ impl Lazy {
     }
 
     /// Read the names of the packs `raw` entries use (those not read yet).
-    fn read_packs(&mut self, remote: &Backend, raw: &[(usize, Raw)]) -> Result<()> {
+    fn read_packs(&mut self, remote: &Remote, raw: &[(usize, Raw)]) -> Result<()> {
         let mut need: BTreeSet<(usize, u32)> = BTreeSet::new();
         for (i, r) in raw {
             let o = &self.objects[*i];
@@ -376,7 +376,7 @@ impl Lazy {
     /// Ranged reads, neighbours of one object coalesced; each want's bytes,
     /// or `None` where its object was gone (pruned since the listing: left
     /// out) or short (damaged: reported).
-    fn read(&mut self, remote: &Backend, wants: &[Want]) -> Result<Vec<Option<Vec<u8>>>> {
+    fn read(&mut self, remote: &Remote, wants: &[Want]) -> Result<Vec<Option<Vec<u8>>>> {
         let mut order: Vec<usize> = (0..wants.len()).collect();
         order.sort_by_key(|&w| (wants[w].0, wants[w].1.start));
         let mut reqs: Vec<(String, Range<u64>)> = Vec::new();

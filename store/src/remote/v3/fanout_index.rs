@@ -4,7 +4,7 @@
 //! fanout slots and the entries of the buckets its names fall in with
 //! ranged GETs instead of the whole object. This module owns the byte
 //! layout: encoding, decoding a whole object, and checking the pieces a
-//! ranged lookup reads (`lazy` issues the requests).
+//! ranged lookup reads (`cold_lookup` issues the requests).
 //!
 //! ```text
 //! 0    "RRX4"
@@ -17,7 +17,7 @@
 //! E    packs           n_packs x pack blake3 (32)
 //! ```
 
-use super::layout3::{Entry, Kind};
+use crate::remote::v3::{Entry, Kind};
 
 pub const MAGIC: &[u8; 4] = b"RRX4";
 pub const HEADER: u64 = 24;

@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use rusqlite::{params, Connection, OptionalExtension};
 
-use super::backend::Backend;
-use super::error::{RemoteError, Result};
-use super::layout3::{self, Entry, Kind};
+use crate::remote::client::Remote;
+use crate::remote::error::{RemoteError, Result};
+use crate::remote::v3::{self, Entry, Kind};
 
 pub(crate) struct Cache {
     conn: Connection,
@@ -51,7 +51,7 @@ CREATE INDEX IF NOT EXISTS blobs_idx ON blobs (idx);
 /// when the copy was filled from another URL.
 pub(crate) fn open_copy(
     dir: &Path,
-    remote: &Backend,
+    remote: &Remote,
     suffix: &str,
     pragmas: &str,
     schema: &str,
@@ -89,7 +89,7 @@ pub(crate) fn open_copy(
 impl Cache {
     /// Open (or create) the cache of `remote` in store directory `dir`,
     /// emptied when it was filled from another URL.
-    pub fn open(dir: &Path, remote: &Backend) -> Result<Cache> {
+    pub fn open(dir: &Path, remote: &Remote) -> Result<Cache> {
         // A page cache large enough that a million random-keyed rows do
         // not thrash it.
         let (conn, path) = open_copy(
@@ -113,7 +113,7 @@ impl Cache {
     /// Bring the cache up to date with the remote's `index/`: one LIST, a
     /// GET per index object not cached yet. Returns the index objects that
     /// are damaged (left out).
-    pub fn refresh(&mut self, remote: &Backend) -> Result<Vec<BadIndex>> {
+    pub fn refresh(&mut self, remote: &Remote) -> Result<Vec<BadIndex>> {
         let new = self.sync_listing(remote)?;
         let keys: Vec<String> = new.into_iter().map(|n| n.key).collect();
         self.fetch_whole(remote, keys)
@@ -121,9 +121,9 @@ impl Cache {
 
     /// LIST `index/`, drop the rows of cached index objects no longer
     /// listed, and return the listed ones not cached yet (a pull reads
-    /// those lazily, `lazy`), sorted by key.
-    pub fn sync_listing(&mut self, remote: &Backend) -> Result<Vec<Uncached>> {
-        let listed = remote.list_sized(layout3::INDEX)?;
+    /// those lazily, `cold_lookup`), sorted by key.
+    pub fn sync_listing(&mut self, remote: &Remote) -> Result<Vec<Uncached>> {
+        let listed = remote.list_sized(v3::INDEX)?;
         self.sync_listed(&listed)
     }
 
@@ -131,7 +131,7 @@ impl Cache {
     pub fn sync_listed(&mut self, listed: &[(String, u64)]) -> Result<Vec<Uncached>> {
         let listed: HashMap<[u8; 32], u64> = listed
             .iter()
-            .filter_map(|(k, n)| Some((layout3::index_of_key(k)?, *n)))
+            .filter_map(|(k, n)| Some((v3::index_of_key(k)?, *n)))
             .collect();
         let cached: Vec<(i64, [u8; 32])> = {
             let mut st = self
@@ -171,7 +171,7 @@ impl Cache {
             .iter()
             .filter(|(h, _)| !have.contains(*h))
             .map(|(h, n)| Uncached {
-                key: layout3::index_key(h),
+                key: v3::index_key(h),
                 size: *n,
             })
             .collect();
@@ -181,7 +181,7 @@ impl Cache {
 
     /// GET index objects `keys` whole and cache them; returns those that
     /// are damaged (left out).
-    pub fn fetch_whole(&self, remote: &Backend, keys: Vec<String>) -> Result<Vec<BadIndex>> {
+    pub fn fetch_whole(&self, remote: &Remote, keys: Vec<String>) -> Result<Vec<BadIndex>> {
         self.fetch_whole_with(remote, keys, &mut |_| {})
     }
 
@@ -189,18 +189,18 @@ impl Cache {
     /// cached.
     pub fn fetch_whole_with(
         &self,
-        remote: &Backend,
+        remote: &Remote,
         keys: Vec<String>,
         seen: &mut dyn FnMut(&[Entry]),
     ) -> Result<Vec<BadIndex>> {
         let mut bad = Vec::new();
         remote.get_all(keys.into_iter(), &mut |key, body| {
-            let Some(name) = layout3::index_of_key(&key) else {
+            let Some(name) = v3::index_of_key(&key) else {
                 return Ok(());
             };
             // Removed by a prune since the listing: nothing to cache.
             let Some(body) = body else { return Ok(()) };
-            match layout3::decode_index(&body, &name) {
+            match v3::decode_index(&body, &name) {
                 Ok(entries) => {
                     seen(&entries);
                     self.add(&name, &entries)
