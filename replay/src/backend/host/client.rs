@@ -167,7 +167,8 @@ impl HostBackend {
     /// the image's constructors: that runner is just killed).
     pub(super) fn release_arena(&mut self) {
         if self.frozen {
-            // Stopped for the read-back: it is killed, never resumed.
+            // Stopped for the read-back and not resumed (`Drop` resumes a
+            // large one first): it would never answer.
             return;
         }
         let large = self

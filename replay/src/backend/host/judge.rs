@@ -16,7 +16,10 @@
 //! that the bytes read afterwards are the translated ones). The kernel's
 //! time is measured by the parent around the launch request.
 //!
-//! A stopped runner is never resumed: it is killed when the backend ends.
+//! A stopped runner runs no more of the image before the result is known:
+//! it is killed when the backend ends, and only a runner with a large
+//! arena is resumed first, after everything was read, to unmap it on
+//! request (issue 24).
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -258,13 +258,16 @@ impl Drop for HostBackend {
             .arena
             .as_ref()
             .is_some_and(|a| a.size >= RELEASE_ARENA_MIN);
-        if self.frozen && large {
-            // Stopped for the read-back, it cannot unmap its arena on
-            // request: its teardown is waited for instead.
-            if let Some(live) = self.live.take() {
-                live.kill_and_reap();
+        if self.frozen && large && self.dead.is_none() {
+            // The read-back is done and nothing more is read: the stopped
+            // runner may run again, so that it unmaps its arena on request
+            // (issue 24) instead of rrstore waiting for its whole teardown.
+            // An image that ignores the request is killed after the
+            // release's timeout.
+            if let Some(live) = self.live.as_ref() {
+                live.resume();
+                self.frozen = false;
             }
-            return;
         }
         self.release_arena();
         if let Some(live) = self.live.take() {

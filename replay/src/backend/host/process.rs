@@ -266,17 +266,16 @@ impl RunnerProcess {
             .for_each(|d| sandbox::env::remove_scratch(d));
     }
 
-    /// Kill the runner at its own priority and wait until it is gone, its
-    /// memory freed: for a stopped runner with a large arena, which can no
-    /// longer unmap it on request (`HostBackend::release_arena`), so that
-    /// the next replay's arena gets these pages (issue 24).
-    pub fn kill_and_reap(self) {
+    /// Let a stopped runner run again (SIGCONT, to it and its group): once
+    /// rrstore has read what it needs, so that an idle runner can still
+    /// unmap its arena on request before it is killed
+    /// (`HostBackend::release_arena`).
+    pub fn resume(&self) {
         // SAFETY: signalling our own, not yet reaped child and its group.
         unsafe {
-            libc::kill(self.pid, libc::SIGKILL);
-            libc::kill(-self.pid, libc::SIGKILL);
+            libc::kill(self.pid, libc::SIGCONT);
+            libc::kill(-self.pid, libc::SIGCONT);
         }
-        let _ = self.wait();
     }
 
     /// Wait for the runner to end and return how it ended.
