@@ -235,6 +235,7 @@ void {kernel}(long kle, long out) {{
         tried++;
     }}
     printf("packs tried: %d\n", tried);
+    fflush(stdout);
 }}
 "#
         ),
