@@ -336,10 +336,7 @@ fn message(err: &anyhow::Error) -> String {
 fn store_code_for(err: &anyhow::Error) -> Option<u8> {
     use rrstore_store::StoreError as S;
     for cause in err.chain() {
-        if cause
-            .downcast_ref::<crate::commands::record::RecordError>()
-            .is_some()
-        {
+        if cause.downcast_ref::<crate::errors::RecordError>().is_some() {
             return Some(RECORD);
         }
         let store = cause.downcast_ref::<S>().or_else(|| {

@@ -4,6 +4,7 @@
 mod color;
 mod commands;
 mod config;
+mod errors;
 mod exit;
 mod flags;
 

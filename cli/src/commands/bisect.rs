@@ -13,8 +13,9 @@ use anyhow::Context;
 use rrstore_replay::regress::bisect::{bisect_all, recordings, BisectOptions, ListedImage, Step};
 use rrstore_store::LsFilter;
 
-use super::image::{regress_err, resolve_image};
+use super::image::resolve_image;
 use super::storeutil;
+use crate::errors::regress_error as regress_err;
 use crate::Globals;
 
 #[derive(clap::Args)]

@@ -14,8 +14,9 @@ use rrstore_replay::regress::check::{
 use rrstore_report::shown::Shown;
 use rrstore_store::LsFilter;
 
-use super::image::{regress_err, resolve_image};
+use super::image::resolve_image;
 use super::storeutil;
+use crate::errors::regress_error as regress_err;
 use crate::Globals;
 
 #[derive(clap::Args)]

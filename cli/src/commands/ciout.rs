@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use rrstore_report::{junit, markdown, output, ReportError, Suite};
+use rrstore_report::{junit, markdown, output, Suite};
 
 #[derive(clap::Args, Clone, Default)]
 pub struct CiArgs {
@@ -17,17 +17,6 @@ pub struct CiArgs {
     pub markdown: Option<PathBuf>,
 }
 
-/// A report error with the library error `exit::code_for` maps in its chain.
-pub fn into_anyhow(e: ReportError) -> anyhow::Error {
-    match e {
-        ReportError::Store(s) => anyhow::Error::new(s),
-        ReportError::Diff { row, source } => crate::commands::image::regress_err(*source).context(
-            format!("comparing the output of history row {row} with the recorded output"),
-        ),
-        other => anyhow::Error::new(other),
-    }
-}
-
 impl CiArgs {
     pub fn wanted(&self) -> bool {
         self.junit.is_some() || self.markdown.is_some()
@@ -37,12 +26,12 @@ impl CiArgs {
     pub fn write(&self, suite: &Suite) -> anyhow::Result<()> {
         if let Some(p) = &self.junit {
             output::write_file(p, |w| junit::write(suite, w))
-                .map_err(into_anyhow)
+                .map_err(crate::errors::report_error)
                 .context("writing the --junit report (is its directory there and writable?)")?;
         }
         if let Some(p) = &self.markdown {
             output::write_file(p, |w| markdown::write(suite, w))
-                .map_err(into_anyhow)
+                .map_err(crate::errors::report_error)
                 .context("writing the --markdown summary (is its directory there and writable?)")?;
         }
         Ok(())

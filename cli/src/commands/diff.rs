@@ -10,8 +10,8 @@ use std::process::ExitCode;
 use rrstore_format::PartRole;
 use rrstore_replay::regress::diff::{diff, DiffOptions};
 
-use super::image::regress_err;
 use super::storeutil;
+use crate::errors::regress_error as regress_err;
 use crate::Globals;
 
 #[derive(clap::Args)]

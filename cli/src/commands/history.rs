@@ -53,7 +53,7 @@ fn filter_prefix(spec: &str) -> anyhow::Result<String> {
         // Only the recording's ID is taken from the files (nothing is
         // replayed or stored), so linked part files are read.
         let src = ReplaySource::open(spec, true, unreachable_store)
-            .map_err(super::replay::into_anyhow)
+            .map_err(crate::errors::replay_error)
             .with_context(|| format!("cannot open recording `{spec}`"))?;
         return Ok(src.id.to_hex());
     }

@@ -10,7 +10,6 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use rrstore_replay::regress::image::{resolve, Resolved};
-use rrstore_replay::regress::RegressError;
 use rrstore_store::Store;
 
 use super::storeutil;
@@ -56,20 +55,10 @@ struct Removed<'a> {
     removed: &'a [rrstore_store::images::ImageInfo],
 }
 
-/// A regression error as an anyhow error whose chain holds the library error
-/// `exit::code_for` maps.
-pub fn regress_err(e: RegressError) -> anyhow::Error {
-    match e {
-        RegressError::Replay(r) => super::replay::into_anyhow(r),
-        RegressError::Store(s) => anyhow::Error::new(s),
-        other => anyhow::Error::new(other),
-    }
-}
-
 /// Resolve an image argument (hash prefix, label or file).
 pub fn resolve_image(store: &mut Store, spec: &str) -> anyhow::Result<Resolved> {
     let r = resolve(store, spec, None)
-        .map_err(regress_err)
+        .map_err(crate::errors::regress_error)
         .with_context(|| format!("image `{spec}`"))?;
     if r.added {
         eprintln!(

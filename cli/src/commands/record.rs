@@ -13,19 +13,8 @@ use std::process::{ChildStderr, Command, ExitCode, Stdio};
 use rrstore_format::llvm;
 
 use super::import::import_paths;
+use crate::errors::RecordError;
 use crate::Globals;
-
-/// The program could not be run or wrote no recording (exit code RECORD).
-#[derive(Debug)]
-pub struct RecordError(pub String);
-
-impl std::fmt::Display for RecordError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for RecordError {}
 
 #[derive(clap::Args)]
 pub struct Args {

@@ -104,8 +104,6 @@ fn options(args: &Args, globals: &Globals) -> anyhow::Result<ReplayOptions> {
     Ok(opts)
 }
 
-/// Turn a replay error into an anyhow error whose chain holds the library
-/// error `exit::code_for` maps (the backend, format or store error itself).
 /// The flag that overrides a refused link, when `e` is one.
 fn link_hint(e: &ReplayError) -> &'static str {
     match e {
@@ -113,15 +111,6 @@ fn link_hint(e: &ReplayError) -> &'static str {
             " (give --follow-symlinks to read linked part files anyway)"
         }
         _ => "",
-    }
-}
-
-pub fn into_anyhow(e: ReplayError) -> anyhow::Error {
-    match e {
-        ReplayError::Backend(b) => anyhow::Error::new(b),
-        ReplayError::Format(f) => anyhow::Error::new(f),
-        ReplayError::Store(s) => anyhow::Error::new(s),
-        other => anyhow::Error::new(other),
     }
 }
 
@@ -296,7 +285,8 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
     };
     let mut src = ReplaySource::open_in(&spec, args.follow_symlinks, &store).map_err(|e| {
         let hint = link_hint(&e);
-        into_anyhow(e).context(format!("cannot open recording `{}`{hint}", args.recording))
+        crate::errors::replay_error(e)
+            .context(format!("cannot open recording `{}`{hint}", args.recording))
     })?;
     let mut report = rrstore_replay::replay(&mut src, &opts);
     let kernel_output = super::confine::KernelOutput::take(opts.backends.sandbox, report.sandbox);
@@ -311,7 +301,7 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
             None
         }
         Err(e) => {
-            return Err(into_anyhow(e)).with_context(|| {
+            return Err(crate::errors::replay_error(e)).with_context(|| {
                 format!(
                     "the replay ran ({}) but its history row could not be written to {}",
                     report.verdict.as_str(),
@@ -349,7 +339,7 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
     // result is out.
     store.fold_history_log();
     if let Some(e) = report.error.take() {
-        return Err(into_anyhow(e));
+        return Err(crate::errors::replay_error(e));
     }
     Ok(match report.verdict {
         Verdict::Mismatch => ExitCode::from(crate::exit::MISMATCH),

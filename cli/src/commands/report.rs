@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use rrstore_report::html::{self, ReportOptions};
 
-use super::{ciout, storeutil};
+use super::storeutil;
 use crate::Globals;
 
 #[derive(clap::Args)]
@@ -44,7 +44,7 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         now,
     };
     let s = html::write(&mut store, &opts, &args.output)
-        .map_err(ciout::into_anyhow)
+        .map_err(crate::errors::report_error)
         .with_context(|| format!("writing the report to {}", args.output.display()))?;
     println!(
         "wrote {} ({}): {} recording(s), {} kernel(s), {} replay(s), {} chart(s), {} arena map(s), {} label(s)",

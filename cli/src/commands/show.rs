@@ -50,10 +50,10 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
     }
     let pointers = if args.pointers {
         let mut src = rrstore_replay::ReplaySource::stored(&store, &args.id)
-            .map_err(super::replay::into_anyhow)?;
+            .map_err(crate::errors::replay_error)?;
         Some(
             rrstore_replay::placement::pointers::scan_source(&mut src, POINTERS_LISTED)
-                .map_err(super::replay::into_anyhow)?,
+                .map_err(crate::errors::replay_error)?,
         )
     } else {
         None
