@@ -13,21 +13,6 @@ use std::time::{Duration, Instant};
 
 use remote_common::*;
 
-fn host() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .unwrap()
-        .trim()
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
-}
-
 /// A pid of this host whose process has exited (and was reaped).
 fn dead_pid() -> u32 {
     let mut c = Command::new("true").spawn().unwrap();
@@ -52,7 +37,7 @@ fn write_lock(rdir: &Path, name: &str, kind: &str, pid: u32) {
         dir.join(name),
         format!(
             "{{\"kind\":\"{kind}\",\"host\":\"{}\",\"pid\":{pid},\"time\":{now}}}\n",
-            host()
+            rrstore_tests::temp_name_host()
         ),
     )
     .unwrap();
@@ -85,7 +70,8 @@ fn prune_goes_ahead_at_once_after_a_killed_push_and_waits_for_a_live_one() {
     assert_eq!(live.status.code(), Some(14), "a live push blocks the prune");
     let err = String::from_utf8_lossy(&live.stderr);
     assert!(
-        err.contains(&format!("pid {}", push.id())) && err.contains(&host()),
+        err.contains(&format!("pid {}", push.id()))
+            && err.contains(&rrstore_tests::temp_name_host()),
         "{err}"
     );
     push.kill().unwrap();
@@ -99,7 +85,11 @@ fn prune_goes_ahead_at_once_after_a_killed_push_and_waits_for_a_live_one() {
     // A lock file naming a dead process of this host: the same.
     write_lock(
         &f.rdir,
-        &format!("shared-{}-{}-0", host(), dead_pid()),
+        &format!(
+            "shared-{}-{}-0",
+            rrstore_tests::temp_name_host(),
+            dead_pid()
+        ),
         "push",
         0,
     );
@@ -108,7 +98,11 @@ fn prune_goes_ahead_at_once_after_a_killed_push_and_waits_for_a_live_one() {
     let mut holder = live_process();
     write_lock(
         &f.rdir,
-        &format!("shared-{}-{}-0", host(), holder.id()),
+        &format!(
+            "shared-{}-{}-0",
+            rrstore_tests::temp_name_host(),
+            holder.id()
+        ),
         "push",
         holder.id(),
     );
@@ -145,7 +139,11 @@ fn a_push_ignores_a_dead_prunes_lock_and_says_what_a_live_one_makes_it_wait_for(
     assert!(
         line.starts_with("note: waiting for a `remote prune`")
             && line.contains("locks/exclusive")
-            && line.contains(&format!("host {}, pid {}", host(), holder.id()))
+            && line.contains(&format!(
+                "host {}, pid {}",
+                rrstore_tests::temp_name_host(),
+                holder.id()
+            ))
             && line.contains("s ago"),
         "{line}"
     );

@@ -285,3 +285,52 @@ void {kernel}(long kle, long out) {{
     );
     assert!(!out.contains("SUCCEEDED"), "{out}");
 }
+
+/// A runner that answers the launch itself and then ends before rrstore
+/// could stop it leaves no arena to read: the replay reports how the
+/// process ended (exit 12), never a verdict on bytes nobody read.
+#[test]
+fn a_runner_that_ends_after_forging_the_launch_reply_gets_no_verdict() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let j = rrstore_tests::copy_recording(&fixtures().join(GLOBALS), &dir.path().join("rec"));
+    let kernel = j.file_stem().unwrap().to_str().unwrap().to_string();
+    rrstore_tests::replace_kernel(
+        &j,
+        &format!(
+            r#"
+#include <stdint.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+void {kernel}(long kle, long out) {{
+    for (int fd = 3; fd < 1024; fd++) {{
+        struct stat st;
+        if (fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode)) {{
+            unsigned char msg[5] = {{1, 0, 0, 0, 0}};
+            write(fd, msg, sizeof msg);
+            break;
+        }}
+    }}
+    _exit(0);
+}}
+"#
+        ),
+    );
+    let o = rrstore(&store, &tmp, &["replay", j.to_str().unwrap(), "--json"]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(12), "{stderr}");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    // As any runner that exits before its kernel returned: an error.
+    assert_eq!(v["verdict"], "error", "{v}");
+    assert_eq!(v["output_blake3"], serde_json::Value::Null, "{v}");
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap()
+            .contains("ended the replay process"),
+        "{v}"
+    );
+}

@@ -46,12 +46,16 @@ pub fn push(
             version = 3;
         }
     }
+    // Both layouts' pushes start from a remote without stale temporaries.
+    progress(Event::Phase("removing stale temporary files".into()));
+    let temporaries_removed = remote.remove_stale_temporaries()?;
     let mut r = if version == 3 {
         crate::remote::v3::push::push(store, remote, ids, images, progress)?
     } else {
         crate::remote::v2::push::push(store, remote, ids, images, progress)?
     };
     r.layout = version;
+    r.temporaries_removed = temporaries_removed;
     // Once the recordings are there: rows of recordings a reader cannot
     // see would be of no use (spec/REMOTE.md, "Shared history").
     progress(Event::Phase("sending the replay history".into()));

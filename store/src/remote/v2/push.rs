@@ -26,8 +26,6 @@ pub(in crate::remote) fn push(
     progress: &mut dyn FnMut(Event),
 ) -> Result<TransferReport> {
     let mut report = TransferReport::default();
-    progress(Event::Phase("removing stale temporary files".into()));
-    report.temporaries_removed = remote.remove_stale_temporaries()?;
     progress(Event::Phase("listing the remote".into()));
     let todo = todo(store, remote, ids, images, &mut report)?;
     if todo.ids.is_empty() && todo.images.is_empty() {

@@ -39,8 +39,6 @@ pub(in crate::remote) fn push(
     progress: &mut dyn FnMut(Event),
 ) -> Result<TransferReport> {
     let mut report = TransferReport::default();
-    progress(Event::Phase("removing stale temporary files".into()));
-    report.temporaries_removed = remote.remove_stale_temporaries()?;
     // Held until the manifests are written: no prune runs meanwhile
     // (spec/REMOTE.md, "Removal").
     progress(Event::Phase("taking a shared lock".into()));
