@@ -2,7 +2,8 @@
 //! dev-dependency of format, store, replay and cli). It owns what tests
 //! need the same way everywhere: the real recordings in `tests/fixtures/`
 //! and copies of them, deterministic noise, ELF headers that name a target,
-//! globals tables, C kernels compiled as host images, stand-in programs,
+//! globals tables, C kernels compiled as host images, real OpenMP
+//! offload programs built with clang and recorded ([`offload`]), stand-in programs,
 //! what a finished process printed (text, JSON), and this host's name as temporary files spell it. It depends on no workspace
 //! crate, so the library crates can use it in their unit tests too.
 
@@ -12,6 +13,7 @@ pub mod globals;
 pub mod host;
 pub mod kernel;
 pub mod noise;
+pub mod offload;
 pub mod output;
 pub mod script;
 
