@@ -10,7 +10,7 @@
 #                  recordings in tests/fixtures/llvm19-host. Named although
 #                  liboffload-22 pulls it in, so the LLVM 19 tests keep their
 #                  runtime whatever liboffload-22 comes to depend on.
-#   clang-22, libomp-22-dev, lld-22, python3
+#   clang-22, llvm-22, libomp-22-dev, lld-22, python3
 #                  build real OpenMP offload programs in the tests and record
 #                  them (tests/src/offload.rs, with a patched copy of
 #                  libomptarget); lld links IR (-fopenmp-target-jit) images.
@@ -30,7 +30,7 @@ cd "$(dirname "$0")/.."
 
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO=sudo
-PKGS="liboffload-22 libomp5-19 clang-22 libomp-22-dev lld-22 python3 zstd chromium fonts-dejavu-core"
+PKGS="liboffload-22 libomp5-19 clang-22 llvm-22 libomp-22-dev lld-22 python3 zstd chromium fonts-dejavu-core"
 missing=""
 for p in $PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then
