@@ -8,6 +8,7 @@
 //! require_signed_by = ["ed25519:…"]  # default --require-signed-by of pull
 //! sandbox = "strict"        # default --sandbox of replay, check, bisect and diff
 //! arena_cache = "256MiB"    # keep up to this much host arena memory between replays (docs/replay.md)
+//! toolchain = "clang-22"    # default --toolchain for IR images (docs/compile.md)
 //! ```
 //!
 //! A missing file is no configuration. An unknown key or a value of the
@@ -35,6 +36,8 @@ pub struct Config {
     /// At most this much host arena memory is kept on tmpfs between
     /// replays (`rrstore_replay::backend::host::held`); none by default.
     pub arena_cache: Option<ByteSize>,
+    /// The default `--toolchain` for IR images.
+    pub toolchain: Option<String>,
 }
 
 /// A number of bytes: an integer, or a string of a number and a unit,
@@ -178,6 +181,7 @@ impl Config {
             timeout: self.timeout,
             sandbox: self.sandbox,
             arena_cache: self.arena_cache.map_or(0, |s| s.0),
+            toolchain: self.toolchain.clone(),
         }
     }
 }

@@ -57,6 +57,12 @@ pub const SIGNATURE: u8 = 21;
 /// A GPU driver did not finish initialising in the runner process (or the
 /// device listing's child) within RRSTORE_GPU_START_TIMEOUT: it was killed.
 pub const DRIVER_START_TIMEOUT: u8 = 22;
+/// An IR image's compiler failed: it crashed, reported an error or
+/// rejected the flags (`--cflags`).
+pub const COMPILE_FAILED: u8 = 24;
+/// No compiler can compile an IR image: the toolchain asked for (or the
+/// one matching the IR's producer) is missing, or older than the producer.
+pub const TOOLCHAIN: u8 = 25;
 /// Anything else (a bug in rrstore: please report it).
 pub const INTERNAL: u8 = 70;
 /// Standard output was closed before the command finished (`rrstore
@@ -193,6 +199,7 @@ pub fn code_for(err: &anyhow::Error) -> u8 {
                 }
                 R::SaveOutput { .. } => return NOT_FOUND,
                 R::WrongImage { .. } => return SYMBOL,
+                R::Compile { source, .. } => return compile_code(source),
                 // Wrapped library errors: keep walking the chain.
                 _ => {}
             }
@@ -281,6 +288,22 @@ fn store_flag_hint(err: &anyhow::Error) -> Option<&'static str> {
     }
 }
 
+/// The exit code of an IR image that could not be compiled.
+fn compile_code(e: &rrstore_replay::compile::CompileError) -> u8 {
+    use rrstore_replay::compile::CompileError as C;
+    match e {
+        C::Bitcode(_) | C::NoTriple => INVALID_INPUT,
+        C::NoKernel { .. } => SYMBOL,
+        C::UnsupportedTriple { .. } | C::WrongTarget { .. } => TARGET_MISMATCH,
+        C::NoArch { .. } => USAGE,
+        C::ToolchainMissing { .. } | C::ToolchainTooOld { .. } | C::ToolchainVersion { .. } => {
+            TOOLCHAIN
+        }
+        C::FlagsRejected { .. } | C::Failed { .. } | C::Io { .. } => COMPILE_FAILED,
+        C::TimedOut { .. } => TIMED_OUT,
+    }
+}
+
 /// The command-line way out of a replay error (the library names no flags).
 fn replay_flag_hint(err: &anyhow::Error) -> Option<&'static str> {
     use rrstore_replay::backend::BackendError as B;
@@ -296,12 +319,27 @@ fn replay_flag_hint(err: &anyhow::Error) -> Option<&'static str> {
                     Some("replay without --verify (and --tolerance) to run it unverified")
                 }
                 R::Limits { .. } => Some("pass --ignore-limits to launch anyway"),
+                R::Compile { source, .. } => compile_hint(source),
                 R::Backend(b) => backend(b),
                 _ => None,
             };
         }
         c.downcast_ref::<B>().and_then(backend)
     })
+}
+
+/// The flag that gets past an IR image's compile error.
+fn compile_hint(e: &rrstore_replay::compile::CompileError) -> Option<&'static str> {
+    use rrstore_replay::compile::CompileError as C;
+    match e {
+        C::ToolchainMissing { .. } | C::ToolchainTooOld { .. } | C::ToolchainVersion { .. } => Some(
+            "install the LLVM the IR was made with (Debian: apt install clang-N) or name one with --toolchain clang-N|PATH",
+        ),
+        C::FlagsRejected { .. } => Some("drop or fix the --cflags the compiler rejected"),
+        C::NoArch { .. } => Some("name the GPU architecture with --arch (sm_90, gfx942)"),
+        C::TimedOut { .. } => Some("give the compiler more time with --timeout SECS"),
+        _ => None,
+    }
 }
 
 /// Whether the error is one `rrstore repair` fixes (lost, emptied, foreign

@@ -118,6 +118,11 @@ fn main() -> ExitCode {
     if let Some(code) = host_runner() {
         return code;
     }
+    // Compiling an IR image runs the compiler through this binary, which
+    // confines itself first (rrstore_replay::compile::confine).
+    if let Some(code) = compile_confined() {
+        return code;
+    }
     let mut cli = Cli::parse();
     color::init(cli.color);
     let (remote, replay) = match config::load() {
@@ -168,6 +173,17 @@ fn main() -> ExitCode {
         Err(err) if exit::is_broken_pipe(&err) => ExitCode::from(exit::BROKEN_PIPE),
         Err(err) => exit::report(&err),
     }
+}
+
+/// Confine and execute a compiler when started as `rrstore __compile-confined`.
+fn compile_confined() -> Option<ExitCode> {
+    use rrstore_replay::compile::confine::{confined_main, SUBCOMMAND};
+    let mut args = std::env::args_os().skip(1);
+    if args.next()? != SUBCOMMAND {
+        return None;
+    }
+    let rest: Vec<std::ffi::OsString> = args.collect();
+    Some(ExitCode::from(confined_main(&rest).clamp(0, 255) as u8))
 }
 
 /// Serve as the host backend's runner when started as `rrstore __host-runner`.

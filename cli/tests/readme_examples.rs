@@ -46,6 +46,18 @@ use Plan::*;
 /// README lines (comment cut off, trimmed) that are not run as written.
 const PLANS: &[(&str, Plan)] = &[
     (
+        "rrstore replay d7e4 --image app.bc",
+        Skip("needs the IR of a JIT build of d7e4's own source file (kernel names embed its inode): cli/tests/ir_replay.rs builds one and runs these"),
+    ),
+    (
+        "rrstore replay d7e4 --image app.bc --toolchain clang-22 --cflags '-O3 -mllvm -unroll-threshold=400'",
+        Skip("as above: cli/tests/ir_replay.rs replays IR with --toolchain and --cflags"),
+    ),
+    (
+        "rrstore replay d7e4 --from-bitcode",
+        Skip("the bundled recordings have no .bc part (LLVM 23+ writes one); cli/tests/ir_replay.rs replays one"),
+    ),
+    (
         "./scripts/demo.sh",
         Skip("builds rrstore and runs the examples below on the default store: this test runs them one by one"),
     ),

@@ -66,6 +66,13 @@ pub enum ReplayError {
     },
     #[error(transparent)]
     Backend(#[from] BackendError),
+    /// An IR image could not be compiled ([`crate::compile`]).
+    #[error("compiling the IR image of {kernel}: {source}")]
+    Compile {
+        kernel: String,
+        #[source]
+        source: crate::compile::CompileError,
+    },
     /// `--image`: the image cannot run this recording (regress/image.rs).
     #[error("image {image} cannot replay {kernel}: {why}")]
     WrongImage {

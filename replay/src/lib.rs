@@ -24,6 +24,7 @@
 //!   `cuda` and `hip`.
 
 pub mod backend;
+pub mod compile;
 pub mod engine;
 pub mod error;
 pub mod fleet;

@@ -134,3 +134,30 @@ pub fn record(
     found.sort();
     (o, found)
 }
+
+/// Extract the `triple` device image of the offload application `app`
+/// into `out` with LLVM's own tools (`llvm-objcopy`, `llvm-offload-binary`):
+/// the IR of a `-fopenmp-target-jit` build, the ELF of an ahead-of-time one.
+pub fn extract_image(app: &Path, triple: &str, out: &Path) {
+    let section = out.with_extension("offloading");
+    let st = Command::new(format!("{LLVM}/bin/llvm-objcopy"))
+        .arg(format!(
+            "--dump-section=.llvm.offloading={}",
+            section.display()
+        ))
+        .arg(app)
+        .arg("/dev/null")
+        .status()
+        .unwrap_or_else(|e| panic!("running llvm-objcopy: {e}"));
+    assert!(st.success(), "llvm-objcopy failed on {}", app.display());
+    let st = Command::new(format!("{LLVM}/bin/llvm-offload-binary"))
+        .arg(&section)
+        .arg(format!("--image=file={},triple={triple}", out.display()))
+        .status()
+        .unwrap_or_else(|e| panic!("running llvm-offload-binary: {e}"));
+    assert!(
+        st.success(),
+        "llvm-offload-binary failed on {}",
+        app.display()
+    );
+}

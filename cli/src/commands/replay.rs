@@ -165,6 +165,20 @@ fn print_text(
     if let Some(p) = &r.placement {
         println!("  placement {}", p.summary());
     }
+    if let Some(c) = &r.compiled {
+        println!(
+            "  compiled IR {} for {} by {} ({}){}",
+            &c.ir_blake3[..12.min(c.ir_blake3.len())],
+            c.target,
+            Shown(&c.compiler_version),
+            Shown(c.flags.join(" ")),
+            if c.cached {
+                ", cached".to_string()
+            } else {
+                format!(", {:.0} ms", c.compile_ns as f64 / 1e6)
+            }
+        );
+    }
     if !r.runtime_libraries.is_empty() {
         println!("  runtime {}", Shown(r.runtime_libraries.join(", ")));
     }

@@ -6,6 +6,7 @@
 //! `RRSTORE_*` environment variables that set library behaviour are read
 //! here (`env`) and passed on as options.
 
+pub mod compile;
 pub mod env;
 pub mod regress;
 pub mod replay;

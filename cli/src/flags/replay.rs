@@ -2,7 +2,8 @@
 //! (replay, check, bisect, diff): how the output is compared
 //! ([`CompareFlags`]: `--tolerance`, `--dtype`, `--rtol`, `--atol`,
 //! `--max-ulp`) and where and how the replay runs ([`RunFlags`]:
-//! `--timeout`, `--sandbox`, `--device`, `--placement`, `--relocate-to`).
+//! `--timeout`, `--sandbox`, `--device`, `--placement`, `--relocate-to`,
+//! and how IR images are compiled: [`super::compile`]).
 //! [`replay_options`] turns them, the configuration file's defaults
 //! ([`Configured`]) and the `RRSTORE_*` settings of the environment
 //! ([`super::env`]) into
@@ -19,7 +20,7 @@ use crate::commands::placement::PlacementArgs;
 use crate::Globals;
 
 /// What the configuration file sets for replays (read by `config`).
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Configured {
     /// `timeout`: the default `--timeout`, seconds.
     pub timeout: Option<f64>,
@@ -27,6 +28,8 @@ pub struct Configured {
     pub sandbox: Option<SandboxArg>,
     /// `arena_cache`, in bytes (0: off).
     pub arena_cache: u64,
+    /// `toolchain`: the default `--toolchain` for IR images.
+    pub toolchain: Option<String>,
 }
 
 /// How a replay's output is compared with the recorded one (replay, check
@@ -89,6 +92,8 @@ pub struct RunFlags {
     pub device: DeviceArgs,
     #[command(flatten)]
     pub placement: PlacementArgs,
+    #[command(flatten)]
+    pub compile: super::compile::CompileFlags,
 }
 
 /// All the replay settings of replay, check and bisect.
@@ -156,6 +161,15 @@ pub fn replay_options(
         device: run.device.ordinal()?,
         pointer_scan: super::env::pointer_scan(),
         occupy: super::env::occupy(),
+        compile: rrstore_replay::compile::CompileOptions {
+            // The compiler runs under the kernel's time limit.
+            timeout: confinement.timeout,
+            ..run.compile.options(
+                configured.toolchain.as_deref(),
+                globals.store.as_deref(),
+                confinement.sandbox == rrstore_replay::sandbox::Mode::Off,
+            )?
+        },
         ..ReplayOptions::default()
     };
     run.placement.apply(&mut opts)?;

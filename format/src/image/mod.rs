@@ -10,6 +10,7 @@
 
 use serde::{Deserialize, Serialize};
 
+pub mod bitcode;
 pub mod elf;
 
 /// The target an image was built for.
@@ -35,6 +36,9 @@ pub enum ImageTarget {
     Ptx { target: Option<String> },
     /// CUDA fat binary.
     Fatbin,
+    /// LLVM bitcode (IR), compiled to the recording's target before a
+    /// replay (`-fopenmp-target-jit` builds record it as their image).
+    Bitcode,
     /// Bytes we do not recognize.
     Unknown,
 }
@@ -51,6 +55,7 @@ impl ImageTarget {
             ImageTarget::Ptx { target: Some(t) } => format!("ptx:{t}"),
             ImageTarget::Ptx { target: None } => "ptx".into(),
             ImageTarget::Fatbin => "fatbin".into(),
+            ImageTarget::Bitcode => "llvm-ir".into(),
             ImageTarget::Unknown => "unknown".into(),
         }
     }
@@ -91,6 +96,9 @@ const EM_AMDGPU: u16 = 224;
 /// Detect the target from the first bytes of an image (64 bytes suffice for
 /// ELF; PTX detection looks at up to the first 4 KiB).
 pub fn detect(head: &[u8]) -> ImageTarget {
+    if bitcode::is_bitcode(head) {
+        return ImageTarget::Bitcode;
+    }
     if head.len() >= 4 && head[..4] == [0x50, 0xed, 0x55, 0xba] {
         return ImageTarget::Fatbin;
     }

@@ -19,6 +19,7 @@
 //! [`Backend`] (the rehydration contract: [`crate::backend::rehydrate`]) and
 //! [`BackendConfig::open`].
 
+mod ir;
 mod options;
 mod output;
 mod rehydrate;
@@ -71,6 +72,7 @@ pub fn replay(src: &mut ReplaySource, opts: &ReplayOptions) -> ReplayReport {
         placement: None,
         started_at,
         timing: Default::default(),
+        compiled: None,
     };
     if let Err(e) = run(src, opts, &mut report) {
         report.verdict = Verdict::of_failure(&e);
@@ -85,13 +87,16 @@ fn run(
     opts: &ReplayOptions,
     report: &mut ReplayReport,
 ) -> Result<(), ReplayError> {
-    let plan = options::preflight(&src.recording, opts)?;
+    // An IR image is compiled first: the backend is the compiled image's.
+    let compiled = ir::compiled_image(src, opts, report)?;
+    let image_choice = compiled.as_ref().or(opts.image.as_ref());
+    let plan = options::preflight(&src.recording, opts, image_choice)?;
     report.backend = plan.kind.as_str().to_string();
     // Fleet lookahead: the input decoded while the lane's previous kernel
     // ran (waited for here, before any backend is opened or forked).
     let ahead = opts.lookahead.as_ref().and_then(|l| l.take(&src.id));
     let ahead = ahead.as_deref().map(|b| b.as_slice());
-    let image = match &opts.image {
+    let image = match image_choice {
         Some(o) => o.checked_bytes(&src.recording)?,
         None => rehydrate::read_small(src, PartRole::Image)?,
     };

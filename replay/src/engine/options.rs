@@ -63,6 +63,9 @@ pub struct ReplayOptions {
     /// this process before the arena is reserved
     /// ([`crate::placement::occupy`]).
     pub occupy: Option<(u64, u64)>,
+    /// How an IR image is compiled before the replay (`--toolchain`,
+    /// `--cflags`, `--arch`, `--from-bitcode`; [`crate::compile`]).
+    pub compile: crate::compile::CompileOptions,
 }
 
 impl Default for ReplayOptions {
@@ -86,6 +89,7 @@ impl Default for ReplayOptions {
             lookahead: None,
             pointer_scan: true,
             occupy: None,
+            compile: Default::default(),
         }
     }
 }
@@ -118,7 +122,11 @@ pub(crate) struct Plan {
 }
 
 /// Check what can be checked before any backend work.
-pub(crate) fn preflight(rec: &Recording, opts: &ReplayOptions) -> Result<Plan, ReplayError> {
+pub(crate) fn preflight(
+    rec: &Recording,
+    opts: &ReplayOptions,
+    image: Option<&crate::regress::image::ImageOverride>,
+) -> Result<Plan, ReplayError> {
     let not_replayable = |why: &str| ReplayError::NotReplayable {
         kernel: rec.kernel.clone(),
         why: why.into(),
@@ -145,7 +153,7 @@ pub(crate) fn preflight(rec: &Recording, opts: &ReplayOptions) -> Result<Plan, R
     if let Some(t) = &opts.tolerance {
         t.validate()?;
     }
-    let image_target = opts.image.as_ref().map_or(&rec.image_target, |o| &o.target);
+    let image_target = image.map_or(&rec.image_target, |o| &o.target);
     let wanted = BackendKind::for_target(image_target);
     let kind = match (opts.backend, wanted) {
         (BackendKind::Auto, Some(k)) => k,

@@ -165,6 +165,8 @@ pub struct ReplayReport {
     /// blake3 of the image run; `None` when the replay stopped before it.
     #[serde(serialize_with = "hex_opt")]
     pub image_blake3: Option<[u8; 32]>,
+    /// How the image run was compiled from IR (`None`: a native image).
+    pub compiled: Option<crate::compile::Provenance>,
     pub arena_base: Option<u64>,
     pub arena_size: u64,
     pub args: Vec<u64>,

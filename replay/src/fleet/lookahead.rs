@@ -245,7 +245,7 @@ impl Lookahead {
             ..opts.clone()
         };
         // The GPU backend and arena base of the next replay, if it runs on one.
-        let gpu = crate::engine::preflight(&rec, &next_opts)
+        let gpu = crate::engine::preflight(&rec, &next_opts, None)
             .ok()
             .map(|p| (p.kind, p.base))
             .filter(|(k, _)| k.is_gpu());
