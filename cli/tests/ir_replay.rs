@@ -93,12 +93,14 @@ fn replay_ir(store: &Path, ir: &Path, extra: &[&str]) -> Output {
     rrstore(store, &args)
 }
 
-/// The compile cache's entries (directories named by their key).
+/// The compile cache's entries (directories named by their key), and
+/// anything else it holds but the remembered toolchains.
 fn cache_entries(store: &Path) -> Vec<String> {
     std::fs::read_dir(store.join("compiled"))
         .map(|d| {
             d.flatten()
                 .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n != "toolchains")
                 .collect()
         })
         .unwrap_or_default()

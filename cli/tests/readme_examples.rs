@@ -54,6 +54,10 @@ const PLANS: &[(&str, Plan)] = &[
         Skip("as above: cli/tests/ir_replay.rs replays IR with --toolchain and --cflags"),
     ),
     (
+        "rrstore bisect d7e4 --passes --image app.bc",
+        Skip("needs the IR of a JIT build of d7e4's own source file: cli/tests/bisect_passes.rs builds one and bisects its passes"),
+    ),
+    (
         "rrstore replay d7e4 --from-bitcode",
         Skip("the bundled recordings have no .bc part (LLVM 23+ writes one); cli/tests/ir_replay.rs replays one"),
     ),

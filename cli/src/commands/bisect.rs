@@ -4,6 +4,7 @@
 //! the good image's, per recording; each step and the culprit are printed,
 //! and runs already in the history are not repeated. Exit 0 once the search
 //! completes (culprit or not); errors use the usual codes.
+//! `--passes` (the first compiler pass): [`super::bisect_passes`].
 //! Logic: rrstore_replay::regress::bisect.
 
 use rrstore_report::shown::Shown;
@@ -24,8 +25,17 @@ pub struct Args {
     #[arg(required_unless_present_any = ["label", "kernel"])]
     pub recording: Option<String>,
     /// Images, oldest first: stored hash prefixes or labels, or files.
-    #[arg(long, num_args = 2.., required = true, value_name = "FILE_OR_HASH")]
+    #[arg(long, num_args = 2.., required_unless_present = "passes", value_name = "FILE_OR_HASH")]
     pub images: Vec<String>,
+    /// Find the first optimization pass that changes the output: the IR
+    /// (the recording's, or --image) compiled with -opt-bisect-limit
+    /// (docs/regress.md, "Bisecting compiler passes").
+    #[arg(long, conflicts_with_all = ["images", "good", "bad", "label", "kernel"])]
+    pub passes: bool,
+    /// With --passes: the IR to compile (a file, or a stored image's hash
+    /// prefix or label) instead of the recording's own.
+    #[arg(long, requires = "passes", value_name = "FILE_OR_HASH")]
+    pub image: Option<String>,
     /// Index of a known good image (default 0, the oldest).
     #[arg(long, default_value_t = 0)]
     pub good: usize,
@@ -73,6 +83,9 @@ fn print_step(s: &Step) {
 }
 
 pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
+    if args.passes {
+        return super::bisect_passes::run(&args, globals);
+    }
     let mut store = storeutil::open(globals)?;
     let mut images = Vec::new();
     for spec in &args.images {

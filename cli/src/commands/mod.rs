@@ -34,6 +34,7 @@ pub mod replay;
 pub mod report;
 // Regression commands.
 pub mod bisect;
+pub mod bisect_passes;
 pub mod changes;
 pub mod check;
 pub mod check_collect;

@@ -165,7 +165,6 @@ fn text(record: &mut Record) -> Option<String> {
     Some(String::from_utf8_lossy(&bytes).into_owned())
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

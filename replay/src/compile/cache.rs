@@ -1,5 +1,6 @@
 //! Compiled images cached by what made them (spec/COMPILE.md, section
-//! 3): `DIR/<key>/image` and `DIR/<key>/provenance.json`, where the key
+//! 3): `DIR/<key>/image`, `DIR/<key>/provenance.json` and the compiler's
+//! stderr `DIR/<key>/log.txt`, where the key
 //! is the blake3 of the IR's hash, the compiler binary's hash, the target
 //! and every flag. An entry appears whole or not at all (written in a
 //! temporary directory, then renamed), so concurrent compiles of the same
@@ -43,7 +44,12 @@ pub fn lookup(dir: &Path, key: &str) -> Result<Option<Compiled>, CompileError> {
     }
     provenance.cached = true;
     provenance.compile_ns = 0;
-    Ok(Some(Compiled { bytes, provenance }))
+    let log = std::fs::read_to_string(entry.join("log.txt")).unwrap_or_default();
+    Ok(Some(Compiled {
+        bytes,
+        provenance,
+        log,
+    }))
 }
 
 /// Cache `bytes` under `key`.
@@ -52,6 +58,7 @@ pub fn insert(
     key: &str,
     bytes: &[u8],
     provenance: &Provenance,
+    log: &str,
 ) -> Result<(), CompileError> {
     let io = |what, path: &Path, source| CompileError::Io {
         what,
@@ -71,6 +78,7 @@ pub fn insert(
     };
     write("image", bytes)?;
     let meta = serde_json::to_vec_pretty(provenance).unwrap_or_default();
+    write("log.txt", log.as_bytes())?;
     write("provenance.json", &meta)?;
     let done = dir.join(key);
     match std::fs::rename(tmp.path(), &done) {

@@ -29,13 +29,20 @@ use super::{CompileError, CompileOptions, Toolchain, DEFAULT_TIMEOUT};
 /// The hidden subcommand that confines and then executes the compiler.
 pub const SUBCOMMAND: &str = "__compile-confined";
 
-/// Compile `ir` with `tc` as `plan` says; returns the output's bytes.
+/// The most of a compiler's stderr kept: `-opt-bisect-limit` prints a line
+/// per pass run (tens of thousands for a large module).
+const MAX_LOG: u64 = 32 << 20;
+/// The tail of the stderr an error message shows.
+const ERROR_TAIL: usize = 16 << 10;
+
+/// Compile `ir` with `tc` as `plan` says; returns the output's bytes and
+/// what the compiler printed on stderr.
 pub fn run(
     tc: &Toolchain,
     plan: &Plan,
     ir: &[u8],
     opts: &CompileOptions,
-) -> Result<Vec<u8>, CompileError> {
+) -> Result<(Vec<u8>, String), CompileError> {
     let io = |what, path: &Path, source| CompileError::Io {
         what,
         path: path.to_path_buf(),
@@ -85,8 +92,7 @@ pub fn run(
     let reader = std::thread::spawn(move || {
         let mut s = Vec::new();
         if let Some(e) = err.as_mut() {
-            // At most 64 KiB of diagnostics are kept.
-            let _ = e.take(64 << 10).read_to_end(&mut s);
+            let _ = e.take(MAX_LOG).read_to_end(&mut s);
             let _ = std::io::copy(e, &mut std::io::sink());
         }
         String::from_utf8_lossy(&s).into_owned()
@@ -110,8 +116,9 @@ pub fn run(
             Err(e) => return Err(io("waiting for", &tc.clang, e)),
         }
     };
-    let stderr = reader.join().unwrap_or_default();
+    let log = reader.join().unwrap_or_default();
     if !status.success() {
+        let stderr = tail(&log, ERROR_TAIL);
         let rejected = stderr.contains("unknown argument")
             || stderr.contains("unsupported option")
             || stderr.contains("Unknown command line argument");
@@ -128,7 +135,21 @@ pub fn run(
             stderr,
         });
     }
-    std::fs::read(&output).map_err(|e| io("reading the compiler's output", &output, e))
+    let bytes =
+        std::fs::read(&output).map_err(|e| io("reading the compiler's output", &output, e))?;
+    Ok((bytes, log))
+}
+
+/// The last `max` bytes of `s` (at a character boundary), marked as cut.
+fn tail(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut start = s.len() - max;
+    while !s.is_char_boundary(start) {
+        start += 1;
+    }
+    format!("[... {start} bytes left out ...]\n{}", &s[start..])
 }
 
 /// Entry point of `rrstore __compile-confined --scratch DIR -- PROGRAM

@@ -84,6 +84,9 @@ pub struct Provenance {
 pub struct Compiled {
     pub bytes: Vec<u8>,
     pub provenance: Provenance,
+    /// What the compiler printed on stderr (kept with a cached image:
+    /// `bisect --passes` reads the passes it ran from it).
+    pub log: String,
 }
 
 /// Read `ir` and check it before any compiler runs: bitcode, the kernel
@@ -105,7 +108,7 @@ pub fn inspect(ir: &[u8], kernel: &str) -> Result<BitcodeInfo, CompileError> {
 /// `arch` is the GPU architecture when the IR is for a GPU.
 pub fn compile(ir: &[u8], kernel: &str, opts: &CompileOptions) -> Result<Compiled, CompileError> {
     let info = inspect(ir, kernel)?;
-    let tc = toolchain::find(opts.toolchain.as_deref(), &info)?;
+    let tc = toolchain::find(opts.toolchain.as_deref(), &info, opts.cache_dir.as_deref())?;
     let plan = command::plan(&info, opts.arch.as_deref(), &tc, &opts.cflags)?;
     let ir_hash = *blake3::hash(ir).as_bytes();
     let key = cache::key(&ir_hash, &tc, &plan);
@@ -115,7 +118,7 @@ pub fn compile(ir: &[u8], kernel: &str, opts: &CompileOptions) -> Result<Compile
         }
     }
     let t = Instant::now();
-    let bytes = confine::run(&tc, &plan, ir, opts)?;
+    let (bytes, log) = confine::run(&tc, &plan, ir, opts)?;
     let provenance = Provenance {
         ir_blake3: rrstore_format::id::hex(&ir_hash),
         image_blake3: blake3::hash(&bytes).to_hex().to_string(),
@@ -129,7 +132,11 @@ pub fn compile(ir: &[u8], kernel: &str, opts: &CompileOptions) -> Result<Compile
         compile_ns: t.elapsed().as_nanos() as u64,
     };
     if let Some(dir) = &opts.cache_dir {
-        cache::insert(dir, &key, &bytes, &provenance)?;
+        cache::insert(dir, &key, &bytes, &provenance, &log)?;
     }
-    Ok(Compiled { bytes, provenance })
+    Ok(Compiled {
+        bytes,
+        provenance,
+        log,
+    })
 }

@@ -65,7 +65,11 @@ fn installed_majors() -> Vec<u32> {
 
 /// Find the toolchain `spec` asks for (default: by the IR's producer) and
 /// check that it can read the IR.
-pub fn find(spec: Option<&str>, ir: &BitcodeInfo) -> Result<Toolchain, CompileError> {
+pub fn find(
+    spec: Option<&str>,
+    ir: &BitcodeInfo,
+    cache: Option<&Path>,
+) -> Result<Toolchain, CompileError> {
     let producer = ir.producer_major();
     let (wanted, candidates): (String, Vec<PathBuf>) = match spec {
         Some(s) if s.contains('/') => (s.to_string(), vec![PathBuf::from(s)]),
@@ -115,7 +119,10 @@ pub fn find(spec: Option<&str>, ir: &BitcodeInfo) -> Result<Toolchain, CompileEr
             wanted,
         });
     };
-    let tc = identify(found)?;
+    let tc = match cache {
+        Some(dir) => identify_cached(found, dir)?,
+        None => identify(found)?,
+    };
     if let (Some(p), Some(text)) = (producer, ir.producer.as_deref()) {
         if tc.major < p {
             return Err(CompileError::ToolchainTooOld {
@@ -123,6 +130,86 @@ pub fn find(spec: Option<&str>, ir: &BitcodeInfo) -> Result<Toolchain, CompileEr
                 have: tc.major,
                 producer: text.to_string(),
             });
+        }
+    }
+    Ok(tc)
+}
+
+/// What [`identify_cached`] keeps per compiler binary.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Known {
+    path: PathBuf,
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime_ns: i128,
+    version_line: String,
+    major: u32,
+    blake3: String,
+}
+
+/// [`identify`], remembered in `dir/toolchains/` by the binary's device,
+/// inode, size and modification time: a replay of a cached compiled image
+/// neither runs the compiler nor reads its binary (an upgraded compiler is
+/// a new file, hence identified again).
+pub fn identify_cached(clang: &Path, dir: &Path) -> Result<Toolchain, CompileError> {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(resolved) = std::fs::canonicalize(clang) else {
+        return identify(clang);
+    };
+    let Ok(meta) = std::fs::metadata(&resolved) else {
+        return identify(clang);
+    };
+    let mtime_ns = i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec());
+    let name = blake3::hash(resolved.as_os_str().as_encoded_bytes()).to_hex();
+    let file = dir.join("toolchains").join(format!("{}.json", &name[..32]));
+    let bin = || {
+        resolved
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from("/usr/bin"))
+    };
+    if let Some(k) = std::fs::read(&file)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Known>(&b).ok())
+    {
+        let hash = rrstore_format::id::parse_hex32(&k.blake3);
+        if k.path == resolved
+            && (k.dev, k.ino, k.size, k.mtime_ns) == (meta.dev(), meta.ino(), meta.size(), mtime_ns)
+        {
+            if let Some(blake3) = hash {
+                return Ok(Toolchain {
+                    clang: resolved.clone(),
+                    version_line: k.version_line,
+                    major: k.major,
+                    blake3,
+                    bin: bin(),
+                });
+            }
+        }
+    }
+    let tc = identify(clang)?;
+    let k = Known {
+        path: resolved,
+        dev: meta.dev(),
+        ino: meta.ino(),
+        size: meta.size(),
+        mtime_ns,
+        version_line: tc.version_line.clone(),
+        major: tc.major,
+        blake3: rrstore_format::id::hex(&tc.blake3),
+    };
+    // Best effort: a cache that cannot be written only costs time.
+    if let Some(parent) = file.parent() {
+        let _ = std::fs::create_dir_all(parent);
+        if let (Ok(bytes), Ok(mut tmp)) = (
+            serde_json::to_vec(&k),
+            tempfile::NamedTempFile::new_in(parent),
+        ) {
+            use std::io::Write;
+            if tmp.write_all(&bytes).is_ok() {
+                let _ = tmp.persist(&file);
+            }
         }
     }
     Ok(tc)

@@ -15,6 +15,7 @@ pub mod bisect;
 pub mod check;
 pub mod diff;
 pub mod image;
+pub mod passes;
 pub mod run;
 
 use rrstore_store::StoreError;
