@@ -57,6 +57,11 @@ pub const SIGNATURE: u8 = 21;
 /// A GPU driver did not finish initialising in the runner process (or the
 /// device listing's child) within RRSTORE_GPU_START_TIMEOUT: it was killed.
 pub const DRIVER_START_TIMEOUT: u8 = 22;
+/// `replay`: the output differs from the recorded output and varies
+/// between identical replays (verdict `nondeterministic`): not 1, so a
+/// script tells a kernel that computes something else from one whose
+/// output is not reproducible without reading JSON.
+pub const NONDETERMINISTIC: u8 = 23;
 /// Anything else (a bug in rrstore: please report it).
 pub const INTERNAL: u8 = 70;
 /// Standard output was closed before the command finished (`rrstore

@@ -2,7 +2,8 @@
 //! (replay, check, bisect, diff): how the output is compared
 //! ([`CompareFlags`]: `--tolerance`, `--dtype`, `--rtol`, `--atol`,
 //! `--max-ulp`) and where and how the replay runs ([`RunFlags`]:
-//! `--timeout`, `--sandbox`, `--device`, `--placement`, `--relocate-to`).
+//! `--timeout`, `--sandbox`, `--device`, `--placement`, `--relocate-to`,
+//! `--confirm`).
 //! [`replay_options`] turns them, the configuration file's defaults
 //! ([`Configured`]) and the `RRSTORE_*` settings of the environment
 //! ([`super::env`]) into
@@ -89,6 +90,12 @@ pub struct RunFlags {
     pub device: DeviceArgs,
     #[command(flatten)]
     pub placement: PlacementArgs,
+    /// When the output differs from the recorded one, replay N more times
+    /// and compare: outputs that vary between the replays make the verdict
+    /// `nondeterministic` (default 2; 0: no confirmation, no thread-count
+    /// hint).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=100))]
+    pub confirm: Option<u32>,
 }
 
 /// All the replay settings of replay, check and bisect.
@@ -156,6 +163,7 @@ pub fn replay_options(
         device: run.device.ordinal()?,
         pointer_scan: super::env::pointer_scan(),
         occupy: super::env::occupy(),
+        confirm: run.confirm.unwrap_or(rrstore_replay::DEFAULT_CONFIRM),
         ..ReplayOptions::default()
     };
     run.placement.apply(&mut opts)?;
