@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use rrstore_format::PartRole;
 
-use super::report::{Confirmation, ReplayReport, ThreadHint, Verdict};
+use super::report::{Confirmation, ReplayReport, ThreadHint, ThreadTry, Verdict};
 use super::ReplayOptions;
 use crate::source::ReplaySource;
 use crate::verify::{arg_pointers, variation};
@@ -186,7 +186,10 @@ fn thread_hint(src: &mut ReplaySource, opts: &ReplayOptions) -> ThreadHint {
             .env
             .push(("OMP_NUM_THREADS".into(), n.to_string().into()));
         let r = again(src, &o, None);
-        hint.tried.push((n, r.verdict.as_str().to_string()));
+        hint.tried.push(ThreadTry {
+            threads: n,
+            verdict: r.verdict.as_str().to_string(),
+        });
         if r.verdict == Verdict::Verified {
             hint.verifies_at = Some(n);
             break;
@@ -210,7 +213,7 @@ impl ThreadHint {
                 let tried: Vec<String> = self
                     .tried
                     .iter()
-                    .map(|(n, v)| format!("{n} ({v})"))
+                    .map(|t| format!("{} ({})", t.threads, t.verdict))
                     .collect();
                 format!(
                     "hint: the thread count does not explain the difference: replays at OMP_NUM_THREADS {} did not verify either (this replay ran with {now})",

@@ -39,7 +39,9 @@ use crate::source::ReplaySource;
 pub(crate) use options::preflight;
 pub use options::{ReplayOptions, VerifyMode};
 pub use confirm::DEFAULT_CONFIRM;
-pub use report::{Confirmation, RehydratePath, ReplayReport, ThreadHint, Timing, Verdict};
+pub use report::{
+    Confirmation, RehydratePath, ReplayReport, ThreadHint, ThreadTry, Timing, Verdict,
+};
 
 /// Replay `src` as `opts` say. See the module documentation.
 pub fn replay(src: &mut ReplaySource, opts: &ReplayOptions) -> ReplayReport {

@@ -86,9 +86,17 @@ pub struct ThreadHint {
     /// The runner's `OMP_NUM_THREADS` of the replay (`None`: unset).
     pub current: Option<String>,
     /// Each count tried and the verdict it gave.
-    pub tried: Vec<(u64, String)>,
+    pub tried: Vec<ThreadTry>,
     /// The first count at which the output verified.
     pub verifies_at: Option<u64>,
+}
+
+/// One replay of the thread-count hint.
+#[derive(Clone, Debug, Serialize)]
+pub struct ThreadTry {
+    /// `OMP_NUM_THREADS` it ran with.
+    pub threads: u64,
+    pub verdict: String,
 }
 
 /// Where the time went (nanoseconds).
