@@ -245,6 +245,9 @@ fn a_kernel_reading_team_local_memory_before_writing_it_is_nondeterministic() {
         .as_str()
         .unwrap()
         .starts_with("nondeterministic: "));
+    // Outputs that vary between identical replays are no change.
+    let changes = json(&rr(&store, &["history", "--changes", "--json"], None));
+    assert_eq!(changes, serde_json::json!([]), "{changes:#}");
 
     // check: not a regression (exit 0), said in the table, the JSON and
     // the JUnit (skipped).
@@ -272,12 +275,29 @@ fn a_kernel_reading_team_local_memory_before_writing_it_is_nondeterministic() {
     let (suite, cases) = junit(&xml);
     assert_eq!(attr(&suite, "skipped"), "1");
     assert_eq!(attr(&suite, "failures"), "0");
+    assert_eq!(attr(&suite, "tests"), "1");
     assert_eq!(cases.len(), 1);
     assert_eq!(cases[0].0, "skipped", "{cases:?}");
     assert!(cases[0].1.starts_with("NONDETERMINISTIC"), "{cases:?}");
-    let o = rr(&store, &["check", "--label", "uninit", "--repetitions", "1"], None);
+    let md = tmp.path().join("check.md");
+    let o = rr(
+        &store,
+        &[
+            "check",
+            "--label",
+            "uninit",
+            "--repetitions",
+            "1",
+            "--markdown",
+            md.to_str().unwrap(),
+        ],
+        None,
+    );
     let out = String::from_utf8_lossy(&o.stdout);
     assert_eq!(o.status.code(), Some(0), "{out}");
+    let md = std::fs::read_to_string(md).unwrap();
+    assert!(md.contains("1 skipped"), "{md}");
+    assert!(md.contains("| ➖ |"), "{md}");
     assert!(
         out.contains("nondeterministic (stable ranges unchanged)"),
         "{out}"

@@ -5,8 +5,8 @@
 //! computes). Both are reported as [`RangeReport`]s mapped to the
 //! argument buffers, as `replay` and `diff` map a mismatch.
 //!
-//! A byte that agrees in every replay but lies within [`MERGE_GAP`] of a
-//! varying one counts as varying (see [`NEAR`]).
+//! A byte that agrees in every replay but shares its 64-byte block with a
+//! varying one is not counted as stable (see [`BLOCK`]).
 //!
 //! The stable difference also gets a digest (blake3 of every stable
 //! byte's offset and value), so that two checks can tell whether it
@@ -17,7 +17,7 @@ use std::io::Read;
 
 use serde::Serialize;
 
-use super::ranges::{RangeReport, RangeTally, MERGE_GAP};
+use super::ranges::{RangeReport, RangeTally};
 use super::ArgPointer;
 
 /// What several replays of one recording produced.
@@ -40,56 +40,14 @@ pub struct Variation {
 /// Bytes compared per piece.
 const PIECE: usize = 1 << 20;
 
-/// A byte that agrees in every replay and differs from the recording, but
-/// lies within [`MERGE_GAP`] of a varying byte, is counted as varying: it
-/// is most likely part of a varying value whose other bytes happened to
-/// agree (the high bytes of an address, say), and would make the stable
-/// ranges themselves vary between checks.
-const NEAR: u64 = MERGE_GAP;
-
-/// The stable side of the comparison: candidates wait until no varying
-/// byte can come within [`NEAR`] of them.
-struct Stable {
-    tally: RangeTally,
-    digest: blake3::Hasher,
-    any: bool,
-    pending: std::collections::VecDeque<(u64, u8)>,
-    last_varying: Option<u64>,
-}
-
-impl Stable {
-    fn commit_before(&mut self, limit: u64) {
-        while let Some(&(off, value)) = self.pending.front() {
-            if off >= limit {
-                break;
-            }
-            self.pending.pop_front();
-            self.tally.mark(off);
-            self.digest.update(&off.to_le_bytes());
-            self.digest.update(&[value]);
-            self.any = true;
-        }
-    }
-
-    fn varying_at(&mut self, off: u64) {
-        // Candidates closer than NEAR before it are part of it.
-        while self
-            .pending
-            .back()
-            .is_some_and(|&(o, _)| o + NEAR > off)
-        {
-            self.pending.pop_back();
-        }
-        self.last_varying = Some(off);
-    }
-
-    fn candidate(&mut self, off: u64, value: u8) {
-        if self.last_varying.is_some_and(|v| off < v + NEAR) {
-            return;
-        }
-        self.pending.push_back((off, value));
-    }
-}
+/// The block a varying byte spoils: a byte that agrees in every replay
+/// and differs from the recording, in an aligned block of this many bytes
+/// (a cache line) where some byte varies, is not counted as stable. It is
+/// most likely part of a varying value, or of varying data, whose other
+/// bytes happened to agree (the high bytes of an address, a flag with two
+/// states) in these few replays, and would make the stable ranges
+/// themselves vary between checks.
+pub const BLOCK: usize = 64;
 
 /// Compare `outputs` (each `size` bytes) with `recorded`, byte by byte,
 /// in pieces; `pointers` map the ranges to argument buffers. `distinct`
@@ -102,13 +60,9 @@ pub fn compare(
     distinct: u32,
 ) -> std::io::Result<Variation> {
     let mut varying = RangeTally::new(pointers.to_vec());
-    let mut stable = Stable {
-        tally: RangeTally::new(pointers.to_vec()),
-        digest: blake3::Hasher::new(),
-        any: false,
-        pending: Default::default(),
-        last_varying: None,
-    };
+    let mut stable = RangeTally::new(pointers.to_vec());
+    let mut digest = blake3::Hasher::new();
+    let mut any_stable = false;
     let mut expected = vec![0u8; PIECE];
     let mut bufs: Vec<Vec<u8>> = outputs.iter().map(|_| vec![0u8; PIECE]).collect();
     let mut off = 0u64;
@@ -118,29 +72,39 @@ pub fn compare(
         for (r, b) in outputs.iter_mut().zip(bufs.iter_mut()) {
             r.read_exact(&mut b[..n])?;
         }
-        for j in 0..n {
-            let first = bufs.first().map_or(expected[j], |b| b[j]);
-            let at = off + j as u64;
-            if bufs.iter().any(|b| b[j] != first) {
-                stable.commit_before(at.saturating_sub(NEAR - 1));
-                stable.varying_at(at);
-                varying.mark(at);
-            } else if first != expected[j] {
-                stable.commit_before(at.saturating_sub(NEAR - 1));
-                stable.candidate(at, first);
+        // PIECE is a multiple of BLOCK: blocks are aligned in the arena.
+        for start in (0..n).step_by(BLOCK) {
+            let end = (start + BLOCK).min(n);
+            let varies = |j: usize| {
+                let first = bufs.first().map_or(expected[j], |b| b[j]);
+                bufs.iter().any(|b| b[j] != first)
+            };
+            let spoiled = (start..end).any(varies);
+            for j in start..end {
+                let at = off + j as u64;
+                if spoiled {
+                    if varies(j) {
+                        varying.mark(at);
+                    }
+                    continue;
+                }
+                let value = bufs.first().map_or(expected[j], |b| b[j]);
+                if value != expected[j] {
+                    stable.mark(at);
+                    digest.update(&at.to_le_bytes());
+                    digest.update(&[value]);
+                    any_stable = true;
+                }
             }
         }
         off += n as u64;
     }
-    stable.commit_before(u64::MAX);
     Ok(Variation {
         replays: outputs.len() as u32,
         distinct_outputs: distinct,
         varying: varying.finish(),
-        stable: stable.tally.finish(),
-        stable_digest: stable
-            .any
-            .then(|| stable.digest.finalize().to_hex().to_string()),
+        stable: stable.finish(),
+        stable_digest: any_stable.then(|| digest.finalize().to_hex().to_string()),
     })
 }
 
@@ -204,8 +168,10 @@ mod tests {
         b[100] = 2; // varies
         a[2000] = 9;
         b[2000] = 9; // stable
-        a[105] = 7;
-        b[105] = 7; // agrees, but next to a varying byte: not stable
+        a[120] = 7;
+        b[120] = 7; // agrees, but in a block with a varying byte: not stable
+        a[2100] = 5;
+        b[2100] = 5; // another block: stable
         let ptrs = [ArgPointer {
             index: 1,
             offset: 0,
@@ -221,7 +187,7 @@ mod tests {
         let vr = v.varying.as_ref().unwrap();
         assert_eq!((vr.first_offset, vr.differing_bytes), (100, 1));
         let sr = v.stable.as_ref().unwrap();
-        assert_eq!((sr.first_offset, sr.differing_bytes), (2000, 1));
+        assert_eq!((sr.first_offset, sr.differing_bytes), (2000, 2));
         assert_eq!(sr.largest[0].arg.unwrap().index, 1);
         let text = v.describe(None).join("\n");
         let d = Variation::stable_digest_in(&text).unwrap();
