@@ -150,7 +150,10 @@ fn import(store: &Path, rec: &Path, label: &str) -> String {
 /// A JUnit file read back: the `<testsuite>` attributes and, per
 /// testcase, the child element that says how it ended (`skipped`,
 /// `failure`, `error`; empty when it passed) and its message.
-fn junit(path: &Path) -> (Vec<(String, String)>, Vec<(String, String)>) {
+/// Name-value pairs: attributes, or a case's (element, message).
+type Pairs = Vec<(String, String)>;
+
+fn junit(path: &Path) -> (Pairs, Pairs) {
     let xml = std::fs::read_to_string(path).unwrap();
     let mut r = quick_xml::Reader::from_str(&xml);
     let (mut suite, mut cases) = (Vec::new(), Vec::new());

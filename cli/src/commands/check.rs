@@ -124,9 +124,7 @@ fn cells(r: &CheckRow) -> [String; 9] {
         match r.status {
             Status::Regressed => format!("REGRESSED ({})", Shown(&r.run.verdict)),
             Status::Known => format!("{} ({})", r.status.words(), Shown(&r.run.verdict)),
-            Status::Nondeterministic => {
-                "nondeterministic (stable ranges unchanged)".to_string()
-            }
+            Status::Nondeterministic => "nondeterministic (stable ranges unchanged)".to_string(),
             Status::Passed => Shown(&r.run.verdict).to_string(),
         },
         yes_no(r.changed_vs_recorded).into(),

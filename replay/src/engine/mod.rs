@@ -36,9 +36,9 @@ pub use crate::backend::{BackendConfig, BackendKind};
 use crate::error::ReplayError;
 use crate::placement::PlacementReport;
 use crate::source::ReplaySource;
+pub use confirm::DEFAULT_CONFIRM;
 pub(crate) use options::preflight;
 pub use options::{ReplayOptions, VerifyMode};
-pub use confirm::DEFAULT_CONFIRM;
 pub use report::{
     Confirmation, RehydratePath, ReplayReport, ThreadHint, ThreadTry, Timing, Verdict,
 };

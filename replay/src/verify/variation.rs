@@ -140,7 +140,9 @@ impl Variation {
     /// `Some("")` for a nondeterministic row without a stable difference;
     /// `None` when `detail` is not a nondeterministic row's.
     pub fn stable_digest_in(detail: &str) -> Option<String> {
-        let line = detail.lines().find(|l| l.starts_with("nondeterministic: "))?;
+        let line = detail
+            .lines()
+            .find(|l| l.starts_with("nondeterministic: "))?;
         Some(match line.split_once("(stable digest ") {
             Some((_, rest)) => rest.trim_end_matches(')').to_string(),
             None => String::new(),
