@@ -248,9 +248,20 @@ fn a_kernel_reading_team_local_memory_before_writing_it_is_nondeterministic() {
         .as_str()
         .unwrap()
         .starts_with("nondeterministic: "));
-    // Outputs that vary between identical replays are no change.
+    // Outputs that vary between identical replays are no change; the
+    // HTML report says why they differ.
     let changes = json(&rr(&store, &["history", "--changes", "--json"], None));
     assert_eq!(changes, serde_json::json!([]), "{changes:#}");
+    let html = tmp.path().join("report.html");
+    let o = rr(&store, &["report", "-o", html.to_str().unwrap()], None);
+    assert!(o.status.success(), "{o:?}");
+    let html = std::fs::read_to_string(html).unwrap();
+    assert!(
+        html.contains(
+            "nondeterministic</span>: its output varies between identical replays (6 run(s)"
+        ),
+        "{html}"
+    );
 
     // check: not a regression (exit 0), said in the table, the JSON and
     // the JUnit (skipped).
