@@ -444,4 +444,9 @@ fn a_reduction_recorded_at_2_threads_says_so_and_its_known_difference_is_no_regr
     );
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains("differs from recording (known)"), "{out}");
+    assert!(
+        out.contains("hint: the output verifies with OMP_NUM_THREADS=2"),
+        "{out}"
+    );
+    assert_eq!(o.status.code(), Some(0), "{out}");
 }

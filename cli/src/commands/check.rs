@@ -289,6 +289,18 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         for r in &rows {
             line(r.each_ref().map(String::as_str));
         }
+        // The thread-count hints of host rows that differed (the rows'
+        // `detail` carries them).
+        for r in &report.rows {
+            for hint in r.run.detail.lines().filter(|l| l.starts_with("hint: ")) {
+                println!(
+                    "{} ({}): {}",
+                    rrstore_report::names::display(&r.kernel),
+                    &r.recording[..12.min(r.recording.len())],
+                    Shown(hint)
+                );
+            }
+        }
         println!(
             "{} recording(s), {} regressed, {} nondeterministic (stable ranges unchanged), {} differing from the recording as their baseline did, {} slower beyond the noise (median over {:.0}% above every baseline run's, interquartile ranges apart); {} replay(s) run of {} launch(es) each, {} from the history{}",
             report.rows.len(),

@@ -107,3 +107,65 @@ pub fn classify(
         _ => (Status::Regressed, changed_vs_baseline),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(verdict: &str, output: u8, detail: &str) -> Run {
+        Run {
+            row: 1,
+            cached: false,
+            image: [0; 32],
+            verdict: verdict.into(),
+            output: Some([output; 32]),
+            kernel_ns: None,
+            kernel_times_ns: Vec::new(),
+            launch: String::new(),
+            detail: detail.into(),
+            output_kept: false,
+        }
+    }
+
+    const NOISE: &str = "nondeterministic: 3 distinct outputs in 3 replays; 8 byte(s) vary between replays, 0 byte(s) differ from the recorded output in every replay";
+    const STABLE_A: &str = "nondeterministic: 2 distinct outputs in 3 replays; 8 byte(s) vary between replays, 4 byte(s) differ from the recorded output in every replay (stable digest 00112233aabbccdd)";
+    const STABLE_B: &str = "nondeterministic: 2 distinct outputs in 3 replays; 8 byte(s) vary between replays, 4 byte(s) differ from the recorded output in every replay (stable digest 99112233aabbccdd)";
+
+    /// The table of docs/regress.md, "What counts as a regression".
+    #[test]
+    fn differs_from_the_recording_is_not_changed_since_the_baseline() {
+        let c = |r: &Run, b: Option<&Run>, changed| classify(r, b, changed).0;
+        let verified = run("verified", 0, "");
+        let mism = run("mismatch", 1, "");
+        assert_eq!(c(&verified, None, None), Status::Passed);
+        assert_eq!(c(&mism, Some(&verified), Some(true)), Status::Regressed);
+        assert_eq!(c(&mism, None, None), Status::Regressed);
+        assert_eq!(c(&mism, Some(&mism), Some(false)), Status::Known);
+        assert_eq!(
+            c(&mism, Some(&run("mismatch", 2, "")), Some(true)),
+            Status::Regressed
+        );
+        let noise = run("nondeterministic", 3, NOISE);
+        assert_eq!(c(&noise, None, Some(true)), Status::Nondeterministic);
+        assert_eq!(
+            c(&noise, Some(&verified), Some(true)),
+            Status::Nondeterministic
+        );
+        assert_eq!(c(&noise, Some(&mism), Some(true)), Status::Nondeterministic);
+        let a = run("nondeterministic", 4, STABLE_A);
+        assert_eq!(c(&a, Some(&verified), Some(true)), Status::Regressed);
+        assert_eq!(c(&a, Some(&noise), Some(true)), Status::Regressed);
+        assert_eq!(
+            c(&a, Some(&run("nondeterministic", 5, STABLE_A)), Some(true)),
+            Status::Nondeterministic
+        );
+        assert_eq!(
+            c(&a, Some(&run("nondeterministic", 5, STABLE_B)), Some(true)),
+            Status::Regressed
+        );
+        assert_eq!(
+            c(&run("crashed", 0, ""), Some(&verified), None),
+            Status::Regressed
+        );
+    }
+}
