@@ -65,6 +65,10 @@ pub(super) fn confirm(src: &mut ReplaySource, opts: &ReplayOptions, report: &mut
             report.verdict = Verdict::Nondeterministic;
         }
         report.confirmation = Some(c);
+        // Only a guess for recordings that do not say what they ran
+        // under: LLVM's files do not; a recording that stores its launch
+        // environment (`rrstore record`) should skip this once the
+        // recording model carries it.
         if opts.thread_hint && report.backend == "host" && opts.num_threads.is_none() {
             report.thread_hint = Some(thread_hint(src, opts));
         }
