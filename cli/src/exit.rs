@@ -63,6 +63,11 @@ pub const COMPILE_FAILED: u8 = 24;
 /// No compiler can compile an IR image: the toolchain asked for (or the
 /// one matching the IR's producer) is missing, or older than the producer.
 pub const TOOLCHAIN: u8 = 25;
+/// `replay`: the output differs from the recorded output and varies
+/// between identical replays (verdict `nondeterministic`): not 1, so a
+/// script tells a kernel that computes something else from one whose
+/// output is not reproducible without reading JSON.
+pub const NONDETERMINISTIC: u8 = 23;
 /// Anything else (a bug in rrstore: please report it).
 pub const INTERNAL: u8 = 70;
 /// Standard output was closed before the command finished (`rrstore

@@ -469,12 +469,14 @@ fn code_70_and_the_table_is_the_contract() {
     // 22 (a GPU driver that does not start in time) needs a GPU child
     // whose driver hangs: replay/tests/gpu_child.rs
     // (`a_driver_start_that_hangs_ends_with_its_own_error`) checks it.
-    // 24 (an IR image's compiler failed) and 25 (no toolchain for it):
+    // 23 (nondeterministic) needs a kernel whose output varies:
+    // cli/tests/nondeterminism.rs compiles and records one. 24 (an IR
+    // image's compiler failed) and 25 (no toolchain for it):
     // cli/tests/ir_replay.rs
     // (`bad_ir_and_bad_toolchains_each_have_their_exit_code_...`) builds
     // the IR they need.
-    let mut expected: Vec<u32> = (0..=22).collect();
-    expected.extend([24, 25, 70, 141]);
+    let mut expected: Vec<u32> = (0..=25).collect();
+    expected.extend([70, 141]);
     assert_eq!(codes, expected);
 }
 

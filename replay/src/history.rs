@@ -90,6 +90,18 @@ fn row(id: RecordingId, report: &ReplayReport, opts: Option<&ReplayOptions>) -> 
     if let Some(m) = &report.mismatch {
         detail = m.describe(report.arena_base).join("\n");
     }
+    // A nondeterministic row's detail starts with the variation's summary
+    // (its stable digest, which `check` compares with a baseline's).
+    if let Some(c) = &report.confirmation {
+        let mut lines = c.describe(report.arena_base);
+        if !detail.is_empty() {
+            lines.push(detail);
+        }
+        detail = lines.join("\n");
+    }
+    if let Some(h) = &report.thread_hint {
+        detail = format!("{detail}\n{}", h.describe());
+    }
     if let Some(t) = &report.tolerance {
         let line = format!(
             "tolerance {:?}: {} of {} elements differ, {} out of bounds, max abs {:e}, max rel {:e}, max ULP {}",

@@ -37,8 +37,8 @@ pub mod source;
 pub mod verify;
 
 pub use engine::{
-    replay, BackendConfig, BackendKind, RehydratePath, ReplayOptions, ReplayReport, Verdict,
-    VerifyMode,
+    replay, BackendConfig, BackendKind, Confirmation, RehydratePath, ReplayOptions, ReplayReport,
+    ThreadHint, Verdict, VerifyMode, DEFAULT_CONFIRM,
 };
 pub use error::ReplayError;
 pub use source::{Origin, ReplaySource};

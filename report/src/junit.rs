@@ -2,7 +2,9 @@
 //! reporters and Jenkins read: `<testsuites>` holding one `<testsuite>`,
 //! one `<testcase>` per case with `time` in seconds, `<properties>`, and a
 //! `<failure>` or `<error>` whose `message` is the verdict line and whose
-//! text is the diff summary.
+//! text is the diff summary; a case that is neither a pass nor a
+//! regression (nondeterministic, a known difference) is `<skipped>`, with
+//! its reason as `message` (Surefire's, Jenkins' and GitLab's reading).
 //!
 //! Every string goes through [`crate::shown::block`] first: names and
 //! messages come from recordings others made, and XML 1.0 forbids most
@@ -61,16 +63,18 @@ fn secs(t: f64) -> String {
 pub fn write(suite: &Suite, w: &mut dyn Write) -> std::io::Result<()> {
     let mut x = Xml(Writer::new_with_indent(w, b' ', 2));
     x.event(Event::Decl(BytesDecl::new("1.0", Some("UTF-8"), None)))?;
-    let (tests, failures, errors, time) = (
+    let (tests, failures, errors, skipped, time) = (
         suite.cases.len().to_string(),
         suite.failures().to_string(),
         suite.errors().to_string(),
+        suite.skipped().to_string(),
         secs(suite.time_s()),
     );
     let counts = [
         ("tests", tests.as_str()),
         ("failures", failures.as_str()),
         ("errors", errors.as_str()),
+        ("skipped", skipped.as_str()),
         ("time", time.as_str()),
     ];
     let mut top = vec![("name", suite.name.as_str())];
@@ -79,7 +83,7 @@ pub fn write(suite: &Suite, w: &mut dyn Write) -> std::io::Result<()> {
     let stamp = iso_datetime(suite.timestamp);
     let mut attrs = vec![("name", suite.name.as_str())];
     attrs.extend(counts);
-    attrs.extend([("skipped", "0"), ("timestamp", stamp.as_str())]);
+    attrs.push(("timestamp", stamp.as_str()));
     x.start("testsuite", &attrs)?;
     for c in &suite.cases {
         let time = secs(c.time_s);
@@ -102,6 +106,13 @@ pub fn write(suite: &Suite, w: &mut dyn Write) -> std::io::Result<()> {
         x.end("properties")?;
         match &c.outcome {
             Outcome::Passed { .. } => {}
+            Outcome::Skipped {
+                message, detail, ..
+            } => {
+                x.start("skipped", &[("message", message.as_str())])?;
+                x.text(detail)?;
+                x.end("skipped")?;
+            }
             Outcome::Failed {
                 verdict,
                 message,
@@ -165,6 +176,6 @@ mod tests {
         );
         assert!(xml.contains(r#"message="a &lt; b &amp; c""#), "{xml}");
         assert!(xml.contains(">x &lt;y&gt; &amp; z</failure>"), "{xml}");
-        assert!(xml.contains(r#"tests="1" failures="1" errors="0" time="0.500000""#));
+        assert!(xml.contains(r#"tests="1" failures="1" errors="0" skipped="0" time="0.500000""#));
     }
 }

@@ -55,15 +55,20 @@ fn time(t: f64) -> String {
 
 /// Write `suite` as Markdown to `w`.
 pub fn write(suite: &Suite, w: &mut dyn Write) -> std::io::Result<()> {
-    let (failures, errors) = (suite.failures(), suite.errors());
-    let passed = suite.cases.len() - failures - errors;
+    let (failures, errors, skipped) = (suite.failures(), suite.errors(), suite.skipped());
+    let passed = suite.cases.len() - failures - errors - skipped;
     writeln!(
         w,
         "### {}: {} {}",
         cell(&suite.name),
         if failures + errors == 0 { "✅" } else { "❌" },
         format_args!(
-            "{passed} passed, {failures} failed, {errors} errors ({} cases)",
+            "{passed} passed, {failures} failed, {errors} errors{} ({} cases)",
+            if skipped > 0 {
+                format!(", {skipped} skipped (nondeterministic or known differences)")
+            } else {
+                String::new()
+            },
             suite.cases.len()
         )
     )?;
@@ -75,6 +80,7 @@ pub fn write(suite: &Suite, w: &mut dyn Write) -> std::io::Result<()> {
             Outcome::Passed { .. } => ("✅", String::new()),
             Outcome::Failed { message, .. } => ("❌", message.clone()),
             Outcome::Error { message, .. } => ("⚠️", message.clone()),
+            Outcome::Skipped { message, .. } => ("➖", message.clone()),
         };
         writeln!(
             w,
@@ -90,7 +96,10 @@ pub fn write(suite: &Suite, w: &mut dyn Write) -> std::io::Result<()> {
         )?;
     }
     for c in &suite.cases {
-        if let Outcome::Failed { detail, .. } | Outcome::Error { detail, .. } = &c.outcome {
+        if let Outcome::Failed { detail, .. }
+        | Outcome::Error { detail, .. }
+        | Outcome::Skipped { detail, .. } = &c.outcome
+        {
             if !detail.is_empty() {
                 // Each line escaped; the fence longer than any backtick
                 // run, so no line of the detail can close the block.

@@ -2,6 +2,9 @@
 //! which [`crate::junit`] and [`crate::markdown`] write: `check` and
 //! `replay` give one case per recording, `bisect` one per kernel.
 //!
+//! A case is skipped when it is neither a pass nor a regression: `check`'s
+//! nondeterministic rows (stable ranges unchanged) and known differences
+//! (the baseline already differed alike), a nondeterministic `replay`.
 //! A case fails when the command would call it a regression: `check`'s
 //! regressed rows, a replay that mismatches, crashes or times out, a
 //! bisection that found an image changing the output. A replay that could
@@ -12,7 +15,7 @@
 //! demangled; the raw name is the `kernel` property.
 
 use rrstore_replay::regress::bisect::BisectReport;
-use rrstore_replay::regress::check::{CheckReport, CheckRow};
+use rrstore_replay::regress::check::{CheckReport, CheckRow, Status};
 use rrstore_replay::regress::run::Run;
 use rrstore_replay::{ReplayReport, Verdict};
 
@@ -53,6 +56,15 @@ pub enum Outcome {
         message: String,
         detail: String,
     },
+    /// Neither passed nor a regression: a nondeterministic output whose
+    /// stable ranges did not change, or a difference from the recording
+    /// the baseline already had. JUnit `<skipped>`, which GitLab, GitHub
+    /// test reporters and Jenkins show apart from passes and failures.
+    Skipped {
+        verdict: String,
+        message: String,
+        detail: String,
+    },
     /// The replay could not run.
     Error {
         verdict: String,
@@ -66,6 +78,7 @@ impl Outcome {
         match self {
             Outcome::Passed { verdict }
             | Outcome::Failed { verdict, .. }
+            | Outcome::Skipped { verdict, .. }
             | Outcome::Error { verdict, .. } => verdict,
         }
     }
@@ -74,6 +87,10 @@ impl Outcome {
 impl Suite {
     pub fn failures(&self) -> usize {
         self.count(|o| matches!(o, Outcome::Failed { .. }))
+    }
+
+    pub fn skipped(&self) -> usize {
+        self.count(|o| matches!(o, Outcome::Skipped { .. }))
     }
 
     pub fn errors(&self) -> usize {
@@ -135,6 +152,17 @@ fn check_message(r: &CheckRow) -> String {
     format!("REGRESSED ({}): {what}", r.run.verdict)
 }
 
+/// What a check row that is neither passed nor regressed says.
+fn skipped_message(r: &CheckRow) -> String {
+    match r.status {
+        Status::Known => "differs from the recording (known): the baseline's output already differed the same way; not a regression of this run".into(),
+        _ => format!(
+            "NONDETERMINISTIC: the output varies between identical replays; the ranges that differ in every replay did not change, so not a regression ({})",
+            first_line(&r.run.detail)
+        ),
+    }
+}
+
 fn run_props(props: &mut Vec<(String, String)>, prefix: &str, r: &Run) {
     props.push((format!("{prefix}history_row"), r.row.to_string()));
     props.push((format!("{prefix}cached"), r.cached.to_string()));
@@ -160,8 +188,15 @@ pub fn from_check(report: &CheckReport, timestamp: i64) -> Suite {
             if let Some(t) = r.time_ratio {
                 properties.push(("time_ratio".into(), format!("{t:.3}")));
             }
+            properties.push(("status".into(), r.status.words().into()));
             let verdict = r.run.verdict.clone();
-            let outcome = if !r.regressed {
+            let outcome = if matches!(r.status, Status::Known | Status::Nondeterministic) {
+                Outcome::Skipped {
+                    message: skipped_message(r),
+                    detail: r.run.detail.clone(),
+                    verdict,
+                }
+            } else if !r.regressed {
                 Outcome::Passed { verdict }
             } else if verdict == "error" {
                 Outcome::Error {
@@ -268,6 +303,12 @@ pub fn replay_detail(r: &ReplayReport) -> String {
     if let Some(e) = &r.error {
         lines.push(e.to_string());
     }
+    if let Some(c) = &r.confirmation {
+        lines.extend(c.describe(r.arena_base));
+    }
+    if let Some(h) = &r.thread_hint {
+        lines.push(h.describe());
+    }
     if let Some(m) = &r.mismatch {
         lines.extend(m.describe(r.arena_base));
     }
@@ -286,6 +327,10 @@ pub fn from_replay(r: &ReplayReport, label: &str, history_row: Option<i64>) -> S
     let detail = replay_detail(r);
     let message = match &r.verdict {
         Verdict::Mismatch => "MISMATCH: the output differs from the recorded output".to_string(),
+        Verdict::Nondeterministic => format!(
+            "NONDETERMINISTIC: the output differs from the recorded output and varies between identical replays ({})",
+            first_line(&detail)
+        ),
         Verdict::Crashed { signal } => format!("CRASHED: the kernel was killed by signal {signal}"),
         Verdict::TimedOut => "TIMED OUT: the kernel did not finish in time".to_string(),
         _ => format!("ERROR: {}", first_line(&detail)),
@@ -295,6 +340,11 @@ pub fn from_replay(r: &ReplayReport, label: &str, history_row: Option<i64>) -> S
             Outcome::Passed { verdict }
         }
         Verdict::Error => Outcome::Error {
+            verdict,
+            message,
+            detail,
+        },
+        Verdict::Nondeterministic => Outcome::Skipped {
             verdict,
             message,
             detail,

@@ -7,6 +7,8 @@
 //! difference like a different image or device. Only completed replays
 //! count: a replay that failed (could not start, wrong target, crashed,
 //! timed out) produced no output to compare; its rows are listed apart.
+//! Rows whose verdict is `nondeterministic` are left out: their output
+//! varies between identical replays, so another one is no change.
 
 use std::collections::BTreeMap;
 
@@ -70,6 +72,11 @@ impl Store {
         let mut failed: BTreeMap<String, Vec<i64>> = BTreeMap::new();
         let mut recs = BTreeMap::new();
         for e in rows {
+            // Its outputs vary between identical replays (verdict
+            // `nondeterministic`, `--confirm`): another output is no change.
+            if e.verdict == "nondeterministic" {
+                continue;
+            }
             recs.entry(e.recording.to_hex()).or_insert(e.recording);
             let Some(out) = e.output_blake3.filter(|_| e.completed()) else {
                 failed.entry(e.recording.to_hex()).or_default().push(e.id);

@@ -33,7 +33,8 @@ pub struct HistoryEntry {
     pub kernel_ns: Vec<u64>,
     #[serde(with = "opt_hex32")]
     pub output_blake3: Option<[u8; 32]>,
-    /// verified | mismatch | crashed | timed-out | error
+    /// verified | within-tolerance | mismatch | nondeterministic |
+    /// unverified | crashed | timed-out | error
     pub verdict: String,
     pub detail: String,
     /// Team and thread counts the launch was given (None in rows written
@@ -95,7 +96,7 @@ impl HistoryEntry {
         self.output_blake3.is_some()
             && matches!(
                 self.verdict.as_str(),
-                "verified" | "within-tolerance" | "mismatch" | "unverified"
+                "verified" | "within-tolerance" | "mismatch" | "nondeterministic" | "unverified"
             )
     }
 

@@ -24,10 +24,11 @@ use crate::objects::PutReport;
 use crate::{HistoryEntry, Store};
 
 /// Verdicts whose history row is a reusable result for the cache key.
-const CACHEABLE: [&str; 6] = [
+const CACHEABLE: [&str; 7] = [
     "verified",
     "within-tolerance",
     "mismatch",
+    "nondeterministic",
     "unverified",
     "crashed",
     "timed-out",

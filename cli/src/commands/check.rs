@@ -2,14 +2,15 @@
 //! [--repetitions N] [--tolerance --dtype f32|f64 --rtol X --atol Y
 //! --max-ulp N] [--json]`: replay every matching recording and print one aligned line
 //! per recording (kernel time as median ratio with both spreads); exit 1
-//! (MISMATCH) when any regressed, 3 (NOT_FOUND) when none matches. Logic:
+//! (MISMATCH) when any regressed (not for nondeterministic rows or known
+//! differences: `rrstore_replay::regress::check::status`), 3 (NOT_FOUND) when none matches. Logic:
 //! rrstore_replay::regress::check.
 
 use anyhow::Context;
 use std::process::ExitCode;
 
 use rrstore_replay::regress::check::{
-    check, CheckOptions, CheckRow, Spread, DEFAULT_REPETITIONS, SLOWDOWN_THRESHOLD,
+    check, CheckOptions, CheckRow, Spread, Status, DEFAULT_REPETITIONS, SLOWDOWN_THRESHOLD,
 };
 use rrstore_report::shown::Shown;
 use rrstore_store::LsFilter;
@@ -120,10 +121,11 @@ fn cells(r: &CheckRow) -> [String; 9] {
     [
         rrstore_report::names::display(&r.kernel).into_owned(),
         r.recording[..12.min(r.recording.len())].to_string(),
-        if r.regressed {
-            format!("REGRESSED ({})", Shown(&r.run.verdict))
-        } else {
-            Shown(&r.run.verdict).to_string()
+        match r.status {
+            Status::Regressed => format!("REGRESSED ({})", Shown(&r.run.verdict)),
+            Status::Known => format!("{} ({})", r.status.words(), Shown(&r.run.verdict)),
+            Status::Nondeterministic => "nondeterministic (stable ranges unchanged)".to_string(),
+            Status::Passed => Shown(&r.run.verdict).to_string(),
         },
         yes_no(r.changed_vs_recorded).into(),
         yes_no(r.changed_vs_baseline).into(),
@@ -168,6 +170,7 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
     };
     let mut run = args.run.options(args.use_cache, globals)?;
     run.replay.repetitions = args.repetitions;
+    run.replay.thread_hint = true;
     let mut fleet = args.run.parallel.fleet()?;
     fleet.shard = args.shard.as_deref().map(super::fleet::shard).transpose()?;
     if let Some(n) = &args.run_name {
@@ -273,6 +276,9 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
                     (2, v) if v.starts_with("REGRESSED") => {
                         crate::color::paint(crate::color::Tone::Bad, &cell)
                     }
+                    (2, v) if v.starts_with("nondeterministic") || v.starts_with("differs") => {
+                        crate::color::paint(crate::color::Tone::Warn, &cell)
+                    }
                     _ => cell,
                 };
                 s += "  ";
@@ -283,10 +289,24 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         for r in &rows {
             line(r.each_ref().map(String::as_str));
         }
+        // The thread-count hints of host rows that differed (the rows'
+        // `detail` carries them).
+        for r in &report.rows {
+            for hint in r.run.detail.lines().filter(|l| l.starts_with("hint: ")) {
+                println!(
+                    "{} ({}): {}",
+                    rrstore_report::names::display(&r.kernel),
+                    &r.recording[..12.min(r.recording.len())],
+                    Shown(hint)
+                );
+            }
+        }
         println!(
-            "{} recording(s), {} regressed, {} slower beyond the noise (median over {:.0}% above every baseline run's, interquartile ranges apart); {} replay(s) run of {} launch(es) each, {} from the history{}",
+            "{} recording(s), {} regressed, {} nondeterministic (stable ranges unchanged), {} differing from the recording as their baseline did, {} slower beyond the noise (median over {:.0}% above every baseline run's, interquartile ranges apart); {} replay(s) run of {} launch(es) each, {} from the history{}",
             report.rows.len(),
             report.regressed,
+            report.nondeterministic,
+            report.known,
             report.slower,
             SLOWDOWN_THRESHOLD * 100.0,
             report.replays,

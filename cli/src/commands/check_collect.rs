@@ -64,10 +64,15 @@ pub fn run(store: &Store, dest: &str, name: &str, json: bool) -> anyhow::Result<
                 [
                     rrstore_report::names::display(&s(r, "kernel")).into_owned(),
                     shown(&id).into_owned(),
-                    if regressed {
-                        format!("REGRESSED ({verdict})")
-                    } else {
-                        verdict
+                    match (regressed, r.get("status").and_then(|x| x.as_str())) {
+                        (true, _) => format!("REGRESSED ({verdict})"),
+                        (false, Some("known")) => {
+                            format!("differs from recording (known) ({verdict})")
+                        }
+                        (false, Some("nondeterministic")) => {
+                            "nondeterministic (stable ranges unchanged)".to_string()
+                        }
+                        _ => verdict,
                     },
                     shown(&s(r, "label")).into_owned(),
                 ]

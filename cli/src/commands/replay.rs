@@ -101,6 +101,7 @@ fn options(args: &Args, globals: &Globals) -> anyhow::Result<ReplayOptions> {
     opts.repetitions = args.repetitions;
     opts.save_output = args.save_output.clone();
     opts.save_relocated = args.save_output_form == SaveForm::Relocated;
+    opts.thread_hint = true;
     Ok(opts)
 }
 
@@ -220,6 +221,14 @@ fn print_text(
             println!("  {}", Shown(line));
         }
     }
+    if let Some(c) = &r.confirmation {
+        for line in c.describe(r.arena_base) {
+            println!("  {}", Shown(line));
+        }
+    }
+    if let Some(h) = &r.thread_hint {
+        println!("  {}", h.describe());
+    }
     if let Some(tr) = &r.tolerance {
         println!(
             "  tolerance ({}): {} of {} elements differ, {} out of bounds; max abs error {:e}, max rel error {:e}, max ULP {}",
@@ -252,6 +261,10 @@ fn print_text(
         Verdict::Verified => "VERIFIED (byte-identical to the recorded output)".to_string(),
         Verdict::WithinTolerance => "VERIFIED within tolerance".to_string(),
         Verdict::Mismatch => "MISMATCH".to_string(),
+        Verdict::Nondeterministic => {
+            "NONDETERMINISTIC (differs from the recorded output, and the replays disagree)"
+                .to_string()
+        }
         Verdict::Unverified => "ran (not verified)".to_string(),
         Verdict::Crashed { signal } => format!("CRASHED (signal {signal})"),
         Verdict::TimedOut => "TIMED OUT".to_string(),
@@ -262,6 +275,7 @@ fn print_text(
             crate::color::Tone::Good
         }
         Verdict::Mismatch => crate::color::Tone::Bad,
+        Verdict::Nondeterministic => crate::color::Tone::Warn,
         _ => crate::color::Tone::Warn,
     };
     println!("{}", crate::color::paint(tone, &verdict));
@@ -357,6 +371,7 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
     }
     Ok(match report.verdict {
         Verdict::Mismatch => ExitCode::from(crate::exit::MISMATCH),
+        Verdict::Nondeterministic => ExitCode::from(crate::exit::NONDETERMINISTIC),
         _ => ExitCode::SUCCESS,
     })
 }

@@ -3,7 +3,7 @@
 //! ([`CompareFlags`]: `--tolerance`, `--dtype`, `--rtol`, `--atol`,
 //! `--max-ulp`) and where and how the replay runs ([`RunFlags`]:
 //! `--timeout`, `--sandbox`, `--device`, `--placement`, `--relocate-to`,
-//! and how IR images are compiled: [`super::compile`]).
+//! `--confirm`, and how IR images are compiled: [`super::compile`]).
 //! [`replay_options`] turns them, the configuration file's defaults
 //! ([`Configured`]) and the `RRSTORE_*` settings of the environment
 //! ([`super::env`]) into
@@ -94,6 +94,12 @@ pub struct RunFlags {
     pub placement: PlacementArgs,
     #[command(flatten)]
     pub compile: super::compile::CompileFlags,
+    /// When the output differs from the recorded one, replay N more times
+    /// and compare: outputs that vary between the replays make the verdict
+    /// `nondeterministic` (default 2; 0: no confirmation, no thread-count
+    /// hint).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=100))]
+    pub confirm: Option<u32>,
 }
 
 /// All the replay settings of replay, check and bisect.
@@ -170,6 +176,7 @@ pub fn replay_options(
                 confinement.sandbox == rrstore_replay::sandbox::Mode::Off,
             )?
         },
+        confirm: run.confirm.unwrap_or(rrstore_replay::DEFAULT_CONFIRM),
         ..ReplayOptions::default()
     };
     run.placement.apply(&mut opts)?;

@@ -14,12 +14,15 @@
 //!   [`Backend::fill`].
 //! * [`output`]: the read-back (compare, hash, save).
 //! * [`report`]: [`ReplayReport`], [`Verdict`], [`Timing`].
+//! * [`confirm`]: replaying a differing recording again (`--confirm`),
+//!   the `nondeterministic` verdict and the thread-count hint.
 //!
 //! The engine names no backend: what differs between them is behind
 //! [`Backend`] (the rehydration contract: [`crate::backend::rehydrate`]) and
 //! [`BackendConfig::open`].
 
 mod ir;
+mod confirm;
 mod options;
 mod output;
 mod rehydrate;
@@ -34,9 +37,12 @@ pub use crate::backend::{BackendConfig, BackendKind};
 use crate::error::ReplayError;
 use crate::placement::PlacementReport;
 use crate::source::ReplaySource;
+pub use confirm::DEFAULT_CONFIRM;
 pub(crate) use options::preflight;
 pub use options::{ReplayOptions, VerifyMode};
-pub use report::{RehydratePath, ReplayReport, Timing, Verdict};
+pub use report::{
+    Confirmation, RehydratePath, ReplayReport, ThreadHint, ThreadTry, Timing, Verdict,
+};
 
 /// Replay `src` as `opts` say. See the module documentation.
 pub fn replay(src: &mut ReplaySource, opts: &ReplayOptions) -> ReplayReport {
@@ -66,6 +72,9 @@ pub fn replay(src: &mut ReplaySource, opts: &ReplayOptions) -> ReplayReport {
         error: None,
         mismatch: None,
         tolerance: None,
+        confirmation: None,
+        thread_hint: None,
+        differing_output: None,
         output_blake3: None,
         saved_output: None,
         saved_output_form: None,
@@ -78,6 +87,7 @@ pub fn replay(src: &mut ReplaySource, opts: &ReplayOptions) -> ReplayReport {
         report.verdict = Verdict::of_failure(&e);
         report.error = Some(e);
     }
+    confirm::confirm(src, opts, &mut report);
     report.timing.wall_ns = t0.elapsed().as_nanos() as u64;
     report
 }

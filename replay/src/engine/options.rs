@@ -66,6 +66,17 @@ pub struct ReplayOptions {
     /// How an IR image is compiled before the replay (`--toolchain`,
     /// `--cflags`, `--arch`, `--from-bitcode`; [`crate::compile`]).
     pub compile: crate::compile::CompileOptions,
+    /// Replays more when the output differs from the recorded one
+    /// (`--confirm N`; 0: none). The CLI's default is
+    /// [`super::DEFAULT_CONFIRM`]; the library's is 0.
+    pub confirm: u32,
+    /// After a confirmed difference on the host, replay at 1 and 2
+    /// threads (`OMP_NUM_THREADS`) where that is not the current setting,
+    /// and say which count verifies ([`super::ThreadHint`]).
+    pub thread_hint: bool,
+    /// Where the confirmation keeps the outputs it compares (default: the
+    /// system's temporary directory).
+    pub scratch_dir: Option<PathBuf>,
 }
 
 impl Default for ReplayOptions {
@@ -90,6 +101,9 @@ impl Default for ReplayOptions {
             pointer_scan: true,
             occupy: None,
             compile: Default::default(),
+            confirm: 0,
+            thread_hint: false,
+            scratch_dir: None,
         }
     }
 }

@@ -85,10 +85,32 @@ pub(super) fn check_output(
         )),
         None => None,
     };
+    // A differing output is kept for the confirmation replays to compare
+    // with (`--confirm`): the `--save-output` file when it holds the
+    // recorded form, else a scratch copy. Only where the backend hashed
+    // the arena in place: a verified replay then never streams, so keeping
+    // costs nothing unless the output differs (docs/replay.md).
+    let relocated_save = translate.is_some() && opts.save_relocated;
+    let mut keep = None;
+    if verify && !identical_by_hash && arena_hash.is_some() && opts.confirm > 0 {
+        match &opts.save_output {
+            Some(p) if !relocated_save => report.differing_output = Some((p.clone(), false)),
+            _ => {
+                let path = super::confirm::scratch_path(opts, "first");
+                let f = std::fs::File::create(&path).map_err(|source| ReplayError::SaveOutput {
+                    path: path.clone(),
+                    source,
+                })?;
+                report.differing_output = Some((path.clone(), true));
+                keep = Some((std::io::BufWriter::with_capacity(PIECE, f), path));
+            }
+        }
+    }
     // Without the backend's hash the arena is hashed as it streams by.
     let mut hasher = arena_hash.is_none().then(blake3::Hasher::new);
     let mut expected_buf = if verify { vec![0u8; PIECE] } else { Vec::new() };
-    let streaming = expected_reader.is_some() || save.is_some() || hasher.is_some();
+    let streaming =
+        expected_reader.is_some() || save.is_some() || hasher.is_some() || keep.is_some();
     let mut actual_buf = if streaming {
         vec![0u8; PIECE]
     } else {
@@ -119,6 +141,13 @@ pub(super) fn check_output(
         if let Some(h) = hasher.as_mut() {
             h.update(actual);
         }
+        if let Some((w, path)) = keep.as_mut() {
+            w.write_all(actual)
+                .map_err(|source| ReplayError::SaveOutput {
+                    path: path.to_path_buf(),
+                    source,
+                })?;
+        }
         if let (false, Some((w, path))) = (save_first, save.as_mut()) {
             w.write_all(actual)
                 .map_err(|source| ReplayError::SaveOutput {
@@ -138,6 +167,10 @@ pub(super) fn check_output(
         off += n as u64;
     }
     drop(expected_reader);
+    if let Some((mut w, path)) = keep {
+        w.flush()
+            .map_err(|source| ReplayError::SaveOutput { path, source })?;
+    }
     if let Some((mut w, path)) = save {
         w.flush().map_err(|source| ReplayError::SaveOutput {
             path: path.clone(),

@@ -22,6 +22,10 @@ pub enum Verdict {
     /// Within the `--tolerance` bounds (not byte-identical).
     WithinTolerance,
     Mismatch,
+    /// Differs from the recorded output, and the confirmation replays
+    /// (`--confirm`) disagree among themselves: the kernel's output
+    /// varies between identical replays ([`ReplayReport::confirmation`]).
+    Nondeterministic,
     /// Ran, not compared (`--no-verify` or no output snapshot).
     Unverified,
     Crashed {
@@ -38,6 +42,7 @@ impl Verdict {
             Verdict::Verified => "verified",
             Verdict::WithinTolerance => "within-tolerance",
             Verdict::Mismatch => "mismatch",
+            Verdict::Nondeterministic => "nondeterministic",
             Verdict::Unverified => "unverified",
             Verdict::Crashed { .. } => "crashed",
             Verdict::TimedOut => "timed-out",
@@ -56,6 +61,42 @@ impl Verdict {
             _ => Verdict::Error,
         }
     }
+}
+
+/// The confirmation of a differing output: `replays` replays in all (the
+/// first included), their outputs compared.
+#[derive(Clone, Debug, Serialize)]
+pub struct Confirmation {
+    pub replays: u32,
+    pub distinct_outputs: u32,
+    /// Bytes that vary between the replays, mapped to arguments (`None`:
+    /// none, or not compared).
+    pub varying: Option<RangeReport>,
+    /// Bytes that differ from the recorded output in every replay, alike.
+    pub stable: Option<RangeReport>,
+    pub stable_digest: Option<String>,
+    /// Why the replays could not be compared (a confirmation replay that
+    /// failed); the verdict then stays `mismatch`.
+    pub incomplete: Option<String>,
+}
+
+/// Replays of a differing host recording at other thread counts.
+#[derive(Clone, Debug, Serialize)]
+pub struct ThreadHint {
+    /// The runner's `OMP_NUM_THREADS` of the replay (`None`: unset).
+    pub current: Option<String>,
+    /// Each count tried and the verdict it gave.
+    pub tried: Vec<ThreadTry>,
+    /// The first count at which the output verified.
+    pub verifies_at: Option<u64>,
+}
+
+/// One replay of the thread-count hint.
+#[derive(Clone, Debug, Serialize)]
+pub struct ThreadTry {
+    /// `OMP_NUM_THREADS` it ran with.
+    pub threads: u64,
+    pub verdict: String,
 }
 
 /// Where the time went (nanoseconds).
@@ -181,6 +222,18 @@ pub struct ReplayReport {
     pub error: Option<ReplayError>,
     pub mismatch: Option<RangeReport>,
     pub tolerance: Option<ToleranceReport>,
+    /// When the output differed and was confirmed (`--confirm N`): what
+    /// the replays produced (`distinct_outputs` 1: a deterministic
+    /// mismatch), the varying and the stable ranges.
+    pub confirmation: Option<Confirmation>,
+    /// Host recordings without a stored launch environment: whether the
+    /// output verifies at another `OMP_NUM_THREADS`.
+    pub thread_hint: Option<ThreadHint>,
+    /// Where the output of a differing replay was kept for the
+    /// confirmation (the `--save-output` file, or a scratch file the
+    /// confirmation removes).
+    #[serde(skip)]
+    pub differing_output: Option<(PathBuf, bool)>,
     /// blake3 of the arena after the (last) launch.
     #[serde(serialize_with = "hex_opt")]
     pub output_blake3: Option<[u8; 32]>,

@@ -8,9 +8,12 @@
 //! history (if any). With `--image` the recorded-image run (the baseline)
 //! is taken from the history when there is one, else replayed once; the
 //! image run is replayed unless `use_cache` allows reusing it too.
-//! A recording regressed when its run mismatches the recorded output
-//! (outside `--tolerance`), crashes, times out or fails, or, without an
-//! output snapshot, when its output differs from the baseline run's.
+//! A recording regressed when its run differs from the recorded output
+//! (outside `--tolerance`) and changed since the baseline, crashes, times
+//! out or fails, or, without an output snapshot, when its output differs
+//! from the baseline run's; a baseline that already differed alike, and a
+//! nondeterministic run whose stable ranges did not change, are not new
+//! regressions (rules: [`status`]).
 //!
 //! Time: each replay launches the kernel `repetitions` times (see
 //! [`DEFAULT_REPETITIONS`]); the run's launches are compared with the
@@ -24,7 +27,10 @@ use rrstore_store::{LsFilter, Store};
 use serde::Serialize;
 
 pub mod parallel;
+pub mod status;
 pub mod timing;
+
+pub use status::Status;
 
 pub use timing::{Spread, TimeCompare, DEFAULT_REPETITIONS, SLOWDOWN_THRESHOLD};
 
@@ -51,6 +57,9 @@ pub struct CheckRow {
     pub time_ratio: Option<f64>,
     /// The time comparison (medians, spreads, whether outside the noise).
     pub time: Option<TimeCompare>,
+    /// The outcome ([`status`]): passed, regressed, known (differs from
+    /// the recording as the baseline did) or nondeterministic.
+    pub status: Status,
     pub regressed: bool,
 }
 
@@ -64,6 +73,10 @@ pub struct CheckReport {
     pub replays: u32,
     pub cached: u32,
     pub regressed: u32,
+    /// Rows that vary between replays, stable ranges unchanged.
+    pub nondeterministic: u32,
+    /// Rows that differ from the recording as their baseline already did.
+    pub known: u32,
     /// Rows whose kernel time is slower beyond the noise.
     pub slower: u32,
     /// Kernel launches per replay.
@@ -167,11 +180,9 @@ fn check_one(
         (Some(a), Some(b)) => Some(a != b),
         _ => None,
     };
-    let regressed = match the_run.verdict.as_str() {
-        "verified" | "within-tolerance" => false,
-        "unverified" => changed_vs_baseline == Some(true),
-        _ => true,
-    };
+    let (status, changed_vs_baseline) =
+        status::classify(&the_run, baseline.as_ref(), changed_vs_baseline);
+    let regressed = status == Status::Regressed;
     let mut time = None;
     if baseline.is_some() {
         let recorded_image = super::run::image_hash(store, &id, None)?;
@@ -193,6 +204,7 @@ fn check_one(
         baseline,
         changed_vs_recorded,
         changed_vs_baseline,
+        status,
         regressed,
     };
     Ok(Checked {
@@ -223,6 +235,8 @@ pub fn check(
         replays: 0,
         cached: 0,
         regressed: 0,
+        nondeterministic: 0,
+        known: 0,
         slower: 0,
         repetitions: opts.run.replay.repetitions.max(1),
     };
@@ -239,6 +253,8 @@ pub fn check(
                 report.replays += c.replays;
                 report.cached += c.cached;
                 report.regressed += u32::from(c.row.regressed);
+                report.nondeterministic += u32::from(c.row.status == Status::Nondeterministic);
+                report.known += u32::from(c.row.status == Status::Known);
                 report.slower += u32::from(c.row.time.as_ref().is_some_and(|t| t.slower));
                 on_row(&c.row);
                 report.rows.push(c.row);

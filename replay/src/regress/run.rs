@@ -98,7 +98,8 @@ pub fn image_hash(
 }
 
 /// What a replay's result depends on beyond the recording, the image, the
-/// launch and the device (the history row's own columns): kept with each
+/// launch and the device (the history row's own columns; `confirm`: a
+/// differing run's verdict depends on it): kept with each
 /// row the regression commands write, and part of the cache key. Leaves
 /// out what changes only where the output goes or how fast the input gets
 /// in (`--save-output`, the host runner's arena I/O and preload, its
@@ -125,12 +126,13 @@ pub fn settings_key(opts: &ReplayOptions) -> String {
         .relocate_to
         .map_or(String::new(), |a| format!("@{a:#x}"));
     format!(
-        "v1 backend={} verify={:?} tolerance={tolerance} timeout={timeout} sandbox={} placement={}{relocate_to} ignore_limits={}",
+        "v1 backend={} verify={:?} tolerance={tolerance} timeout={timeout} sandbox={} placement={}{relocate_to} ignore_limits={} confirm={}",
         opts.backend.as_str(),
         opts.verify,
         opts.backends.sandbox.as_str(),
         opts.placement.as_str(),
         opts.ignore_limits,
+        opts.confirm,
     )
 }
 
@@ -217,6 +219,8 @@ pub fn run(
             source,
         })?;
         ropts.save_output = Some(t.clone());
+        // The confirmation's kept outputs go there too (`--confirm`).
+        ropts.scratch_dir = Some(scratch.clone());
     }
     let report = crate::replay(&mut src, &ropts);
     let recorded = src.recording.part(PartRole::Output).map(|p| p.blake3);

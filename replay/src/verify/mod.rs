@@ -6,9 +6,12 @@
 //!   differing bytes) mapped to the argument buffers they fall in; `diff`
 //!   reports the same ranges.
 //! * [`tolerance`]: element-wise f32/f64 comparison with rtol/atol/ULP.
+//! * [`variation`]: several replays' outputs against the recorded one:
+//!   the bytes that vary between replays, those that differ in every one.
 
 pub mod ranges;
 pub mod tolerance;
+pub mod variation;
 
 /// An argument whose value points into the arena: argument `index` at
 /// `arena+offset`.

@@ -137,6 +137,12 @@ impl RangeTally {
         self.pos += n as u64;
     }
 
+    /// Count the byte at `off` as differing (offsets in increasing order,
+    /// for a caller that decides itself which bytes differ).
+    pub fn mark(&mut self, off: u64) {
+        self.byte_differs(off);
+    }
+
     fn byte_differs(&mut self, off: u64) {
         self.differing += 1;
         self.first.get_or_insert(off);

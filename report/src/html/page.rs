@@ -308,9 +308,23 @@ fn output_section(
         let first = row
             .iter()
             .position(|c| matches!(c, Cell::Differs(_) | Cell::Failed));
+        // Outputs that vary between identical replays (`--confirm`): a
+        // different output there says nothing of the image.
+        let nondet: Vec<String> = runs
+            .iter()
+            .filter(|e| e.verdict == "nondeterministic")
+            .map(|e| format!("h:{}", e.id))
+            .collect();
+        let nondet = match nondet.last() {
+            Some(last) => format!(
+                "; <span class=\"changed\">nondeterministic</span>: its output varies between identical replays ({} run(s), the latest {last})",
+                nondet.len()
+            ),
+            None => String::new(),
+        };
         let _ = writeln!(
             table,
-            "<tr><td><code>{}</code></td><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td><code>{}</code></td><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}{nondet}</td></tr>",
             esc(&short_kernel(&r.kernel)),
             &r.id[..12.min(r.id.len())],
             esc(&r.label),
