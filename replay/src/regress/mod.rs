@@ -34,6 +34,29 @@ pub enum RegressError {
     /// The reference run of a bisection failed: nothing to compare with.
     #[error("{0}")]
     BadReference(String),
+    /// An image argument names device images, none built for the
+    /// recording's target.
+    #[error("image `{image}` holds no device image for the recording's target {target}; it holds {holds}; build the application for that target (clang `-fopenmp-targets=...` / `--offload-arch=...`)")]
+    NoImageForTarget {
+        image: String,
+        target: String,
+        holds: String,
+    },
+    /// Only LLVM IR (bitcode) serves the recording's target: IR images
+    /// are recognised, not yet run.
+    #[error("image `{image}` holds only LLVM IR for the recording's target {target} (it holds {holds}); replaying IR images is not yet supported: build without `-fopenmp-target-jit` to get a device ELF image")]
+    IrImage {
+        image: String,
+        target: String,
+        holds: String,
+    },
+    /// Several different device images serve the recording's target.
+    #[error("image `{image}` holds several device images for the recording's target {target}: {}; name one by its hash", candidates.join("; "))]
+    AmbiguousImage {
+        image: String,
+        target: String,
+        candidates: Vec<String>,
+    },
     #[error("reading {what}: {source}")]
     Read {
         what: String,
