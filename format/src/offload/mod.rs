@@ -2,7 +2,7 @@
 //! `clang-offload-packager` / `llvm-offload-binary` write and clang embeds in
 //! every offload application): the device images an executable, shared
 //! library or object carries, each with its image kind, producer, triple and
-//! arch (spec/FORMAT.md, "Offload binaries").
+//! arch (spec/OFFLOAD.md).
 //!
 //! * [`parse_section`]: the bytes of one `.llvm.offloading` section (or one
 //!   stand-alone offload binary file), which may hold several concatenated
