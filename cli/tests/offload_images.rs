@@ -138,6 +138,17 @@ fn an_application_gives_its_device_images_and_each_recording_runs_its_own() {
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
+    // bisect picks per recording too: both lists run the same device image.
+    let ls: serde_json::Value = serde_json::from_str(&ok(&s, &["ls", "--json"])).unwrap();
+    let id = ls[0]["id"].as_str().unwrap();
+    let out = ok(
+        &s,
+        &["bisect", id, "--images", "both", lib.to_str().unwrap()],
+    );
+    assert!(
+        out.contains("no image in 0..=1 changed the output"),
+        "{out}"
+    );
     // A label names all the images added under it.
     let n = images(&s).len();
     let out = ok(&s, &["image", "rm", "both", "--json"]);
