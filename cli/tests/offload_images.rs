@@ -98,6 +98,35 @@ fn an_application_gives_its_device_images_and_each_recording_runs_its_own() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("only LLVM IR"), "{err}");
     assert!(err.contains("not yet supported"), "{err}");
+    // What IR replay (issue 41 item 2) will do, done by hand: the IR entry
+    // compiled for the host as LLVM's linker wrapper links a host device
+    // image runs the ahead-of-time recording of the same source, verified.
+    let bytes = std::fs::read(&jit).unwrap();
+    let found = rrstore_format::offload::container::find(&bytes)
+        .unwrap()
+        .unwrap();
+    let bc = d.join("kernel.bc");
+    std::fs::write(&bc, found.entries[0].image_bytes(&bytes)).unwrap();
+    let so = d.join("kernel-from-ir.so");
+    let llvm = rrstore_tests::offload::LLVM;
+    let o = std::process::Command::new(format!("{llvm}/bin/clang"))
+        .args(["-O2", "--target=x86_64-pc-linux-gnu", "-fPIC", "-shared"])
+        .arg(&bc)
+        .args(["-Wl,-Bsymbolic", "-Wl,--no-undefined"])
+        .arg(format!("-L{llvm}/lib"))
+        .args(["-lomp", "-lomptarget", "-o"])
+        .arg(&so)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = replay(so.to_str().unwrap());
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(String::from_utf8_lossy(&o.stdout).contains("VERIFIED"));
     // ELF and IR of one target under one label: the ELF is run.
     ok(
         &s,
