@@ -274,3 +274,64 @@ fn mutated_inputs_never_panic_and_never_point_outside_the_file() {
         }
     }
 }
+
+/// A minimal ELF64 file: 64-byte header, `payload` at offset 64, then a
+/// section header table of a null section and one `SHT_LLVM_OFFLOADING`
+/// section saying it is `sec_size` bytes at `sec_offset`.
+fn elf_with_section(payload: &[u8], sec_offset: u64, sec_size: u64) -> Vec<u8> {
+    let mut d = vec![0u8; 64];
+    d[..4].copy_from_slice(b"\x7fELF");
+    d[4] = 2;
+    d[5] = 1;
+    d[6] = 1;
+    d.extend_from_slice(payload);
+    d.resize(d.len().div_ceil(8) * 8, 0);
+    let shoff = d.len() as u64;
+    d[0x28..0x30].copy_from_slice(&shoff.to_le_bytes());
+    d[0x3a..0x3c].copy_from_slice(&64u16.to_le_bytes());
+    d[0x3c..0x3e].copy_from_slice(&2u16.to_le_bytes());
+    d.extend_from_slice(&[0u8; 64]);
+    let mut sh = [0u8; 64];
+    sh[4..8].copy_from_slice(&container::SHT_LLVM_OFFLOADING.to_le_bytes());
+    sh[0x18..0x20].copy_from_slice(&sec_offset.to_le_bytes());
+    sh[0x20..0x28].copy_from_slice(&sec_size.to_le_bytes());
+    d.extend_from_slice(&sh);
+    d
+}
+
+#[test]
+fn an_elf_section_is_read_in_place_and_a_forged_one_refused() {
+    let packaged = fixture("packaged.offbin");
+    let elf = elf_with_section(&packaged, 64, packaged.len() as u64);
+    let found = container::find(&elf).unwrap().unwrap();
+    assert_eq!(found.container, container::Container::Elf { sections: 1 });
+    let raw = container::find(&packaged).unwrap().unwrap();
+    assert_eq!(found.entries.len(), raw.entries.len());
+    for (e, r) in found.entries.iter().zip(&raw.entries) {
+        assert_eq!(e.image.start, r.image.start + 64, "file offsets");
+        assert_eq!(e.image_bytes(&elf), r.image_bytes(&packaged));
+    }
+    // The section runs past the file's end: refused at its header's field.
+    let shoff = elf.len() as u64 - 64;
+    for (off, size) in [(64, 1 << 40), (u64::MAX - 8, 64)] {
+        let forged = elf_with_section(&packaged, off, size);
+        match container::find(&forged) {
+            Err(OffloadError::Malformed { offset, .. }) => assert_eq!(offset, shoff + 0x18),
+            other => panic!("{other:?}"),
+        }
+    }
+    // An ELF without the section is no offload container.
+    let mut plain = elf.clone();
+    plain[shoff as usize + 4..shoff as usize + 8].copy_from_slice(&1u32.to_le_bytes());
+    assert_eq!(container::find(&plain), Ok(None));
+    // Mutations of the ELF around the section never panic.
+    let mut rng = Rng(7);
+    for _ in 0..5000 {
+        let mut b = elf.clone();
+        let at = (rng.next() % b.len() as u64) as usize;
+        b[at] ^= 1 << (rng.next() % 8);
+        if let Ok(Some(f)) = container::find(&b) {
+            assert!(f.entries.iter().all(|e| e.image.end <= b.len() as u64));
+        }
+    }
+}
