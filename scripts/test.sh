@@ -14,6 +14,8 @@
 #                  build real OpenMP offload programs in the tests and record
 #                  them (tests/src/offload.rs, with a patched copy of
 #                  libomptarget); lld links IR (-fopenmp-target-jit) images.
+#   llvm-22        llvm-objdump and llvm-offload-binary, which the offload
+#                  binary reader is checked against (format/tests/offload_real.rs).
 #   zstd           tar+zstd comparison in the archive tests' helpers.
 #   chromium, fonts-dejavu-core
 #                  headless browser and a font for cli/tests/report_browser.rs,

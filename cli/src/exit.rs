@@ -215,6 +215,8 @@ pub fn code_for(err: &anyhow::Error) -> u8 {
                 G::Usage(_) => return USAGE,
                 G::BadReference(_) => return INVALID_INPUT,
                 G::Read { .. } => return NOT_FOUND,
+                G::NoImageForTarget { .. } => return TARGET_MISMATCH,
+                G::AmbiguousImage { .. } => return AMBIGUOUS,
                 _ => {}
             }
         }
@@ -408,6 +410,7 @@ fn store_code_for(err: &anyhow::Error) -> Option<u8> {
             S::Worker(_) | S::Internal(_) => INVALID_INPUT,
             S::CorruptPart { .. } | S::CorruptPack { .. } | S::CorruptIndex { .. } => CORRUPT,
             S::SourceRead { .. } | S::Source { .. } | S::NoRecordings(_) => NOT_FOUND,
+            S::Offload { .. } | S::NotAnImage { .. } => INVALID_INPUT,
             S::Format(f) => format_code(f),
         });
     }

@@ -384,6 +384,9 @@ fn file_ending(dir: &Path, suffix: &str) -> PathBuf {
         .unwrap_or_else(|| panic!("no *{suffix} in {}", dir.display()))
 }
 
+/// The source of `build/app`: one target region.
+const APP: &str = "int main() {\n  int x = 0;\n#pragma omp target map(tofrom : x)\n  x = 1;\n  return x - 1;\n}\n";
+
 /// A fresh store and working directory for one README section.
 struct Sandbox {
     root: tempfile::TempDir,
@@ -432,6 +435,11 @@ impl Sandbox {
             let name = image.file_name().unwrap().to_string_lossy().into_owned();
             sb.d7e4_kernel = name.trim_end_matches(".image").to_string();
             std::fs::copy(&image, work.join("build/app.offload.so")).unwrap();
+            if section.starts_with("Regressions") {
+                // A real offload application (`image add build/app`).
+                rrstore_tests::offload::Source::new(&work.join("src"), "app.cpp", APP)
+                    .build(&work.join("build/app"), &[]);
+            }
             // An image of another kernel: replaying d7e4 with it fails.
             let other = file_ending(&fixtures.join("reduction"), ".image");
             for i in 0..8 {

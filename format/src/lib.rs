@@ -14,6 +14,8 @@
 //! * [`image`]: what kind of device image a recording carries (x86-64 ELF,
 //!   cubin sm_XX, AMDGPU gfxNNN, PTX).
 //!
+//! * [`offload`]: the device images an offload application carries
+//!   (LLVM offload binaries in `.llvm.offloading`), read as hostile input.
 //! * [`stages`]: thread-seconds and bytes per stage of chunking passes
 //!   (what an import's time went to).
 //! * [`output`]: output files written all-or-nothing, never through a
@@ -31,6 +33,7 @@ pub mod image;
 pub mod inspect;
 pub mod llvm;
 pub mod model;
+pub mod offload;
 pub mod output;
 pub mod stages;
 pub mod validate;

@@ -93,6 +93,16 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
+    /// The file carries offload binaries that do not parse.
+    #[error("{path}: {source}; its device images cannot be read (rebuild it, or add its device images one by one)")]
+    Offload {
+        path: PathBuf,
+        #[source]
+        source: rrstore_format::offload::OffloadError,
+    },
+    /// The file carries no offload binary and is no device image itself.
+    #[error("{path} holds no offload image (no `.llvm.offloading` section) and is not a device image itself ({what}); give an application, shared library or object built with `-fopenmp-targets=...`, or a device image (x86-64 ELF, cubin, AMDGPU code object, PTX, fatbin)")]
+    NotAnImage { path: PathBuf, what: String },
     #[error("{0}: no LLVM recording (.json with its snapshot files) or .rra archive found under this directory")]
     NoRecordings(PathBuf),
     #[error("{0}")]

@@ -63,6 +63,40 @@ fn row(r: &rusqlite::Row) -> rusqlite::Result<ImageInfo> {
     })
 }
 
+/// The `images` row of a new image (an existing one keeps its row; only a
+/// non-empty label replaces its label).
+struct Row<'a> {
+    target: &'a str,
+    label: &'a str,
+    source: &'a str,
+    now: i64,
+}
+
+impl Row<'_> {
+    fn insert(
+        &self,
+        tx: &rusqlite::Transaction,
+        hash: &[u8; 32],
+        len: u64,
+    ) -> rusqlite::Result<()> {
+        tx.execute(
+            "INSERT INTO images (hash, hash_hex, len, target, label, source, added_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (hash) DO UPDATE SET \
+             label = CASE WHEN excluded.label != '' THEN excluded.label ELSE images.label END",
+            rusqlite::params![
+                &hash[..],
+                rrstore_format::id::hex(hash),
+                len as i64,
+                self.target,
+                self.label,
+                self.source,
+                self.now
+            ],
+        )
+        .map(|_| ())
+    }
+}
+
 impl Store {
     /// Store the image file at `path` with `label` (an existing image keeps
     /// its label unless a non-empty one is given).
@@ -95,25 +129,38 @@ impl Store {
             .to_string();
         let (hash, _) = crate::objects::hash_file(path)?;
         let present = self.image(&hash)?.is_some();
-        let now = crate::now_unix();
-        let label = label.to_string();
-        let put = self.put_object(path, &|tx, hash, len| {
-            tx.execute(
-                "INSERT INTO images (hash, hash_hex, len, target, label, source, added_at) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (hash) DO UPDATE SET \
-                 label = CASE WHEN excluded.label != '' THEN excluded.label ELSE images.label END",
-                rusqlite::params![
-                    &hash[..],
-                    rrstore_format::id::hex(hash),
-                    len as i64,
-                    target,
-                    label,
-                    source,
-                    now
-                ],
-            )
-            .map(|_| ())
-        })?;
+        let row = Row {
+            target: &target,
+            label,
+            source: &source,
+            now: crate::now_unix(),
+        };
+        let put = self.put_object(path, &|tx, hash, len| row.insert(tx, hash, len))?;
+        self.added(put, present)
+    }
+
+    /// Store `data`, one device image read from the file at `path`, with
+    /// its `target` column, `label` and `source` description.
+    pub(crate) fn add_image_bytes(
+        &mut self,
+        path: &Path,
+        data: &[u8],
+        target: &str,
+        label: &str,
+        source: &str,
+    ) -> Result<AddedImage> {
+        let present = self.image(blake3::hash(data).as_bytes())?.is_some();
+        let row = Row {
+            target,
+            label,
+            source,
+            now: crate::now_unix(),
+        };
+        let put = self.put_object_bytes(path, data, &|tx, hash, len| row.insert(tx, hash, len))?;
+        self.added(put, present)
+    }
+
+    fn added(&self, put: PutReport, present: bool) -> Result<AddedImage> {
         let image = self.image(&put.hash)?.ok_or_else(|| {
             StoreError::Internal("the image row vanished right after it was written".into())
         })?;
@@ -179,6 +226,23 @@ impl Store {
                     .map(|i| format!("{} ({})", i.short(), i.label))
                     .collect(),
             }),
+        }
+    }
+
+    /// The images `spec` names: one by unique hash prefix, else every image
+    /// with that exact label (the device images of one offload application
+    /// share its label: the caller picks one per recording).
+    pub fn resolve_image_set(&self, spec: &str) -> Result<Vec<ImageInfo>> {
+        let by_label: Vec<ImageInfo> = self
+            .conn()
+            .prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM images WHERE label = ?1 ORDER BY added_at, hash_hex"
+            ))
+            .and_then(|mut s| s.query_map([spec], row)?.collect())
+            .map_err(self.ierr("resolving an image label"))?;
+        match self.resolve_image(spec) {
+            Err(StoreError::Ambiguous { .. }) if by_label.len() > 1 => Ok(by_label),
+            other => other.map(|i| vec![i]),
         }
     }
 

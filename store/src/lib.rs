@@ -31,6 +31,7 @@ pub mod error;
 pub mod gc;
 pub mod history;
 pub mod history_query;
+pub mod image_add;
 pub mod image_rm;
 pub mod images;
 pub mod import;

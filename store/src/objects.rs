@@ -75,13 +75,33 @@ impl Store {
             OBJECT_ATTEMPTS,
             &|_| format!("storing {}", path.display()),
             "write",
-            &mut |s: &mut Store| s.put_attempt(path, hash, len, link),
+            &mut |s: &mut Store| s.put_attempt(path, None, hash, len, link),
+        )
+    }
+
+    /// Store `data` (read from `path`, which names it in errors) as an
+    /// object, like [`Store::put_object`]: the device images an offload
+    /// application carries are slices of its file.
+    pub(crate) fn put_object_bytes(
+        &mut self,
+        path: &Path,
+        data: &[u8],
+        link: &Link<'_>,
+    ) -> Result<PutReport> {
+        let (hash, len) = (*blake3::hash(data).as_bytes(), data.len() as u64);
+        write::retry_raced(
+            self,
+            OBJECT_ATTEMPTS,
+            &|_| format!("storing an image of {}", path.display()),
+            "write",
+            &mut |s: &mut Store| s.put_attempt(path, Some(data), hash, len, link),
         )
     }
 
     fn put_attempt(
         &mut self,
         path: &Path,
+        data: Option<&[u8]>,
         hash: [u8; 32],
         len: u64,
         link: &Link<'_>,
@@ -98,15 +118,18 @@ impl Store {
         let mut written: Vec<ChunkRow> = Vec::new();
         let mut writer: Option<PackWriter> = None;
         if !report.present {
-            let file = std::fs::File::open(path).map_err(|e| StoreError::Source {
-                path: path.to_path_buf(),
-                source: e,
-            })?;
+            let reader: Box<dyn Read + '_> = match data {
+                Some(d) => Box::new(d),
+                None => Box::new(std::io::BufReader::new(std::fs::File::open(path).map_err(
+                    |e| StoreError::Source {
+                        path: path.to_path_buf(),
+                        source: e,
+                    },
+                )?)),
+            };
             let chunker =
-                Chunker::new(std::io::BufReader::new(file), self.chunk_params).map_err(|e| {
-                    StoreError::ChunkParams {
-                        reason: e.to_string(),
-                    }
+                Chunker::new(reader, self.chunk_params).map_err(|e| StoreError::ChunkParams {
+                    reason: e.to_string(),
                 })?;
             let mut seen: HashSet<ChunkHash> = HashSet::new();
             let mut total_hash = blake3::Hasher::new();

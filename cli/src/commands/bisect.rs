@@ -91,8 +91,13 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
     for spec in &args.images {
         let r = resolve_image(&mut store, spec)?;
         images.push(ListedImage {
-            label: r.info.label.clone(),
-            image: r.image,
+            label: r
+                .set
+                .images
+                .first()
+                .map(|i| i.0.label.clone())
+                .unwrap_or_default(),
+            set: r.set,
         });
     }
     let ids = match &args.recording {

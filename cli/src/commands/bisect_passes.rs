@@ -45,7 +45,11 @@ pub fn run(args: &Args, globals: &Globals) -> anyhow::Result<ExitCode> {
     };
     let id = store.resolve(prefix).context("the recording to bisect")?;
     let ir = match &args.image {
-        Some(spec) => Some(resolve_image(&mut store, spec)?.image.bytes().to_vec()),
+        Some(spec) => {
+            let set = resolve_image(&mut store, spec)?.set;
+            let rec = store.recording(&id)?;
+            Some(set.pick_ir(&rec).map_err(regress_err)?.bytes().to_vec())
+        }
         None => None,
     };
     let run = args.run.options(true, globals)?;

@@ -165,7 +165,7 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         return super::check_collect::run(&store, dest, name, args.json);
     }
     let image = match &args.image {
-        Some(spec) => Some(resolve_image(&mut store, spec)?.image),
+        Some(spec) => Some(resolve_image(&mut store, spec)?.set),
         None => None,
     };
     let mut run = args.run.options(args.use_cache, globals)?;

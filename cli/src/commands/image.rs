@@ -25,7 +25,9 @@ pub struct Args {
 pub enum ImageCommand {
     /// Store an image file (content-addressed by blake3).
     Add {
-        /// The image (x86-64 ELF, cubin, AMDGPU code object, ...).
+        /// The image (x86-64 ELF, cubin, AMDGPU code object, ...), or an
+        /// application, shared library or object built with offloading:
+        /// each device image it carries is stored.
         file: PathBuf,
         /// A name for it (compiler or runtime version, build ID).
         #[arg(long)]
@@ -60,11 +62,12 @@ pub fn resolve_image(store: &mut Store, spec: &str) -> anyhow::Result<Resolved> 
     let r = resolve(store, spec, None)
         .map_err(crate::errors::regress_error)
         .with_context(|| format!("image `{spec}`"))?;
-    if r.added {
+    for i in &r.added {
         eprintln!(
-            "added image {} ({}) to the store",
-            r.info.short(),
-            r.info.label
+            "added image {} {} ({}) to the store",
+            i.short(),
+            i.target,
+            Shown(&i.label)
         );
     }
     Ok(r)
@@ -79,11 +82,14 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         ImageCommand::Rm { images, json } => {
             let mut found = Vec::new();
             for spec in &images {
-                let i = store
-                    .resolve_image(spec)
-                    .with_context(|| format!("image `{spec}`"))?;
-                if !found.contains(&i) {
-                    found.push(i);
+                // A label names every device image added under it.
+                for i in store
+                    .resolve_image_set(spec)
+                    .with_context(|| format!("image `{spec}`"))?
+                {
+                    if !found.contains(&i) {
+                        found.push(i);
+                    }
                 }
             }
             store.remove_images(&found).context("removing images")?;
@@ -103,17 +109,26 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
             );
         }
         ImageCommand::Add { file, label } => {
-            let a = store
-                .add_image(&file, label.as_deref().unwrap_or(""))
+            let added = store
+                .add_image_file(&file, label.as_deref().unwrap_or(""))
                 .with_context(|| format!("adding image {}", file.display()))?;
-            println!(
-                "{} {} {} {} {}",
-                if a.present { "present" } else { "added" },
-                a.image.hash,
-                a.image.target,
-                storeutil::bytes(a.image.len),
-                Shown(&a.image.label)
-            );
+            for a in &added.images {
+                println!(
+                    "{} {} {} {} {}",
+                    if a.present { "present" } else { "added" },
+                    a.image.hash,
+                    a.image.target,
+                    storeutil::bytes(a.image.len),
+                    Shown(&a.image.label)
+                );
+            }
+            if added.offload {
+                eprintln!(
+                    "{} device image(s) from the offload binaries of {}",
+                    added.images.len(),
+                    file.display()
+                );
+            }
         }
         ImageCommand::Ls { json } => {
             let images = store.images().context("listing images")?;

@@ -300,9 +300,10 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
     opts.start_backend_early();
     let mut store = Store::open_default_create(globals.store.as_deref())
         .context("opening the store (replays record their history there)")?;
-    if let Some(spec) = &args.image {
-        opts.image = Some(super::image::resolve_image(&mut store, spec)?.image);
-    }
+    let image = match &args.image {
+        Some(spec) => Some(super::image::resolve_image(&mut store, spec)?.set),
+        None => None,
+    };
     // A directory holding one recording names it (as for inspect and pack).
     let spec = if std::path::Path::new(&args.recording).is_dir() {
         let desc = rrstore_format::llvm::single_recording(std::path::Path::new(&args.recording))
@@ -316,6 +317,13 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         crate::errors::replay_error(e)
             .context(format!("cannot open recording `{}`{hint}", args.recording))
     })?;
+    if let Some(set) = &image {
+        // An application's device images: the one built for this recording.
+        opts.image = Some(
+            set.pick(&src.recording)
+                .map_err(crate::errors::regress_error)?,
+        );
+    }
     let mut report = rrstore_replay::replay(&mut src, &opts);
     let kernel_output = super::confine::KernelOutput::take(opts.backends.sandbox, report.sandbox);
     let row = match rrstore_replay::history::record_for(&store, src.id, &report, &opts) {

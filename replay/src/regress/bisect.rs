@@ -16,7 +16,7 @@ use rrstore_format::{PartRole, RecordingId};
 use rrstore_store::Store;
 use serde::Serialize;
 
-use super::image::ImageOverride;
+use super::image::{ImageOverride, ImageSet};
 use super::run::{run, Run, RunOptions};
 use super::RegressError;
 
@@ -56,10 +56,11 @@ pub struct BisectReport {
     pub cached: u32,
 }
 
-/// An image of the list with its label.
+/// An image of the list with its label: the images one argument names,
+/// of which each recording runs the one built for its target.
 #[derive(Clone, Debug)]
 pub struct ListedImage {
-    pub image: ImageOverride,
+    pub set: ImageSet,
     pub label: String,
 }
 
@@ -117,16 +118,21 @@ pub fn bisect(
         replays: 0,
         cached: 0,
     };
-    let good_img = &opts.images[good];
+    let picked: Vec<ImageOverride> = opts
+        .images
+        .iter()
+        .map(|l| l.set.pick(&rec))
+        .collect::<Result<_, _>>()?;
+    let good_img = &picked[good];
     let recorded_image = store.recording_image_hash(id)?;
     let recorded_output = rec.part(PartRole::Output).map(|p| p.blake3);
-    let reference = match (recorded_image == Some(good_img.image.hash), recorded_output) {
+    let reference = match (recorded_image == Some(good_img.hash), recorded_output) {
         (true, Some(out)) => {
             report.reference = format!("the recorded output (image {good} is the recorded image)");
             out
         }
         _ => {
-            let r = run(store, id, Some(&good_img.image), &ropts)?;
+            let r = run(store, id, Some(good_img), &ropts)?;
             count(&mut report, &r);
             report.reference = format!("the run of image {good} (history row {})", r.row);
             match r.output {
@@ -134,7 +140,7 @@ pub fn bisect(
                 None => {
                     return Err(RegressError::BadReference(format!(
                         "the good image {good} ({}) itself fails on {}: {} {}",
-                        super::short(&good_img.image.hash),
+                        super::short(&good_img.hash),
                         rec.kernel,
                         r.verdict,
                         r.detail
@@ -147,15 +153,15 @@ pub fn bisect(
     let (mut lo, mut hi) = (good, bad + 1);
     while hi - lo > 1 {
         let mid = lo + (hi - lo) / 2;
-        let img = &opts.images[mid];
-        let r = run(store, id, Some(&img.image), &ropts)?;
+        let img = &picked[mid];
+        let r = run(store, id, Some(img), &ropts)?;
         count(&mut report, &r);
         let is_good = r.output == Some(reference);
         let step = Step {
             step: report.steps.len() + 1,
             index: mid,
-            image: rrstore_format::id::hex(&img.image.hash),
-            label: img.label.clone(),
+            image: rrstore_format::id::hex(&img.hash),
+            label: opts.images[mid].label.clone(),
             run: r,
             good: is_good,
         };
@@ -170,7 +176,7 @@ pub fn bisect(
     report.last_good = lo;
     if hi <= bad {
         report.culprit = Some(hi);
-        report.culprit_image = Some(rrstore_format::id::hex(&opts.images[hi].image.hash));
+        report.culprit_image = Some(rrstore_format::id::hex(&picked[hi].hash));
         report.culprit_label = Some(opts.images[hi].label.clone());
     }
     Ok(report)

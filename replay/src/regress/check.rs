@@ -34,7 +34,7 @@ pub use status::Status;
 
 pub use timing::{Spread, TimeCompare, DEFAULT_REPETITIONS, SLOWDOWN_THRESHOLD};
 
-use super::image::ImageOverride;
+use super::image::ImageSet;
 use super::run::{run, Run, RunOptions};
 use super::RegressError;
 
@@ -85,7 +85,9 @@ pub struct CheckReport {
 
 /// What to check.
 pub struct CheckOptions {
-    pub image: Option<ImageOverride>,
+    /// The images `--image` names; each recording runs the one built for
+    /// its target ([`ImageSet::pick`]).
+    pub image: Option<ImageSet>,
     pub filter: LsFilter,
     pub run: RunOptions,
     /// fleet (issue 21): jobs, devices and shard.
@@ -147,9 +149,10 @@ fn check_one(
     let rec = store.recording(&id)?;
     let recorded = rec.part(rrstore_format::PartRole::Output).map(|p| p.blake3);
     let (the_run, baseline) = match &opts.image {
-        Some(img) => {
+        Some(set) => {
+            let img = set.pick(&rec)?;
             let base = run(store, &id, None, &cached_opts)?;
-            let r = run(store, &id, Some(img), run_opts)?;
+            let r = run(store, &id, Some(&img), run_opts)?;
             (r, Some(base))
         }
         None => {
@@ -227,10 +230,7 @@ pub fn check(
         recs.retain(|s| s.id.parse().is_ok_and(|id| shard.contains(&id)));
     }
     let mut report = CheckReport {
-        image: opts
-            .image
-            .as_ref()
-            .map(|i| rrstore_format::id::hex(&i.hash)),
+        image: opts.image.as_ref().map(ImageSet::hashes),
         rows: Vec::new(),
         replays: 0,
         cached: 0,

@@ -35,6 +35,21 @@ pub enum RegressError {
     /// The reference run of a bisection failed: nothing to compare with.
     #[error("{0}")]
     BadReference(String),
+    /// An image argument names device images, none built for the
+    /// recording's target.
+    #[error("image `{image}` holds no device image for the recording's target {target}; it holds {holds}; build the application for that target (clang `-fopenmp-targets=...` / `--offload-arch=...`)")]
+    NoImageForTarget {
+        image: String,
+        target: String,
+        holds: String,
+    },
+    /// Several different device images serve the recording's target.
+    #[error("image `{image}` holds several device images for the recording's target {target}: {}; name one by its hash", candidates.join("; "))]
+    AmbiguousImage {
+        image: String,
+        target: String,
+        candidates: Vec<String>,
+    },
     #[error("reading {what}: {source}")]
     Read {
         what: String,

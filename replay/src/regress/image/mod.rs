@@ -19,6 +19,9 @@ use rrstore_store::Store;
 use super::RegressError;
 use crate::ReplayError;
 
+mod set;
+pub use set::ImageSet;
+
 /// An image to run instead of the recorded one.
 #[derive(Clone, Debug)]
 pub struct ImageOverride {
@@ -75,42 +78,58 @@ impl ImageOverride {
     }
 }
 
-/// An image argument resolved to a stored image.
+/// An image argument resolved: the stored images it names (one, or the
+/// device images of an offload application, which share its label).
 #[derive(Clone, Debug)]
 pub struct Resolved {
-    pub info: ImageInfo,
-    pub image: ImageOverride,
-    /// It was given as a file and added to the store just now.
-    pub added: bool,
+    pub set: ImageSet,
+    /// Images added to the store just now (it was given as a file).
+    pub added: Vec<ImageInfo>,
 }
 
 /// Resolve `spec`: an existing file is added to the store (label: `label`,
-/// else its file name) and used; anything else is a stored image's hash
-/// prefix or label.
+/// else its file name; an offload application gives each of its device
+/// images) and used; anything else is a stored image's hash prefix or a
+/// label.
 pub fn resolve(
     store: &mut Store,
     spec: &str,
     label: Option<&str>,
 ) -> Result<Resolved, RegressError> {
     let path = Path::new(spec);
-    let (info, added) = if path.is_file() {
+    let (infos, added) = if path.is_file() {
         let (hash, _) = rrstore_store::objects::hash_file(path)?;
         match (store.image(&hash)?, label) {
-            (Some(info), None) => (info, false),
+            (Some(info), None) => (vec![info], Vec::new()),
             _ => {
                 let label = label.map(str::to_string).unwrap_or_else(|| {
                     path.file_name()
                         .map(|n| n.to_string_lossy().into_owned())
                         .unwrap_or_default()
                 });
-                let a = store.add_image(path, &label)?;
-                (a.image, !a.present)
+                let a = store.add_image_file(path, &label)?;
+                let added = a
+                    .images
+                    .iter()
+                    .filter(|i| !i.present)
+                    .map(|i| i.image.clone())
+                    .collect();
+                (a.images.into_iter().map(|i| i.image).collect(), added)
             }
         }
     } else {
-        (store.resolve_image(spec)?, false)
+        (store.resolve_image_set(spec)?, Vec::new())
     };
-    let bytes = store.read_object(&info.hash_bytes())?;
-    let image = ImageOverride::new(bytes, spec);
-    Ok(Resolved { info, image, added })
+    let mut images = Vec::new();
+    for info in infos {
+        let bytes = store.read_object(&info.hash_bytes())?;
+        images.push((info, ImageOverride::new(bytes, spec)));
+    }
+    Ok(Resolved {
+        set: ImageSet {
+            name: spec.to_string(),
+            images,
+        },
+        added,
+    })
 }
