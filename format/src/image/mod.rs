@@ -11,6 +11,7 @@
 use serde::{Deserialize, Serialize};
 
 pub mod elf;
+pub mod global_refs;
 
 /// The target an image was built for.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]

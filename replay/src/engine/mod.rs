@@ -31,11 +31,13 @@ use rrstore_format::PartRole;
 use crate::backend::{Backend, BackendError, LaunchParams, OpenRequest};
 pub use crate::backend::{BackendConfig, BackendKind};
 use crate::error::ReplayError;
+use crate::placement::globals::{self, GlobalMove};
 use crate::placement::PlacementReport;
 use crate::source::ReplaySource;
 pub(crate) use options::preflight;
 pub use options::{ReplayOptions, VerifyMode};
 pub use report::{RehydratePath, ReplayReport, Timing, Verdict};
+use rrstore_format::image::global_refs::LoadedImage;
 
 /// Replay `src` as `opts` say. See the module documentation.
 pub fn replay(src: &mut ReplaySource, opts: &ReplayOptions) -> ReplayReport {
@@ -184,10 +186,31 @@ fn run(
         }
         globals.push((g.name.as_str(), data));
     }
-    let (launch_args, rebased_args) = match &rebaser {
+    let (mut launch_args, rebased_args) = match &rebaser {
         Some(r) => crate::placement::scan::rebase_args(r, &rec.args),
         None => (rec.args.clone(), 0),
     };
+    // Addresses of device globals (arguments, stored words) move to the
+    // replay's copy, read with the recorded image (issue 44).
+    let loaded = if opts.image.is_some() {
+        LoadedImage::recognise(&rec, &rehydrate::read_small(src, PartRole::Image)?)
+    } else {
+        LoadedImage::recognise(&rec, &image)
+    };
+    let (moves, stored) = match &loaded {
+        Some(l) => (
+            GlobalMove::new(l, backend.as_mut())?,
+            globals::stored_words(src, l)?,
+        ),
+        None => (GlobalMove::default(), Vec::new()),
+    };
+    let global_args = moves.rebase_args(&mut launch_args);
+    if let Some(p) = report.placement.as_mut() {
+        p.global_addresses = global_args;
+        if global_args > 0 {
+            report.args = launch_args.clone();
+        }
+    }
     // Known before the launch, so a replay that fails from here on
     // reports what was rebased (issue 44).
     if let Some(p) = report.placement.as_mut() {
@@ -226,6 +249,12 @@ fn run(
         let ns = filled
             .took
             .map_or_else(|| t.elapsed().as_nanos() as u64, |d| d.as_nanos() as u64);
+        if !moves.is_empty() {
+            globals::rebase_stored(backend.as_mut(), &moves, &stored)?;
+            if let Some(p) = report.placement.as_mut() {
+                p.global_addresses = global_args + stored.len() as u64;
+            }
+        }
         report.timing.rehydrate_path = Some(filled.path);
         report.timing.arena_memory = backend.arena_memory();
         report.timing.rehydrate_ns.push(ns);
@@ -251,6 +280,11 @@ fn run(
     }
 
     let t = Instant::now();
+    // The stored global addresses the kernel left alone get their recorded
+    // value back first.
+    if !moves.is_empty() && !stored.is_empty() {
+        globals::restore_stored(backend.as_mut(), &moves, &stored)?;
+    }
     // Back to the recorded addresses before hashing, comparing and saving;
     // in place where the backend can, else on the way down.
     let translate_down = match &rebaser {
