@@ -124,6 +124,9 @@ pub struct Description {
     pub descriptor: String,
     /// Import warnings (empty for archives).
     pub warnings: Vec<String>,
+    /// The launch environment stored with the recording (`[name, value]`
+    /// pairs), `None` when unknown ([`crate::environment`]).
+    pub environment: Option<Vec<(String, String)>>,
 }
 
 /// Which LLVM versions wrote a generation.
@@ -236,6 +239,7 @@ pub fn describe(rec: &Recording, warnings: &[String]) -> Description {
         logical_size: rec.logical_size(),
         descriptor: String::from_utf8_lossy(&rec.descriptor).into_owned(),
         warnings: warnings.to_vec(),
+        environment: rec.environment.clone(),
     }
 }
 
@@ -340,6 +344,14 @@ pub fn render_text(d: &Description) -> String {
         ),
     ]);
     head.push(vec!["image".into(), d.image.description.clone()]);
+    head.push(vec![
+        "environment".into(),
+        match &d.environment {
+            None => "unknown (not recorded by rrstore record)".into(),
+            Some(e) if e.is_empty() => "no OpenMP setting".into(),
+            Some(e) => crate::environment::text(e),
+        },
+    ]);
     head.push(vec!["total".into(), human_bytes(d.logical_size)]);
     let mut out = table(&head, "");
 
@@ -452,6 +464,7 @@ mod tests {
             image_target: Default::default(),
             descriptor: b"{}".to_vec(),
             parts: vec![],
+            environment: None,
         }
     }
 

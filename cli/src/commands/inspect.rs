@@ -106,6 +106,10 @@ pub fn for_people(mut d: Description) -> Description {
     esc(&mut d.image.target);
     esc(&mut d.image.description);
     d.warnings.iter_mut().for_each(esc);
+    for (k, v) in d.environment.iter_mut().flatten() {
+        esc(k);
+        esc(v);
+    }
     for p in &mut d.parts {
         esc(&mut p.role);
         esc(&mut p.file);

@@ -71,6 +71,7 @@ pub fn replay(src: &mut ReplaySource, opts: &ReplayOptions) -> ReplayReport {
         saved_output: None,
         saved_output_form: None,
         placement: None,
+        recorded_environment: Vec::new(),
         started_at,
         timing: Default::default(),
     };
@@ -98,7 +99,20 @@ fn run(
         None => rehydrate::read_small(src, PartRole::Image)?,
     };
     let rec = src.recording.clone();
-    let mut backend = opts.backends.open(
+    // The recording's launch environment, under the options' overrides
+    // (a host runner's `OMP_*`: `HostSettings::recorded_env`).
+    let with_env;
+    let backends = match rec.environment.as_deref() {
+        Some(env) if !env.is_empty() && plan.kind.as_str() == "host" => {
+            let mut b = opts.backends.clone();
+            b.host.recorded_env = crate::backend::host::config::launch_env(env);
+            report.recorded_environment = env.to_vec();
+            with_env = b;
+            &with_env
+        }
+        _ => &opts.backends,
+    };
+    let mut backend = backends.open(
         plan.kind,
         &OpenRequest {
             arena: (plan.base, rec.arena.size),
