@@ -96,6 +96,15 @@ fn a_kernel_given_a_global_tables_address_replays_and_verifies() {
     let id = ls[0]["id"].as_str().unwrap().to_string();
     let o = rr(&store, &["show", &id[..12]]);
     assert!(expect_ok(o, &["show"]).contains("global g_table+0"));
+    // The pointer stored in the arena (ctx->tab = tab + 8: 64 bytes in).
+    let o = rr(&store, &["show", &id[..12], "--pointers", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&expect_ok(o, &["show --pointers"])).unwrap();
+    let stored = v["pointers"]["globals"].as_array().unwrap();
+    assert_eq!(stored.len(), 1, "{v}");
+    assert_eq!(stored[0]["global"]["name"], "g_table");
+    assert_eq!(stored[0]["global"]["offset"], 64);
+    let o = rr(&store, &["show", &id[..12], "--pointers"]);
+    assert!(expect_ok(o, &["show --pointers"]).contains("-> global g_table+64"));
 
     // Replayed at the recorded address and relocated: the argument and the
     // pointer stored in the arena (ctx->tab) move to the runner's copy.

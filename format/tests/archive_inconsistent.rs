@@ -193,7 +193,10 @@ fn an_environment_with_anything_but_launch_settings() {
         ]);
     });
     assert_eq!(field, "environment");
-    assert!(msg.contains("`LD_PRELOAD` is not an OpenMP launch setting"), "{msg}");
+    assert!(
+        msg.contains("`LD_PRELOAD` is not an OpenMP launch setting"),
+        "{msg}"
+    );
     let (field, _) = refused(&tiny_archive(), |m| {
         m.recording.environment = Some(vec![
             ("OMP_SCHEDULE".into(), "static".into()),

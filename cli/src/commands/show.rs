@@ -182,4 +182,16 @@ fn print_pointers(p: &rrstore_replay::placement::pointers::PointerScan) {
     if p.total > p.pointers.len() as u64 {
         println!("  ({} more not listed)", p.total - p.pointers.len() as u64);
     }
+    if !p.globals.is_empty() {
+        println!("stored addresses of device globals: (a replay rebases them to its own copy)");
+        for g in &p.globals {
+            let line = format!(
+                "  {:<10}  {:<8}  -> {}",
+                format!("{:#x}", g.offset),
+                arg(g.arg),
+                Shown(g.global.to_string())
+            );
+            println!("{}", line.trim_end());
+        }
+    }
 }
