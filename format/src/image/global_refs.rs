@@ -12,7 +12,8 @@
 //! exported global whose symbol value is `v` is `base + v + o` with `base`
 //! a multiple of [`PAGE`]. Only the globals the recording captured (its
 //! `globals` list, the ones the runtime registered) and values at or above
-//! [`MIN_ADDRESS`] outside the arena are considered. Each argument value
+//! [`MIN_ADDRESS`] outside the arena, with a base within [`NEAR_ARENA`]
+//! (1 TiB) of the arena's, are considered. Each argument value
 //! votes for every base that explains it; the base with most votes wins
 //! (ties: the highest base, the reference nearest a global's start). Where
 //! a global is larger than a page, a single value pointing more than a
@@ -36,8 +37,13 @@ pub const PAGE: u64 = 4096;
 /// Values below this are never read as global addresses (sizes, counts
 /// and the bits of a float are; no shared object is loaded that low).
 pub const MIN_ADDRESS: u64 = 1 << 32;
-/// Values from here up are not user-space addresses.
-const MAX_ADDRESS: u64 = 1 << 57;
+/// Values from here up are not user-space addresses (47 bits on x86-64,
+/// 48 for GPU virtual addresses).
+const MAX_ADDRESS: u64 = 1 << 48;
+/// The image lies within this distance of the arena: both are mappings of
+/// one process (the `mmap` area; a GPU's virtual address space), so a
+/// 64-bit scalar (a seed, a size) is rarely mistaken for an address.
+pub const NEAR_ARENA: u64 = 1 << 40;
 /// Candidate bases counted per value and global (a global of more pages
 /// than this is only matched in its first ones).
 const MAX_PAGES: u64 = 64;
@@ -128,7 +134,8 @@ impl LoadedImage {
             }
             bases.sort_unstable();
             bases.dedup();
-            for b in bases.into_iter().filter(|&b| b > 0) {
+            let near = |b: u64| rec.arena.base.is_none_or(|a| a.abs_diff(b) < NEAR_ARENA);
+            for b in bases.into_iter().filter(|&b| b > 0 && near(b)) {
                 *votes.entry(b).or_default() += 1;
             }
         }
@@ -249,6 +256,9 @@ mod tests {
         // 0x100, 2048 bytes: 0x900 would be past its end).
         r.args = vec![4096 + 0x4100, arena, 0x7f00_0000_0900 + 0x4000];
         assert!(LoadedImage::recognise(&r, &image).is_none());
+        // A 64-bit scalar that fits a global but lies far from the arena.
+        r.args = vec![0x1000_0000_4100];
+        assert!(LoadedImage::recognise(&r, &image).is_none(), "far");
         r.globals = Vec::<Global>::new();
         r.args = vec![0x7f7d_f863_4000 + 0x4100];
         assert!(LoadedImage::recognise(&r, &image).is_none(), "not captured");
