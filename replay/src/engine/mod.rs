@@ -31,13 +31,12 @@ use rrstore_format::PartRole;
 use crate::backend::{Backend, BackendError, LaunchParams, OpenRequest};
 pub use crate::backend::{BackendConfig, BackendKind};
 use crate::error::ReplayError;
-use crate::placement::globals::{self, GlobalMove};
+use crate::placement::globals;
 use crate::placement::PlacementReport;
 use crate::source::ReplaySource;
 pub(crate) use options::preflight;
 pub use options::{ReplayOptions, VerifyMode};
 pub use report::{RehydratePath, ReplayReport, Timing, Verdict};
-use rrstore_format::image::global_refs::LoadedImage;
 
 /// Replay `src` as `opts` say. See the module documentation.
 pub fn replay(src: &mut ReplaySource, opts: &ReplayOptions) -> ReplayReport {
@@ -206,18 +205,8 @@ fn run(
     };
     // Addresses of device globals (arguments, stored words) move to the
     // replay's copy, read with the recorded image (issue 44).
-    let loaded = if opts.image.is_some() {
-        LoadedImage::recognise(&rec, &rehydrate::read_small(src, PartRole::Image)?)
-    } else {
-        LoadedImage::recognise(&rec, &image)
-    };
-    let (moves, stored) = match &loaded {
-        Some(l) => (
-            GlobalMove::new(l, backend.as_mut())?,
-            globals::stored_words(src, l)?,
-        ),
-        None => (GlobalMove::default(), Vec::new()),
-    };
+    let recorded_image = opts.image.is_none().then_some(image.as_slice());
+    let (moves, stored) = globals::prepare(src, recorded_image, backend.as_mut())?;
     let global_args = moves.rebase_args(&mut launch_args);
     if let Some(p) = report.placement.as_mut() {
         p.global_addresses = global_args;

@@ -12,7 +12,7 @@
 
 use std::io::Read;
 
-use rrstore_format::image::global_refs::LoadedImage;
+use rrstore_format::image::global_refs::{self, LoadedImage};
 use rrstore_format::PartRole;
 
 use crate::backend::{Backend, BackendError};
@@ -67,6 +67,30 @@ impl GlobalMove {
             }
         }
         n
+    }
+}
+
+/// What a replay of `src` moves: the globals its arguments name, and the
+/// words of its input pointing into them (none when no argument names a
+/// global). `recorded_image`: the recorded image when it is the one
+/// replayed (else it is read from `src`: the addresses were the recorded
+/// image's).
+pub fn prepare(
+    src: &mut ReplaySource,
+    recorded_image: Option<&[u8]>,
+    backend: &mut dyn Backend,
+) -> Result<(GlobalMove, Vec<(u64, u64)>), ReplayError> {
+    let loaded = match recorded_image {
+        Some(image) => LoadedImage::recognise(&src.recording, image),
+        None => {
+            let rec = src.recording.clone();
+            let image = global_refs::read_image(&rec, &mut *src.parts);
+            LoadedImage::recognise(&rec, &image)
+        }
+    };
+    match &loaded {
+        Some(l) => Ok((GlobalMove::new(l, backend)?, stored_words(src, l)?)),
+        None => Ok((GlobalMove::default(), Vec::new())),
     }
 }
 
