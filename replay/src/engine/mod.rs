@@ -102,7 +102,7 @@ fn run(
     // (a host runner's `OMP_*`: `HostSettings::recorded_env`).
     let with_env;
     let backends = match rec.environment.as_deref() {
-        Some(env) if !env.is_empty() && plan.kind.as_str() == "host" => {
+        Some(env) if !env.is_empty() && plan.kind == BackendKind::Host => {
             let mut b = opts.backends.clone();
             b.host.recorded_env = crate::backend::host::config::launch_env(env);
             report.recorded_environment = env.to_vec();
