@@ -12,6 +12,7 @@
 use serde::Serialize;
 
 use crate::id::hex;
+use crate::image::global_refs::{self, GlobalRef};
 use crate::llvm::extension;
 use crate::model::{Generation, Recording};
 
@@ -26,6 +27,9 @@ pub enum ArgKind {
     LaunchEnvironmentNone,
     /// Points into the recorded arena.
     Pointer,
+    /// The address of a device global in the recording process's copy of
+    /// the image ([`crate::image::global_refs`]).
+    Global,
     /// Anything else: a by-value scalar (or a pointer outside the arena).
     Scalar,
 }
@@ -43,6 +47,8 @@ pub struct ArgDesc {
     pub hex: String,
     /// For pointers: offset from the arena base.
     pub arena_offset: Option<u64>,
+    /// For the address of a device global: which, and the offset into it.
+    pub global: Option<GlobalRef>,
     /// Low 32 bits read as an IEEE f32 (Rust `{:?}` form: `2.5`, `NaN`, `inf`).
     pub f32: String,
     /// All 64 bits read as an IEEE f64.
@@ -118,6 +124,9 @@ pub struct Description {
     pub descriptor: String,
     /// Import warnings (empty for archives).
     pub warnings: Vec<String>,
+    /// The launch environment stored with the recording (`[name, value]`
+    /// pairs), `None` when unknown ([`crate::environment`]).
+    pub environment: Option<Vec<(String, String)>>,
 }
 
 /// Which LLVM versions wrote a generation.
@@ -156,11 +165,25 @@ pub fn decode_arg(rec: &Recording, index: usize) -> Option<ArgDesc> {
         signed: value as i64,
         hex: format!("{value:#018x}"),
         arena_offset,
+        global: None,
         f32: format!("{:?}", f32::from_bits(value as u32)),
         f64: format!("{:?}", f64::from_bits(value)),
         offset: rec.arg_offsets.get(index).copied().unwrap_or(0),
         display,
     })
+}
+
+/// Mark the arguments of `d` that are addresses of device globals, read
+/// with the recording's `image` ([`crate::image::global_refs`]).
+pub fn mark_globals(d: &mut Description, rec: &Recording, image: &[u8]) {
+    let refs = global_refs::argument_refs(rec, image);
+    for (a, r) in d.args.iter_mut().zip(refs) {
+        if let (Some(r), ArgKind::Scalar) = (r, a.kind) {
+            a.kind = ArgKind::Global;
+            a.display = r.to_string();
+            a.global = Some(r);
+        }
+    }
 }
 
 /// Describe a recording (`warnings` from import, if any).
@@ -216,6 +239,7 @@ pub fn describe(rec: &Recording, warnings: &[String]) -> Description {
         logical_size: rec.logical_size(),
         descriptor: String::from_utf8_lossy(&rec.descriptor).into_owned(),
         warnings: warnings.to_vec(),
+        environment: rec.environment.clone(),
     }
 }
 
@@ -320,6 +344,14 @@ pub fn render_text(d: &Description) -> String {
         ),
     ]);
     head.push(vec!["image".into(), d.image.description.clone()]);
+    head.push(vec![
+        "environment".into(),
+        match &d.environment {
+            None => "unknown (not recorded by rrstore record)".into(),
+            Some(e) if e.is_empty() => "no OpenMP setting".into(),
+            Some(e) => crate::environment::text(e),
+        },
+    ]);
     head.push(vec!["total".into(), human_bytes(d.logical_size)]);
     let mut out = table(&head, "");
 
@@ -340,6 +372,7 @@ pub fn render_text(d: &Description) -> String {
         let kind = match a.kind {
             ArgKind::LaunchEnvironmentNone => "launch-env",
             ArgKind::Pointer => "pointer",
+            ArgKind::Global => "global",
             ArgKind::Scalar => "scalar",
         };
         let (f32s, f64s) = match a.kind {
@@ -431,6 +464,7 @@ mod tests {
             image_target: Default::default(),
             descriptor: b"{}".to_vec(),
             parts: vec![],
+            environment: None,
         }
     }
 

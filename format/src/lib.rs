@@ -26,6 +26,7 @@
 pub mod archive;
 pub mod chunk;
 pub mod cut;
+pub mod environment;
 pub mod error;
 pub mod extents;
 pub mod id;

@@ -166,6 +166,14 @@ pub struct Recording {
     pub descriptor: Vec<u8>,
     /// Parts present, in [`PartRole::ALL`] order, at most one per role.
     pub parts: Vec<PartInfo>,
+    /// The launch environment the recording process ran with: the OpenMP
+    /// settings that decide the result on the host (`OMP_NUM_THREADS`,
+    /// `OMP_SCHEDULE`, ...: [`crate::environment`]), sorted by name. `None`
+    /// when unknown (LLVM's files do not say; `rrstore record` stores it,
+    /// empty when none was set). Absent from the encoding when `None`, so
+    /// the IDs of recordings without one are unchanged (spec/FORMAT.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment: Option<Vec<(String, String)>>,
 }
 
 impl Recording {

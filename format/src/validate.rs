@@ -43,6 +43,13 @@ pub fn recording(rec: &Recording) -> Result<(), Inconsistency> {
     }
     parts(rec)?;
     globals(rec)?;
+    if let Some(why) = rec
+        .environment
+        .as_deref()
+        .and_then(crate::environment::check)
+    {
+        return Err(bad("environment", why));
+    }
     descriptor(rec)
 }
 

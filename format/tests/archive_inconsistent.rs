@@ -180,3 +180,41 @@ fn every_fixture_is_consistent() {
             .unwrap_or_else(|e| panic!("{}: {e}", json.display()));
     }
 }
+
+/// A stored launch environment ends up in the replay runner's
+/// environment: an archive (checksums and ID resealed) that smuggles a
+/// loader variable into it, or an unsorted one, is refused on open.
+#[test]
+fn an_environment_with_anything_but_launch_settings() {
+    let (field, msg) = refused(&tiny_archive(), |m| {
+        m.recording.environment = Some(vec![
+            ("LD_PRELOAD".into(), "/tmp/evil.so".into()),
+            ("OMP_NUM_THREADS".into(), "2".into()),
+        ]);
+    });
+    assert_eq!(field, "environment");
+    assert!(
+        msg.contains("`LD_PRELOAD` is not an OpenMP launch setting"),
+        "{msg}"
+    );
+    let (field, _) = refused(&tiny_archive(), |m| {
+        m.recording.environment = Some(vec![
+            ("OMP_SCHEDULE".into(), "static".into()),
+            ("OMP_NUM_THREADS".into(), "2".into()),
+        ]);
+    });
+    assert_eq!(field, "environment");
+    // A valid one opens.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("env.rra");
+    let bytes = reseal_with(&tiny_archive(), |m| {
+        m.recording.environment = Some(vec![("OMP_NUM_THREADS".into(), "2".into())]);
+    })
+    .unwrap();
+    std::fs::write(&path, bytes).unwrap();
+    let r = Reader::open(&path).unwrap();
+    assert_eq!(
+        r.recording().environment,
+        Some(vec![("OMP_NUM_THREADS".into(), "2".into())])
+    );
+}

@@ -56,6 +56,20 @@ fn vectors() -> Vec<(&'static str, Build, WriteOptions)> {
             WriteOptions::default(),
         ),
         (
+            // Format 1.1: a recording made by `rrstore record`, with the
+            // launch environment it ran under.
+            "llvm22-environment.rra",
+            Box::new(move || {
+                let (mut rec, src) = fixture("tests/fixtures/llvm22-host/globals")();
+                rec.environment = Some(vec![
+                    ("OMP_NUM_THREADS".into(), "2".into()),
+                    ("OMP_SCHEDULE".into(), "dynamic,4".into()),
+                ]);
+                (rec, src)
+            }),
+            WriteOptions::default(),
+        ),
+        (
             "tiny-small-chunks.rra",
             Box::new(tiny),
             WriteOptions {

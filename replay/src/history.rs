@@ -28,7 +28,16 @@ pub fn entry_for(id: RecordingId, report: &ReplayReport, opts: &ReplayOptions) -
 /// this process, plus the options' extra environment; the variables the
 /// count options set themselves are left out: the option says it).
 /// Other backends take no `OMP_*` from the environment.
-fn overrides(backend: &str, counts: (u64, u64), opts: Option<&ReplayOptions>) -> String {
+///
+/// `recorded`: the recording's launch environment, which the runner got
+/// over this process' `OMP_*`: a variable it sets is not overridden by
+/// this process' (and is the recording's own, not an override).
+fn overrides(
+    backend: &str,
+    counts: (u64, u64),
+    opts: Option<&ReplayOptions>,
+    recorded: &[(String, String)],
+) -> String {
     let mut out = Vec::new();
     let mut set_by_options: &[&str] = &[];
     if let Some(o) = opts {
@@ -49,6 +58,7 @@ fn overrides(backend: &str, counts: (u64, u64), opts: Option<&ReplayOptions>) ->
         let mut env: BTreeMap<String, String> = std::env::vars_os()
             .filter_map(|(k, v)| Some((k.into_string().ok()?, v.to_string_lossy().into_owned())))
             .filter(|(k, _)| k.starts_with("OMP_"))
+            .filter(|(k, _)| !recorded.iter().any(|(r, _)| r == k))
             .collect();
         for (k, v) in opts
             .map(|o| o.backends.host.env.as_slice())
@@ -78,7 +88,13 @@ pub fn same_launch(e: &HistoryEntry, rec: &Recording, opts: &ReplayOptions) -> b
     );
     e.num_teams == Some(counts.0)
         && e.num_threads == Some(counts.1)
-        && e.launch_overrides == overrides(&e.backend, counts, Some(opts))
+        && e.launch_overrides
+            == overrides(
+                &e.backend,
+                counts,
+                Some(opts),
+                rec.environment.as_deref().unwrap_or_default(),
+            )
 }
 
 fn row(id: RecordingId, report: &ReplayReport, opts: Option<&ReplayOptions>) -> HistoryEntry {
@@ -134,6 +150,7 @@ fn row(id: RecordingId, report: &ReplayReport, opts: Option<&ReplayOptions>) -> 
             &report.backend,
             (report.num_teams, report.num_threads),
             opts,
+            &report.recorded_environment,
         ),
         // fleet (issue 21): which device of the machine.
         device_ordinal: Some(u64::from(opts.map_or(0, |o| o.device))),

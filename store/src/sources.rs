@@ -127,6 +127,9 @@ impl Store {
                 // Parts are hashed in the importer's one pass over them.
                 let mut rec = llvm::load_unhashed_links(p, follow_symlinks)?;
                 let mut r = rec.recording.clone();
+                if opts.environment.is_some() {
+                    r.environment = opts.environment.clone();
+                }
                 let report = self.import_unhashed(&mut r, &mut rec, &opts, progress)?;
                 Ok((report, rec.warnings))
             }

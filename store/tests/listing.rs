@@ -19,6 +19,7 @@ fn compact_table_matches_the_full_listing() {
         let opts = ImportOptions {
             label: format!("run-{}", i % 3),
             source: String::new(),
+            environment: None,
         };
         store.import_source(s, &opts, &mut |_| {}).unwrap();
     }

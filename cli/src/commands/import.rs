@@ -116,18 +116,25 @@ impl Summary {
 
 /// Import `paths` into the store, stopping at the first failure, which is
 /// returned as the error; used by `record`.
+/// `environment`: the launch environment stored with each recording.
 pub fn import_paths(
     globals: &Globals,
     paths: &[PathBuf],
     label: &str,
     quiet: bool,
+    environment: Vec<(String, String)>,
 ) -> anyhow::Result<Summary> {
     let run = RunOptions {
         fail_fast: true,
         follow_symlinks: false,
         print_failures: false,
     };
-    let mut summary = import_paths_with(globals, paths, label, quiet, run)?;
+    let opts = ImportOptions {
+        label: label.to_string(),
+        source: String::new(),
+        environment: Some(environment),
+    };
+    let mut summary = import_with(globals, paths, &opts, quiet, run)?;
     match summary.failed.pop().and_then(|f| f.cause) {
         Some(e) => Err(e),
         None => Ok(summary),
@@ -141,6 +148,20 @@ pub fn import_paths_with(
     globals: &Globals,
     paths: &[PathBuf],
     label: &str,
+    quiet: bool,
+    run: RunOptions,
+) -> anyhow::Result<Summary> {
+    let opts = ImportOptions {
+        label: label.to_string(),
+        ..ImportOptions::default()
+    };
+    import_with(globals, paths, &opts, quiet, run)
+}
+
+fn import_with(
+    globals: &Globals,
+    paths: &[PathBuf],
+    opts: &ImportOptions,
     quiet: bool,
     run: RunOptions,
 ) -> anyhow::Result<Summary> {
@@ -174,17 +195,13 @@ pub fn import_paths_with(
     } else {
         ProgressBar::hidden()
     };
-    let opts = ImportOptions {
-        label: label.to_string(),
-        source: String::new(),
-    };
     let start = std::time::Instant::now();
     let mut seen_total = 0u64;
     for (n, src) in sources.iter().enumerate() {
         let rate = n as f64 / start.elapsed().as_secs_f64().max(1e-3);
         bar.set_message(format!("{n}/{} recordings ({rate:.1}/s)", sources.len()));
         let imported = store
-            .import_source_links(src, &opts, run.follow_symlinks, &mut |b| {
+            .import_source_links(src, opts, run.follow_symlinks, &mut |b| {
                 seen_total += b;
                 if seen_total > bar.length().unwrap_or(0) {
                     bar.set_length(seen_total);

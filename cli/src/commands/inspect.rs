@@ -8,7 +8,8 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use rrstore_format::archive::{self, layout::MAGIC};
-use rrstore_format::inspect::{describe, render_json, render_text, Description};
+use rrstore_format::image::global_refs;
+use rrstore_format::inspect::{describe, mark_globals, render_json, render_text, Description};
 use rrstore_format::llvm;
 
 use crate::Globals;
@@ -58,7 +59,12 @@ pub fn run(args: Args, _globals: &Globals) -> anyhow::Result<ExitCode> {
     let description = if is_archive(&path) {
         let reader = archive::Reader::open(&path)
             .with_context(|| format!("cannot inspect archive {}", path.display()))?;
-        describe(reader.recording(), &[])
+        let mut reader = reader;
+        let rec = reader.recording().clone();
+        let image = global_refs::read_image(&rec, &mut reader);
+        let mut d = describe(&rec, &[]);
+        mark_globals(&mut d, &rec, &image);
+        d
     } else {
         let loaded = llvm::load_links(&path, args.follow_symlinks).map_err(|e| {
             let hint = match e {
@@ -70,7 +76,12 @@ pub fn run(args: Args, _globals: &Globals) -> anyhow::Result<ExitCode> {
             anyhow::Error::new(e)
                 .context(format!("cannot inspect recording {}{hint}", path.display()))
         })?;
-        describe(&loaded.recording, &loaded.warnings)
+        let mut loaded = loaded;
+        let rec = loaded.recording.clone();
+        let image = global_refs::read_image(&rec, &mut loaded);
+        let mut d = describe(&rec, &loaded.warnings);
+        mark_globals(&mut d, &rec, &image);
+        d
     };
     if args.json {
         println!("{}", render_json(&description));
@@ -95,10 +106,20 @@ pub fn for_people(mut d: Description) -> Description {
     esc(&mut d.image.target);
     esc(&mut d.image.description);
     d.warnings.iter_mut().for_each(esc);
+    for (k, v) in d.environment.iter_mut().flatten() {
+        esc(k);
+        esc(v);
+    }
     for p in &mut d.parts {
         esc(&mut p.role);
         esc(&mut p.file);
     }
     d.globals.iter_mut().for_each(|g| esc(&mut g.name));
+    for a in &mut d.args {
+        esc(&mut a.display);
+        if let Some(g) = &mut a.global {
+            esc(&mut g.name);
+        }
+    }
     d
 }

@@ -170,7 +170,16 @@ fn record_in(args: &Args, globals: &Globals, scratch: &Path) -> anyhow::Result<E
         ))
         .into());
     }
-    let summary = import_paths(globals, &[scratch.to_path_buf()], &label, false)?;
+    // The OpenMP settings the program ran under, stored with its
+    // recordings (a replay applies them by default).
+    let environment = rrstore_format::environment::capture(std::env::vars_os());
+    let summary = import_paths(
+        globals,
+        &[scratch.to_path_buf()],
+        &label,
+        false,
+        environment,
+    )?;
     // Remove the files of what was imported (the scratch dir itself goes
     // too when rrstore created it).
     for desc in &found {

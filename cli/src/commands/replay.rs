@@ -180,6 +180,12 @@ fn print_text(
             }
         );
     }
+    if !r.recorded_environment.is_empty() {
+        println!(
+            "  environment {} (recorded with it; --num-teams/--num-threads override)",
+            Shown(rrstore_format::environment::text(&r.recorded_environment))
+        );
+    }
     if !r.runtime_libraries.is_empty() {
         println!("  runtime {}", Shown(r.runtime_libraries.join(", ")));
     }

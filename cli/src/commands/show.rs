@@ -4,7 +4,8 @@
 
 use std::process::ExitCode;
 
-use rrstore_format::inspect::{describe, render_json, render_text};
+use rrstore_format::image::global_refs;
+use rrstore_format::inspect::{describe, mark_globals, render_json, render_text};
 
 use rrstore_report::shown::Shown;
 use rrstore_store::signatures::Kept;
@@ -34,7 +35,11 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
     let rec = store.recording(&id)?;
     let summary = store.summary(&id)?;
     let sharing = store.sharing(&id)?;
-    let d = describe(&rec, &[]);
+    let mut d = describe(&rec, &[]);
+    if let Ok(mut parts) = store.parts_of(&id) {
+        let image = global_refs::read_image(&rec, &mut parts);
+        mark_globals(&mut d, &rec, &image);
+    }
     let rec_kernel = d.kernel.clone();
     let mut signers = Vec::new();
     for k in store.signatures(&id)? {
@@ -176,5 +181,17 @@ fn print_pointers(p: &rrstore_replay::placement::pointers::PointerScan) {
     }
     if p.total > p.pointers.len() as u64 {
         println!("  ({} more not listed)", p.total - p.pointers.len() as u64);
+    }
+    if !p.globals.is_empty() {
+        println!("stored addresses of device globals: (a replay rebases them to its own copy)");
+        for g in &p.globals {
+            let line = format!(
+                "  {:<10}  {:<8}  -> {}",
+                format!("{:#x}", g.offset),
+                arg(g.arg),
+                Shown(g.global.to_string())
+            );
+            println!("{}", line.trim_end());
+        }
     }
 }

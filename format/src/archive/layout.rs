@@ -25,6 +25,10 @@ pub const END_MAGIC: [u8; 8] = *b"RRA-END\n";
 pub const MAJOR: u32 = 1;
 /// Minor format version this code writes (readers accept any minor).
 pub const MINOR: u32 = 0;
+/// Minor version of an archive whose recording has an `environment`
+/// (spec/FORMAT.md, version 1.1); the others keep [`MINOR`], so their
+/// bytes are unchanged.
+pub const MINOR_ENVIRONMENT: u32 = 1;
 pub const HEADER_LEN: u64 = 16;
 pub const TRAILER_LEN: u64 = 104;
 /// Upper bound on the manifest block (descriptor, globals list): refuses

@@ -30,7 +30,7 @@ use std::sync::Arc;
 
 use super::layout::{
     Bytes32, ChunkEntry, ChunkingInfo, CompressionInfo, Header, Index, Manifest, PartEntry,
-    Trailer, CHUNKING_ALGORITHM, COMPRESSION_CODEC, HEADER_LEN, MAJOR, MINOR,
+    Trailer, CHUNKING_ALGORITHM, COMPRESSION_CODEC, HEADER_LEN, MAJOR, MINOR, MINOR_ENVIRONMENT,
 };
 use super::pool::{self, PoolGone};
 use super::scan::{part_scanner, Block, Span};
@@ -321,7 +321,11 @@ fn write_labeled<W: Write>(
     sink.out.put(
         &Header {
             major: MAJOR,
-            minor: MINOR,
+            minor: if rec.environment.is_some() {
+                MINOR_ENVIRONMENT
+            } else {
+                MINOR
+            },
         }
         .encode(),
         path,

@@ -19,6 +19,10 @@ pub struct DynSym {
     pub name: String,
     pub kind: SymKind,
     pub size: u64,
+    /// `st_value`: its address relative to where the image is loaded (a
+    /// shared object's), which places a recorded address in the image
+    /// ([`super::global_refs`]).
+    pub value: u64,
 }
 
 /// What the host backend needs to know about an image.
@@ -119,6 +123,7 @@ pub fn parse(d: &[u8]) -> Result<ElfInfo, String> {
                     let name_off = u64::from(u32_at(d, e).ok_or_else(bad)?);
                     let st_info = *d.get(e as usize + 4).ok_or_else(bad)?;
                     let shndx = u16_at(d, e + 6).ok_or_else(bad)?;
+                    let value = u64_at(d, e + 8).ok_or_else(bad)?;
                     let size = u64_at(d, e + 16).ok_or_else(bad)?;
                     if shndx == SHN_UNDEF || name_off == 0 || name_off >= str_size {
                         continue;
@@ -129,7 +134,12 @@ pub fn parse(d: &[u8]) -> Result<ElfInfo, String> {
                         2 => SymKind::Func,
                         k => SymKind::Other(k),
                     };
-                    info.symbols.push(DynSym { name, kind, size });
+                    info.symbols.push(DynSym {
+                        name,
+                        kind,
+                        size,
+                        value,
+                    });
                 }
             }
             SHT_DYNAMIC => {
@@ -171,6 +181,7 @@ mod tests {
             .unwrap();
         assert_eq!(k.kind, SymKind::Func);
         assert_eq!(info.symbol("g_table").unwrap().size, 2048);
+        assert_ne!(info.symbol("g_table").unwrap().value, 0);
         assert_eq!(info.symbol("g_counter").unwrap().size, 4);
         assert_eq!(info.symbol("g_scale").unwrap().kind, SymKind::Object);
         assert!(

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 pub mod bitcode;
 pub mod elf;
+pub mod global_refs;
 
 /// The target an image was built for.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]

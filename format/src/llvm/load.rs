@@ -215,6 +215,8 @@ fn load_mode(descriptor: &Path, hash: bool, follow_symlinks: bool) -> Result<Llv
         image_target,
         descriptor: bytes,
         parts,
+        // LLVM's files do not say.
+        environment: None,
     };
     Ok(LlvmRecording {
         recording,

@@ -81,6 +81,7 @@ pub fn synthetic(stem: &str, parts: Vec<(PartRole, Vec<u8>)>) -> (Recording, Mem
                 blake3: *blake3::hash(b).as_bytes(),
             })
             .collect(),
+        environment: None,
     };
     (rec, MemSource(parts))
 }

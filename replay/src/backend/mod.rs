@@ -240,6 +240,35 @@ pub trait Backend {
         false
     }
 
+    /// The address of the global `name` in the loaded image (the host
+    /// runner's copy; a GPU module's global), where a kernel argument or
+    /// stored pointer that held the recording process's copy of it is
+    /// rebased to ([`crate::placement::globals`]). After
+    /// [`load_image`](Self::load_image). Default: `None` (the backend
+    /// cannot say: such values are passed as recorded).
+    fn global_address(&mut self, name: &str) -> Result<Option<u64>, BackendError> {
+        let _ = name;
+        Ok(None)
+    }
+
+    /// After the last launch, before the arena is read back: each word
+    /// `(offset, now, recorded)` that still holds `now` gets `recorded`
+    /// back (the global addresses a replay wrote over the input:
+    /// [`crate::placement::globals`]); returns how many. Default:
+    /// [`download`](Self::download) and [`upload`](Self::upload) each.
+    fn restore_words(&mut self, words: &[(u64, u64, u64)]) -> Result<u64, BackendError> {
+        let mut n = 0;
+        for &(at, now, recorded) in words {
+            let mut b = [0u8; 8];
+            self.download(at, &mut b)?;
+            if u64::from_le_bytes(b) == now {
+                self.upload(at, &recorded.to_le_bytes())?;
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
     /// Whether the next [`reserve`](Self::reserve) may place the arena
     /// elsewhere than asked when the device will not give that address (a
     /// GPU driver that ignores the hint): `--placement auto` and

@@ -35,6 +35,7 @@ use rrstore_format::PartRole;
 use crate::backend::{Backend, BackendError, LaunchParams, OpenRequest};
 pub use crate::backend::{BackendConfig, BackendKind};
 use crate::error::ReplayError;
+use crate::placement::globals;
 use crate::placement::PlacementReport;
 use crate::source::ReplaySource;
 pub use confirm::DEFAULT_CONFIRM;
@@ -79,6 +80,7 @@ pub fn replay(src: &mut ReplaySource, opts: &ReplayOptions) -> ReplayReport {
         saved_output: None,
         saved_output_form: None,
         placement: None,
+        recorded_environment: Vec::new(),
         started_at,
         timing: Default::default(),
         compiled: None,
@@ -111,7 +113,20 @@ fn run(
         None => rehydrate::read_small(src, PartRole::Image)?,
     };
     let rec = src.recording.clone();
-    let mut backend = opts.backends.open(
+    // The recording's launch environment, under the options' overrides
+    // (a host runner's `OMP_*`: `HostSettings::recorded_env`).
+    let with_env;
+    let backends = match rec.environment.as_deref() {
+        Some(env) if !env.is_empty() && plan.kind == BackendKind::Host => {
+            let mut b = opts.backends.clone();
+            b.host.recorded_env = crate::backend::host::config::launch_env(env);
+            report.recorded_environment = env.to_vec();
+            with_env = b;
+            &with_env
+        }
+        _ => &opts.backends,
+    };
+    let mut backend = backends.open(
         plan.kind,
         &OpenRequest {
             arena: (plan.base, rec.arena.size),
@@ -199,10 +214,21 @@ fn run(
         }
         globals.push((g.name.as_str(), data));
     }
-    let (launch_args, rebased_args) = match &rebaser {
+    let (mut launch_args, rebased_args) = match &rebaser {
         Some(r) => crate::placement::scan::rebase_args(r, &rec.args),
         None => (rec.args.clone(), 0),
     };
+    // Addresses of device globals (arguments, stored words) move to the
+    // replay's copy, read with the recorded image (issue 44).
+    let recorded_image = opts.image.is_none().then_some(image.as_slice());
+    let (moves, stored) = globals::prepare(src, recorded_image, backend.as_mut())?;
+    let global_args = moves.rebase_args(&mut launch_args);
+    if let Some(p) = report.placement.as_mut() {
+        p.global_addresses = global_args;
+        if global_args > 0 {
+            report.args = launch_args.clone();
+        }
+    }
     // Known before the launch, so a replay that fails from here on
     // reports what was rebased (issue 44).
     if let Some(p) = report.placement.as_mut() {
@@ -241,6 +267,12 @@ fn run(
         let ns = filled
             .took
             .map_or_else(|| t.elapsed().as_nanos() as u64, |d| d.as_nanos() as u64);
+        if !moves.is_empty() {
+            globals::rebase_stored(backend.as_mut(), &moves, &stored)?;
+            if let Some(p) = report.placement.as_mut() {
+                p.global_addresses = global_args + stored.len() as u64;
+            }
+        }
         report.timing.rehydrate_path = Some(filled.path);
         report.timing.arena_memory = backend.arena_memory();
         report.timing.rehydrate_ns.push(ns);
@@ -266,6 +298,11 @@ fn run(
     }
 
     let t = Instant::now();
+    // The stored global addresses the kernel left alone get their recorded
+    // value back first.
+    if !moves.is_empty() && !stored.is_empty() {
+        globals::restore_stored(backend.as_mut(), &moves, &stored)?;
+    }
     // Back to the recorded addresses before hashing, comparing and saving;
     // in place where the backend can, else on the way down.
     let translate_down = match &rebaser {

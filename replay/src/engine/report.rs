@@ -244,6 +244,13 @@ pub struct ReplayReport {
     pub saved_output_form: Option<&'static str>,
     /// Where the arena was placed (`None` when the replay stopped before).
     pub placement: Option<PlacementReport>,
+    /// The launch environment stored with the recording that the host
+    /// runner was given ([`rrstore_format::environment`]; empty on other
+    /// backends and for recordings without one), under what the options
+    /// override. Printed by the CLI and used by the history row; not in
+    /// `--json`.
+    #[serde(skip)]
+    pub recorded_environment: Vec<(String, String)>,
     /// Unix seconds.
     pub started_at: i64,
     pub timing: Timing,

@@ -24,6 +24,7 @@
 //!   makes the replay's processes hold an address range first (tests use it
 //!   to take the recorded range away; [`occupy`]).
 
+pub mod globals;
 pub mod occupy;
 pub mod pointers;
 pub mod scan;
@@ -77,6 +78,10 @@ pub struct PlacementReport {
     pub rebased_args: u64,
     /// 8-byte words of the globals' data that were rebased.
     pub rebased_globals: u64,
+    /// Arguments and stored words that were the address of a device global
+    /// in the recording process, rebased to the replay's copy
+    /// ([`globals`]; any placement).
+    pub global_addresses: u64,
     /// Words of the output translated back to the recorded arena.
     pub back_translated: u64,
     /// Whether the stored-pointer scan ran (`ReplayOptions::pointer_scan`).
@@ -86,8 +91,16 @@ pub struct PlacementReport {
 impl PlacementReport {
     /// One line for the history row and the human report.
     pub fn summary(&self) -> String {
+        let globals = if self.global_addresses > 0 {
+            format!(
+                "; {} global address(es) rebased to the replay's copy",
+                self.global_addresses
+            )
+        } else {
+            String::new()
+        };
         if self.mode == "recorded" {
-            format!("recorded {:#x}", self.address)
+            format!("recorded {:#x}{globals}", self.address)
         } else {
             format!(
                 "relocated {:#x} (recorded {:#x}; rebased {} stored pointer(s), {} argument(s), {} global word(s){})",
@@ -97,7 +110,7 @@ impl PlacementReport {
                 self.rebased_args,
                 self.rebased_globals,
                 if self.scan { "" } else { "; stored-pointer rebasing off" }
-            )
+            ) + &globals
         }
     }
 }

@@ -8,6 +8,7 @@ use std::io::Read;
 
 use serde::Serialize;
 
+use rrstore_format::image::global_refs::{self, GlobalRef, LoadedImage};
 use rrstore_format::PartRole;
 
 use crate::error::ReplayError;
@@ -30,11 +31,26 @@ pub struct StoredPointer {
     pub target_arg: Option<usize>,
 }
 
+/// One stored address of a device global ([`super::globals`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct StoredGlobal {
+    /// Arena offset of the word.
+    pub offset: u64,
+    /// The global it points into, and where in it.
+    pub global: GlobalRef,
+    /// The argument whose buffer holds the word.
+    pub arg: Option<usize>,
+}
+
 /// The stored pointers found, and how many there were in all.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct PointerScan {
     pub total: u64,
     pub pointers: Vec<StoredPointer>,
+    /// Words holding the address of a device global (recognised only when
+    /// an argument is one too: [`rrstore_format::image::global_refs`]),
+    /// the first `limit`.
+    pub globals: Vec<StoredGlobal>,
 }
 
 /// Scan the input snapshot read from `input` (`size` bytes of an arena
@@ -45,7 +61,9 @@ pub fn scan_input(
     size: u64,
     args: &[u64],
     limit: usize,
+    image: Option<&LoadedImage>,
 ) -> std::io::Result<PointerScan> {
+    let span = image.map(|l| l.span());
     let owners = arg_pointers(args, base, size);
     let mut out = PointerScan::default();
     let mut buf = vec![0u8; PIECE];
@@ -57,8 +75,21 @@ pub fn scan_input(
         for (k, w) in buf[..n].chunks_exact(8).enumerate() {
             let mut b = [0u8; 8];
             b.copy_from_slice(w);
-            let target = u64::from_le_bytes(b).wrapping_sub(base);
+            let value = u64::from_le_bytes(b);
+            let target = value.wrapping_sub(base);
             if target >= size {
+                if let (Some(l), Some((lo, hi))) = (image, span) {
+                    if (lo..hi).contains(&value) && out.globals.len() < limit {
+                        if let Some(global) = l.resolve(value) {
+                            let offset = off + 8 * k as u64;
+                            out.globals.push(StoredGlobal {
+                                offset,
+                                global,
+                                arg: owning_arg(&owners, offset).map(|p| p.index),
+                            });
+                        }
+                    }
+                }
                 continue;
             }
             out.total += 1;
@@ -98,8 +129,18 @@ pub fn scan_source(src: &mut ReplaySource, limit: usize) -> Result<PointerScan, 
             actual: len,
         });
     }
+    let image = global_refs::read_image(&rec, &mut *src.parts);
+    let loaded = LoadedImage::recognise(&rec, &image);
     let mut input = src.parts.open_part(PartRole::Input).map_err(part_err)?;
-    scan_input(&mut input, base, rec.arena.size, &rec.args, limit).map_err(part_err)
+    scan_input(
+        &mut input,
+        base,
+        rec.arena.size,
+        &rec.args,
+        limit,
+        loaded.as_ref(),
+    )
+    .map_err(part_err)
 }
 
 #[cfg(test)]
@@ -112,7 +153,15 @@ mod tests {
         let mut arena = [0u8; 64];
         arena[8..16].copy_from_slice(&(base + 32).to_le_bytes());
         arena[40..48].copy_from_slice(&(base + 64).to_le_bytes()); // one past the end
-        let s = scan_input(&mut &arena[..], base, 64, &[u64::MAX, base, base + 32], 10).unwrap();
+        let s = scan_input(
+            &mut &arena[..],
+            base,
+            64,
+            &[u64::MAX, base, base + 32],
+            10,
+            None,
+        )
+        .unwrap();
         assert_eq!(s.total, 1);
         assert_eq!(
             s.pointers,

@@ -47,6 +47,10 @@ pub struct ImportOptions {
     pub label: String,
     /// Where the recording came from (path shown by `ls --json`, `show`).
     pub source: String,
+    /// The launch environment to store with recordings read from LLVM's
+    /// files, which do not say (`rrstore record` knows it:
+    /// [`rrstore_format::environment`]); `.rra` archives keep their own.
+    pub environment: Option<Vec<(String, String)>>,
 }
 
 /// What one import did.

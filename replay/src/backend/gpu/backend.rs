@@ -96,6 +96,15 @@ impl<D: DeviceApi> Backend for GpuBackend<D> {
         self.write_global_now(name, data)
     }
 
+    fn global_address(&mut self, name: &str) -> Result<Option<u64>, BackendError> {
+        self.api.make_current()?;
+        let m = Self::loaded(self.module, "global_address")?;
+        match self.lookup_global(m, name)? {
+            Some((ptr, _)) => Ok(Some(ptr)),
+            None => Err(BackendError::MissingGlobal { name: name.into() }),
+        }
+    }
+
     fn launch(&mut self, args: &[u64], params: &LaunchParams) -> Result<Duration, BackendError> {
         self.reset_device_state()?;
         self.launched = true;

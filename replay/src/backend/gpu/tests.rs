@@ -1118,3 +1118,18 @@ fn an_image_with_unrecorded_statics_is_reloaded_before_each_later_repetition() {
     let (mut b, log) = open::<HipLike>(&cfg, Some((base, 4096)));
     assert_eq!(repeat(&stateless, &log, &mut b), 1, "{:#?}", log.borrow());
 }
+
+/// Issue 44: a recorded global's address is rebased to the module's
+/// global, which the driver gives; an absent one is named.
+#[test]
+fn a_globals_address_is_the_modules() {
+    let base = 0x7eb0_0000_0000;
+    let mut cfg = Config::amd();
+    cfg.globals = vec![("g_table".into(), 0x7f00_0000_2000, vec![0; 2048])];
+    let (mut b, _log) = open::<HipLike>(&cfg, Some((base, 4096)));
+    b.reserve(base, 4096).unwrap();
+    b.load_image(&cfg.image(), "k").unwrap();
+    assert_eq!(b.global_address("g_table").unwrap(), Some(0x7f00_0000_2000));
+    let e = b.global_address("nope").unwrap_err();
+    assert!(matches!(e, BackendError::MissingGlobal { .. }), "{e}");
+}

@@ -66,12 +66,30 @@ pub struct HostSettings {
     pub runner: Option<Runner>,
     /// Extra environment for the runner.
     pub env: Vec<(OsString, OsString)>,
+    /// The recording's launch environment ([`launch_env`]), set by the
+    /// engine per recording: applied over this process' `OMP_*` and under
+    /// [`env`](Self::env) and the launch overrides.
+    pub recorded_env: Vec<(OsString, OsString)>,
     pub arena_io: ArenaIo,
     /// What the spare runner loads before the recording is known
     /// ([`super::preload`]).
     pub preload: Preload,
     /// The arena cache (default: off).
     pub arena_cache: HeldArenas,
+}
+
+/// The variables of a recording's launch environment a runner is given:
+/// only launch settings ([`rrstore_format::environment::is_launch_setting`]:
+/// a stored environment is user input, and validation already refused
+/// anything else).
+pub fn launch_env(env: &[(String, String)]) -> Vec<(OsString, OsString)> {
+    env.iter()
+        .filter(|(k, v)| {
+            rrstore_format::environment::is_launch_setting(k)
+                && rrstore_format::environment::valid_value(v)
+        })
+        .map(|(k, v)| (k.into(), v.into()))
+        .collect()
 }
 
 impl HostSettings {
@@ -84,7 +102,8 @@ impl HostSettings {
             Some(r) => r.clone(),
             None => Runner::current_exe()?,
         };
-        let mut env = self.env.clone();
+        let mut env = self.recorded_env.clone();
+        env.extend(self.env.iter().cloned());
         if let Some(t) = launch.num_teams {
             env.push(("OMP_NUM_TEAMS".into(), t.to_string().into()));
         }

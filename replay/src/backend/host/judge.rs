@@ -139,6 +139,42 @@ impl HostBackend {
         }
     }
 
+    /// [`Backend::restore_words`](crate::backend::Backend::restore_words)
+    /// on the stopped runner: read and written by this process.
+    pub(super) fn restore_stopped(
+        &mut self,
+        words: &[(u64, u64, u64)],
+    ) -> Result<u64, BackendError> {
+        self.freeze()?;
+        let base = self.arena_at(0, 0)?.base;
+        let pid = self.live()?.pid;
+        let mut n = 0;
+        for &(at, now, recorded) in words {
+            self.arena_at(at, 8)?;
+            let mut b = [0u8; 8];
+            match self.shared.as_ref() {
+                Some(view) => view
+                    .read(base + at, &mut b)
+                    .ok_or_else(|| internal("the arena lies outside its shared mapping"))?,
+                None => transfer::read_remote(pid, base + at, &mut b)
+                    .map_err(|e| self.arena_io_error("process_vm_readv", at, 8, e))?,
+            }
+            if u64::from_le_bytes(b) != now {
+                continue;
+            }
+            let b = recorded.to_le_bytes();
+            match self.shared.as_ref() {
+                Some(view) => view
+                    .write(base + at, &b)
+                    .ok_or_else(|| internal("the arena lies outside its shared mapping"))?,
+                None => transfer::write_remote(pid, base + at, &b)
+                    .map_err(|e| self.arena_io_error("process_vm_writev", at, 8, e))?,
+            }
+            n += 1;
+        }
+        Ok(n)
+    }
+
     /// The blake3 of the arena, read by this process from the stopped
     /// runner; with `translate`, the arena is translated back to the
     /// recorded addresses first, in the same pass, and written back; the

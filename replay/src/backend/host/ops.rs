@@ -6,6 +6,8 @@
 //! is in [`super::runner`]; the module documentation of [`super`] says
 //! why.
 
+use super::client::malformed;
+use super::protocol::Fields;
 use super::*;
 
 impl Backend for HostBackend {
@@ -207,6 +209,30 @@ impl Backend for HostBackend {
         self.send(&m)?;
         self.pending.push(Pending::Global { name: name.into() });
         Ok(())
+    }
+
+    fn global_address(&mut self, name: &str) -> Result<Option<u64>, BackendError> {
+        if self.elf()?.symbol(name).is_none() {
+            return Err(BackendError::MissingGlobal { name: name.into() });
+        }
+        // Waits for the load (and the writes before it): the address is
+        // needed for the launch's arguments.
+        let mut m = Msg::op(Op::GlobalAddress);
+        m.bytes(name.as_bytes());
+        match self.request(&m, None)? {
+            Ok(reply) => Fields::new(&reply)
+                .u64()
+                .map(Some)
+                .map_err(|e| malformed("a global's address", e)),
+            Err((ErrKind::MissingGlobal, _)) => {
+                Err(BackendError::MissingGlobal { name: name.into() })
+            }
+            Err((_, why)) => Err(driver(&format!("looking up global `{name}`"), why)),
+        }
+    }
+
+    fn restore_words(&mut self, words: &[(u64, u64, u64)]) -> Result<u64, BackendError> {
+        self.restore_stopped(words)
     }
 
     fn launch(&mut self, args: &[u64], params: &LaunchParams) -> Result<Duration, BackendError> {

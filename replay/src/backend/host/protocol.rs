@@ -39,6 +39,9 @@ pub enum Op {
     /// Refused once the image is loaded: the runner reads files only
     /// before foreign code runs in it.
     Fill = 9,
+    /// name: the address of a global of the loaded image (`dlsym`), as a
+    /// u64, where arguments that held the recording's copy are rebased to.
+    GlobalAddress = 12,
     /// Unmap the arena: the runner is about to be killed, and the next
     /// replay's arena should get these pages (`HostBackend::release_arena`).
     Release = 11,
@@ -54,6 +57,7 @@ impl Op {
             5 => Op::Libraries,
             9 => Op::Fill,
             11 => Op::Release,
+            12 => Op::GlobalAddress,
             _ => return None,
         })
     }

@@ -203,6 +203,10 @@ impl State {
                 let data = f.bytes()?;
                 self.write_global(&name, data)
             }
+            Some(Op::GlobalAddress) => {
+                let name = f.string()?;
+                self.global_address(&name)
+            }
             Some(Op::Launch) => {
                 let n = f.u64()?;
                 let mut args = Vec::new();
@@ -365,6 +369,26 @@ impl State {
         self.kernel = k.cast();
         let mut m = Msg::ok();
         m.u64(applied.0);
+        m
+    }
+
+    fn global_address(&mut self, name: &str) -> Msg {
+        if self.handle.is_null() {
+            return Msg::err(
+                ErrKind::Other,
+                "global looked up before the image was loaded",
+            );
+        }
+        let Ok(cname) = CString::new(name) else {
+            return Msg::err(ErrKind::MissingGlobal, "global name contains NUL");
+        };
+        // SAFETY: live dlopen handle, valid C string.
+        let p = unsafe { libc::dlsym(self.handle, cname.as_ptr()) };
+        if p.is_null() {
+            return Msg::err(ErrKind::MissingGlobal, &dlerror_string());
+        }
+        let mut m = Msg::ok();
+        m.u64(p as u64);
         m
     }
 

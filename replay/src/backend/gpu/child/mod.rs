@@ -92,6 +92,9 @@ fn serve(mut sock: UnixStream, window: *mut u8, make: Factory) -> i32 {
             Request::WriteGlobal { name } => {
                 backend.write_global(&name, &data).map(|()| Reply::Done)
             }
+            Request::GlobalAddress { name } => backend
+                .global_address(&name)
+                .map(|address| Reply::Address { address }),
             Request::Launch { args, params } => {
                 let p = LaunchParams {
                     num_teams: params.num_teams,
@@ -554,6 +557,13 @@ impl Backend for ChildBackend {
 
     fn write_global(&mut self, name: &str, data: &[u8]) -> Result<(), BackendError> {
         self.done(&Request::WriteGlobal { name: name.into() }, data)
+    }
+
+    fn global_address(&mut self, name: &str) -> Result<Option<u64>, BackendError> {
+        match self.call(&Request::GlobalAddress { name: name.into() }, &[], None)? {
+            Reply::Address { address } => Ok(address),
+            other => Err(self.protocol(other)),
+        }
     }
 
     fn launch(&mut self, args: &[u64], params: &LaunchParams) -> Result<Duration, BackendError> {

@@ -25,6 +25,10 @@ pub(super) enum Request {
     WriteGlobal {
         name: String,
     },
+    /// The device address of the module's global `name`.
+    GlobalAddress {
+        name: String,
+    },
     Launch {
         args: Vec<u64>,
         params: WireParams,
@@ -57,6 +61,10 @@ pub(super) enum Reply {
         sandbox: u64,
     },
     Done,
+    /// A global's device address (`None`: the backend cannot say).
+    Address {
+        address: Option<u64>,
+    },
     /// The arena is reserved, its first byte at `base`.
     Reserved {
         base: u64,
