@@ -10,7 +10,8 @@
 //! the thread-count hint: the recording is replayed once at 1 and once at
 //! 2 threads (`OMP_NUM_THREADS`, where that is not the current setting),
 //! since LLVM's files do not store the environment a program recorded
-//! under, and a reduction's rounding or a race follows the thread count.
+//! under, and a reduction's rounding or a race follows the thread count
+//! (a recording made by `rrstore record` stores it and gets no hint).
 //!
 //! The extra replays append no history rows: the first replay's row
 //! carries the verdict and what they found.
@@ -67,9 +68,12 @@ pub(super) fn confirm(src: &mut ReplaySource, opts: &ReplayOptions, report: &mut
         report.confirmation = Some(c);
         // Only a guess for recordings that do not say what they ran
         // under: LLVM's files do not; a recording that stores its launch
-        // environment (`rrstore record`) should skip this once the
-        // recording model carries it.
-        if opts.thread_hint && report.backend == "host" && opts.num_threads.is_none() {
+        // environment (`rrstore record`) already replayed with it.
+        if opts.thread_hint
+            && report.backend == "host"
+            && opts.num_threads.is_none()
+            && src.recording.environment.is_none()
+        {
             report.thread_hint = Some(thread_hint(src, opts));
         }
     }
