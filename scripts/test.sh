@@ -14,6 +14,8 @@
 #                  build real OpenMP offload programs in the tests and record
 #                  them (tests/src/offload.rs, with a patched copy of
 #                  libomptarget); lld links IR (-fopenmp-target-jit) images.
+#   clang-19       LLVM 19's compiler: IR of LLVM 19 compiled by rrstore with
+#                  19 and 22, and LLVM 22's IR refused by 19 (cli/tests/ir_replay.rs).
 #   llvm-22        llvm-objdump and llvm-offload-binary, which the offload
 #                  binary reader is checked against (format/tests/offload_real.rs).
 #   zstd           tar+zstd comparison in the archive tests' helpers.
@@ -32,7 +34,7 @@ cd "$(dirname "$0")/.."
 
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO=sudo
-PKGS="liboffload-22 libomp5-19 clang-22 llvm-22 libomp-22-dev lld-22 python3 zstd chromium fonts-dejavu-core"
+PKGS="liboffload-22 libomp5-19 clang-22 llvm-22 libomp-22-dev lld-22 clang-19 python3 zstd chromium fonts-dejavu-core"
 missing=""
 for p in $PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then

@@ -38,6 +38,8 @@ struct Built {
     _dir: tempfile::TempDir,
     descriptor: PathBuf,
     ir: PathBuf,
+    /// The same kernel's device IR as LLVM 19's clang emits it.
+    ir19: PathBuf,
 }
 
 fn built() -> &'static Built {
@@ -55,9 +57,12 @@ fn built() -> &'static Built {
         assert_eq!(found.len(), 1, "{found:?}");
         let ir = dir.path().join("saxpy.bc");
         extract_image(&jit, HOST, &ir);
+        let ir19 = dir.path().join("saxpy-19.bc");
+        src.device_ir("/usr/lib/llvm-19/bin/clang++", &ir19);
         Built {
             descriptor: found[0].clone(),
             ir,
+            ir19,
             _dir: dir,
         }
     })
@@ -146,6 +151,23 @@ fn ir_from_a_jit_build_compiles_and_verifies_then_comes_from_the_cache() {
         .unwrap()
         .contains(&"-fno-unroll-loops".into()));
     assert_eq!(cache_entries(&store).len(), 2);
+    // The image library names both compiled images by their provenance.
+    let ls = rrstore(&store, &["image", "ls", "--json"]);
+    let images: serde_json::Value = serde_json::from_slice(&ls.stdout).unwrap();
+    let compiled: Vec<&serde_json::Value> = images
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["label"].as_str().unwrap().starts_with("compiled IR "))
+        .collect();
+    assert_eq!(compiled.len(), 2, "{images}");
+    assert!(compiled.iter().any(|i| i["hash"] == v["image_blake3"]));
+    assert!(compiled
+        .iter()
+        .any(|i| i["label"].as_str().unwrap().ends_with("-O1 -fno-unroll-loops")));
+    assert!(compiled
+        .iter()
+        .all(|i| i["label"].as_str().unwrap().contains("(LLVM22.")));
     // The human output names the compile.
     let o4 = rrstore(
         &store,
@@ -379,4 +401,37 @@ fn a_recording_whose_image_is_ir_or_that_has_a_bc_part_replays_compiled() {
     let o = rrstore(&store, &["replay", &id[..12], "--json"]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["verdict"], "verified", "{}", text(&o));
+}
+
+#[test]
+fn ir_of_llvm_19_compiles_with_19_and_22_and_22_ir_is_refused_by_19() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let b = built();
+    // By default the LLVM matching the producer: 19.
+    let o = replay_ir(&store, &b.ir19, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["verdict"], "verified", "{v}");
+    assert_eq!(v["compiled"]["producer"].as_str().unwrap().get(..6), Some("LLVM19"));
+    assert!(v["compiled"]["compiler_version"]
+        .as_str()
+        .unwrap()
+        .contains("clang version 19"));
+    // A newer LLVM reads older bitcode.
+    let o = replay_ir(&store, &b.ir19, &["--toolchain", "clang-22"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["verdict"], "verified", "{}", text(&o));
+    assert!(v["compiled"]["compiler_version"]
+        .as_str()
+        .unwrap()
+        .contains("clang version 22"));
+    // An older one cannot: exit 25, naming both versions.
+    let o = replay_ir(&store, &b.ir, &["--toolchain", "19"]);
+    assert_eq!(o.status.code(), Some(25), "{}", text(&o));
+    assert!(
+        text(&o).contains("LLVM 19") && text(&o).contains("LLVM22"),
+        "{}",
+        text(&o)
+    );
 }

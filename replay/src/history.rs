@@ -186,3 +186,24 @@ pub fn record_for(
 ) -> Result<i64, ReplayError> {
     Ok(store.append_history(&entry_for(id, report, opts))?)
 }
+
+/// Add the image a replay compiled from IR to the store's image library,
+/// labelled with its provenance ([`crate::compile::Provenance::label`]),
+/// so that `image ls`, the report and every command that names images by
+/// label say where it came from. Nothing to do for a native image, one
+/// compiled without a cache, or one already there.
+pub fn register_compiled(store: &mut Store, report: &ReplayReport) -> Result<(), ReplayError> {
+    let Some(c) = &report.compiled else {
+        return Ok(());
+    };
+    let (Some(path), Some(hash)) = (
+        &c.cached_image,
+        rrstore_format::id::parse_hex32(&c.image_blake3),
+    ) else {
+        return Ok(());
+    };
+    if store.image(&hash)?.is_none() {
+        store.add_image(path, &c.label())?;
+    }
+    Ok(())
+}

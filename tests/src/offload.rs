@@ -72,6 +72,29 @@ impl Source {
     }
 }
 
+impl Source {
+    /// The device IR of the host offload target as `clang` (a clang++
+    /// binary of any LLVM) emits it, unlinked (`--offload-device-only
+    /// -emit-llvm`): what a JIT build embeds, without the packager or a
+    /// linker of that LLVM.
+    pub fn device_ir(&self, clang: &str, out: &Path) {
+        let o = Command::new(clang)
+            .args(["-O2", "-fopenmp", "-fopenmp-targets=x86_64-pc-linux-gnu"])
+            .args(["--offload-device-only", "-emit-llvm", "-c"])
+            .arg(&self.path)
+            .arg("-o")
+            .arg(out)
+            .output()
+            .unwrap_or_else(|e| panic!("running {clang}: {e}"));
+        assert!(
+            o.status.success(),
+            "{clang} failed for {}: {}",
+            self.path.display(),
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+}
+
 /// A directory holding the patched libomptarget, made once per `dir`.
 pub fn recording_runtime(dir: &Path) -> PathBuf {
     let lib = dir.join("rr-lib");

@@ -377,6 +377,13 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         print_text(&report, row, &kernel_output);
     }
     drop(src);
+    if row.is_some() {
+        // The compiled image joins the image library, labelled with where
+        // it came from (a failure costs only the label).
+        if let Err(e) = rrstore_replay::history::register_compiled(&mut store, &report) {
+            eprintln!("warning: the compiled image could not be added to the image library: {e}");
+        }
+    }
     // The index's log, when due (every ~8 replays), is folded back once the
     // result is out.
     store.fold_history_log();

@@ -44,6 +44,7 @@ pub fn lookup(dir: &Path, key: &str) -> Result<Option<Compiled>, CompileError> {
     }
     provenance.cached = true;
     provenance.compile_ns = 0;
+    provenance.cached_image = Some(entry.join("image"));
     let log = std::fs::read_to_string(entry.join("log.txt")).unwrap_or_default();
     Ok(Some(Compiled {
         bytes,
@@ -52,14 +53,14 @@ pub fn lookup(dir: &Path, key: &str) -> Result<Option<Compiled>, CompileError> {
     }))
 }
 
-/// Cache `bytes` under `key`.
+/// Cache `bytes` under `key`; returns the cached image's path.
 pub fn insert(
     dir: &Path,
     key: &str,
     bytes: &[u8],
     provenance: &Provenance,
     log: &str,
-) -> Result<(), CompileError> {
+) -> Result<std::path::PathBuf, CompileError> {
     let io = |what, path: &Path, source| CompileError::Io {
         what,
         path: path.to_path_buf(),
@@ -85,10 +86,10 @@ pub fn insert(
         Ok(()) => {
             // The directory is the entry's now; nothing to remove.
             let _ = tmp.keep();
-            Ok(())
+            Ok(done.join("image"))
         }
         // Another process cached the same inputs first.
-        Err(_) if done.join("provenance.json").is_file() => Ok(()),
+        Err(_) if done.join("provenance.json").is_file() => Ok(done.join("image")),
         Err(e) => Err(io("renaming into", &done, e)),
     }
 }

@@ -77,6 +77,30 @@ pub struct Provenance {
     /// Time spent compiling (0 when cached).
     #[serde(default)]
     pub compile_ns: u64,
+    /// Where the cache keeps the image (none without a cache).
+    #[serde(skip)]
+    pub cached_image: Option<PathBuf>,
+}
+
+impl Provenance {
+    /// The label a compiled image gets in the store's image library
+    /// (`image ls`, the report): where it came from, in one line.
+    pub fn label(&self) -> String {
+        let user: Vec<&str> = self
+            .flags
+            .iter()
+            .map(String::as_str)
+            .filter(|f| !f.starts_with("-L") && !matches!(*f, "-O2" | "-fPIC" | "-shared" | "-lomp"))
+            .collect();
+        format!(
+            "compiled IR {} ({}) by {}{}{}",
+            &self.ir_blake3[..12.min(self.ir_blake3.len())],
+            self.producer.as_deref().unwrap_or("unknown producer"),
+            self.compiler_version,
+            if user.is_empty() { "" } else { " " },
+            user.join(" ")
+        )
+    }
 }
 
 /// A compiled image and where it came from.
@@ -130,9 +154,11 @@ pub fn compile(ir: &[u8], kernel: &str, opts: &CompileOptions) -> Result<Compile
         flags: plan.flags.iter().chain(&plan.after).cloned().collect(),
         cached: false,
         compile_ns: t.elapsed().as_nanos() as u64,
+        cached_image: None,
     };
+    let mut provenance = provenance;
     if let Some(dir) = &opts.cache_dir {
-        cache::insert(dir, &key, &bytes, &provenance, &log)?;
+        provenance.cached_image = Some(cache::insert(dir, &key, &bytes, &provenance, &log)?);
     }
     Ok(Compiled {
         bytes,

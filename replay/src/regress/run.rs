@@ -228,6 +228,7 @@ pub fn run(
     // store is written below.
     drop(src);
     let row = crate::history::record_for(store, *id, &report, &ropts)?;
+    crate::history::register_compiled(store, &report)?;
     store.set_run_key(row, &settings_key(&ropts))?;
     // The index's log, when due, is folded back between replays, off any
     // replay's own time.
