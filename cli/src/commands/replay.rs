@@ -270,7 +270,7 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
     // store and the recording are read (unused when the recording needs
     // another backend).
     opts.start_backend_early();
-    let mut store = Store::open_default_create(globals.store.as_deref())
+    let mut store = Store::open_default_create(globals.store.as_deref(), &globals.store_settings)
         .context("opening the store (replays record their history there)")?;
     if let Some(spec) = &args.image {
         opts.image = Some(super::image::resolve_image(&mut store, spec)?.image);

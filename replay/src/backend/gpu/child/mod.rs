@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use self::wire::{recv, send, Reply, Request, Window, WireParams, WireUpload};
 use super::driver_guard;
-use super::staging::{UploadStats, STATS_ENV};
+use super::staging::UploadStats;
 use crate::backend::host::process::RunnerProcess;
 use crate::backend::kind::GpuDriver;
 use crate::backend::{Backend, BackendError, BackendKind, LaunchParams};
@@ -48,7 +48,7 @@ fn serve(mut sock: UnixStream, window: *mut u8, make: Factory) -> i32 {
     // Confined before the driver loads; what applied goes into `Ready`.
     let sandbox = crate::sandbox::confine_gpu_child().0;
     // The parent reports the statistics (this process' output is captured).
-    std::env::remove_var(STATS_ENV);
+    crate::settings::update(|s| s.gpu_stats = false);
     let mut win = Window {
         ptr: window,
         len: WINDOW,
