@@ -289,7 +289,11 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
             .context(format!("cannot open recording `{}`{hint}", args.recording))
     })?;
     let mut report = rrstore_replay::replay(&mut src, &opts);
-    let kernel_output = super::confine::KernelOutput::take(opts.backends.sandbox, report.sandbox);
+    let kernel_output = super::confine::KernelOutput::new(
+        &report.runner_output,
+        opts.backends.sandbox,
+        report.sandbox,
+    );
     let row = match rrstore_replay::history::record_for(&store, src.id, &report, &opts) {
         Ok(row) => Some(row),
         // A read-only store is read, not written: the verdict still stands.

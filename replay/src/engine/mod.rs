@@ -71,11 +71,14 @@ pub fn replay(src: &mut ReplaySource, opts: &ReplayOptions) -> ReplayReport {
         placement: None,
         started_at,
         timing: Default::default(),
+        runner_output: Default::default(),
     };
     if let Err(e) = run(src, opts, &mut report) {
         report.verdict = Verdict::of_failure(&e);
         report.error = Some(e);
     }
+    // The backend is gone, its runners ended: what they printed.
+    report.runner_output = crate::sandbox::output::RunnerOutput::take();
     report.timing.wall_ns = t0.elapsed().as_nanos() as u64;
     report
 }
