@@ -116,20 +116,16 @@ pub enum BackendError {
     StartTimedOut { backend: String, waited: Duration },
 }
 
-/// One device a backend can replay on.
-pub trait Backend {
+/// One device a backend can replay on: the device calls (and the
+/// rehydration contract's staging). What it reports ([`Reporting`]) and how
+/// it relocates ([`Relocation`]) are small traits of their own, with
+/// defaults.
+pub trait Backend: Reporting + Relocation {
     /// `host`, `cuda` or `hip`.
     fn name(&self) -> &'static str;
     /// One-line description of the device (name, target, driver/runtime
     /// versions), stored in the replay history.
     fn device_description(&self) -> String;
-    /// The device's UUID (`GPU-...` for CUDA and HIP), read where the
-    /// driver is initialized (the GPU child), for the history's
-    /// `device_uuid`. Default: `None` (the history then derives it:
-    /// [`crate::fleet::devices::uuid_of`]).
-    fn device_uuid(&self) -> Option<String> {
-        None
-    }
     /// Place the arena (the placement step, see [`rehydrate`]): where it
     /// goes, beside the image `request` names. Default: [`reserve`](Self::reserve)
     /// it at the recorded base.
@@ -207,6 +203,19 @@ pub trait Backend {
             what: format!("it has no staging windows ({len} bytes at offset {offset})"),
         })
     }
+}
+
+/// What a backend reports about itself and its last steps, beyond the
+/// device calls: every method has a documented default (nothing to
+/// report), which a backend overrides for what it knows.
+pub trait Reporting {
+    /// The device's UUID (`GPU-...` for CUDA and HIP), read where the
+    /// driver is initialized (the GPU child), for the history's
+    /// `device_uuid`. Default: `None` (the history then derives it:
+    /// [`crate::fleet::devices::uuid_of`]).
+    fn device_uuid(&self) -> Option<String> {
+        None
+    }
 
     /// Runtime libraries the loaded image actually uses (paths, versions),
     /// recorded in the replay history; asked after the first launch.
@@ -228,11 +237,16 @@ pub trait Backend {
     fn sandbox_applied(&self) -> Option<crate::sandbox::Mechanisms> {
         None
     }
+}
 
-    // ---- Relocation (issue 19, `crate::placement`) ----
-
+/// Relocation (issue 19, [`crate::placement`]): a backend that can place
+/// the arena elsewhere than recorded, rebase the stored pointers in its
+/// fills or translate the arena back in place says so here; every method
+/// has a documented default (it cannot: the engine does the work on the
+/// bytes it hands over or downloads).
+pub trait Relocation {
     /// Rebase the stored pointers with `rebaser` in the fills that follow
-    /// ([`start_fill`](Self::start_fill)); `false` when the backend
+    /// ([`fill`](Backend::fill)); `false` when the backend
     /// cannot, and the engine then hands the bytes over, scanned. Default:
     /// `false`.
     fn scan_fills(&mut self, rebaser: Option<crate::placement::Rebaser>) -> bool {
@@ -240,7 +254,7 @@ pub trait Backend {
         false
     }
 
-    /// Whether the next [`reserve`](Self::reserve) may place the arena
+    /// Whether the next [`reserve`](Backend::reserve) may place the arena
     /// elsewhere than asked when the device will not give that address (a
     /// GPU driver that ignores the hint): `--placement auto` and
     /// `relocate` allow it, `recorded` does not. Default: ignored (the
@@ -249,7 +263,7 @@ pub trait Backend {
         let _ = allow;
     }
 
-    /// Where the last successful [`reserve`](Self::reserve) put the
+    /// Where the last successful [`reserve`](Backend::reserve) put the
     /// arena's base, when the backend placed it elsewhere than asked
     /// (only after [`allow_elsewhere`](Self::allow_elsewhere)). Default:
     /// `None` (exactly where asked).
