@@ -33,9 +33,10 @@ fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// A file's library code: up to its `#[cfg(test)]` module.
+/// A file's library code: up to its `#[cfg(test)] mod` (a test-only item
+/// elsewhere is still scanned).
 fn library_code(text: &str) -> &str {
-    match text.find("\n#[cfg(test)]") {
+    match text.find("\n#[cfg(test)]\nmod ") {
         Some(at) => &text[..at],
         None => text,
     }
@@ -142,15 +143,17 @@ fn the_scan_sees_a_read() {
          fn c() { std::env::var(\"RRSTORE_SANDBOX\"); }\n\
          fn e() { let env = |k: &str| k; env(\"RRSTORE_DIR\"); }\n\
          // std::env::var(\"RRSTORE_COMMENT\")\n\
+         #[cfg(test)]\nfn g() { std::env::var(\"RRSTORE_HELPER\"); }\n\
          #[cfg(test)]\nmod tests { fn d() { std::env::var(\"RRSTORE_TEST\"); } }\n",
     )
     .unwrap();
     let found = reads(t.path());
-    assert_eq!(found.len(), 3, "{found:?}");
+    assert_eq!(found.len(), 4, "{found:?}");
     assert!(
         found[0].ends_with("knob.rs:2: RRSTORE_MACHINE"),
         "{found:?}"
     );
     assert!(found[1].ends_with("knob.rs:3: RRSTORE_KNOB"), "{found:?}");
     assert!(found[2].ends_with("knob.rs:5: RRSTORE_DIR"), "{found:?}");
+    assert!(found[3].ends_with("knob.rs:8: RRSTORE_HELPER"), "{found:?}");
 }
