@@ -163,7 +163,7 @@ pub fn load() -> anyhow::Result<Config> {
 /// settings' defaults are merged where the replay options are made,
 /// [`crate::flags::replay`]).
 pub fn apply(c: &Config, cli: &mut Cli) {
-    if cli.store.is_none() && std::env::var_os("RRSTORE_DIR").is_none_or(|v| v.is_empty()) {
+    if cli.store.is_none() && crate::flags::env::store_dir().is_none() {
         cli.store = c.store.clone();
     }
     if let Command::Pull(a) = &mut cli.command {

@@ -110,6 +110,9 @@ pub struct Globals {
     /// What the configuration file sets for replays (`timeout`,
     /// `sandbox`, `arena_cache`), merged with the replay flags.
     pub replay: flags::replay::Configured,
+    /// What the environment sets for the stores opened by default
+    /// (`RRSTORE_DIR`, `RRSTORE_MACHINE`: [`flags::env::store_settings`]).
+    pub store_settings: rrstore_store::StoreSettings,
 }
 
 fn main() -> ExitCode {
@@ -124,6 +127,8 @@ fn main() -> ExitCode {
         return code;
     }
     let mut cli = Cli::parse();
+    // The replay library's process-wide settings, before anything runs.
+    rrstore_replay::settings::install(flags::env::process_settings());
     color::init(cli.color);
     let (remote, replay) = match config::load() {
         Ok(c) => {
@@ -137,6 +142,7 @@ fn main() -> ExitCode {
         store: cli.store,
         remote,
         replay,
+        store_settings: flags::env::store_settings(),
     };
     let result = match cli.command {
         Command::Pack(a) => commands::pack::run(a, &globals),

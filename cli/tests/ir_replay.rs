@@ -162,9 +162,10 @@ fn ir_from_a_jit_build_compiles_and_verifies_then_comes_from_the_cache() {
         .collect();
     assert_eq!(compiled.len(), 2, "{images}");
     assert!(compiled.iter().any(|i| i["hash"] == v["image_blake3"]));
-    assert!(compiled
-        .iter()
-        .any(|i| i["label"].as_str().unwrap().ends_with("-O1 -fno-unroll-loops")));
+    assert!(compiled.iter().any(|i| i["label"]
+        .as_str()
+        .unwrap()
+        .ends_with("-O1 -fno-unroll-loops")));
     assert!(compiled
         .iter()
         .all(|i| i["label"].as_str().unwrap().contains("(LLVM22.")));
@@ -413,7 +414,10 @@ fn ir_of_llvm_19_compiles_with_19_and_22_and_22_ir_is_refused_by_19() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["verdict"], "verified", "{v}");
-    assert_eq!(v["compiled"]["producer"].as_str().unwrap().get(..6), Some("LLVM19"));
+    assert_eq!(
+        v["compiled"]["producer"].as_str().unwrap().get(..6),
+        Some("LLVM19")
+    );
     assert!(v["compiled"]["compiler_version"]
         .as_str()
         .unwrap()

@@ -131,11 +131,7 @@ pub struct Description {
 
 /// Which LLVM versions wrote a generation.
 pub fn generation_llvm(g: Generation) -> &'static str {
-    match g {
-        Generation::KernelNamedLegacy => "LLVM 16-17",
-        Generation::KernelNamed => "LLVM 18-22",
-        Generation::Native => "LLVM 23+",
-    }
+    crate::llvm::layouts::of(g).llvm_versions()
 }
 
 /// Decode argument `index` of `rec`.
@@ -297,11 +293,8 @@ fn limits(l: Option<[u64; 2]>) -> String {
 /// The aligned human-readable form.
 pub fn render_text(d: &Description) -> String {
     let l = &d.launch;
-    let gen_llvm = match d.generation.as_str() {
-        "kernel-named-legacy" => generation_llvm(Generation::KernelNamedLegacy),
-        "kernel-named" => generation_llvm(Generation::KernelNamed),
-        _ => generation_llvm(Generation::Native),
-    };
+    let gen_llvm =
+        generation_llvm(crate::llvm::layouts::by_name(&d.generation).unwrap_or(Generation::Native));
     let mut head = vec![
         vec!["recording".into(), d.id.clone()],
         vec!["kernel".into(), d.kernel.clone()],

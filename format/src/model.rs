@@ -25,12 +25,9 @@ pub enum Generation {
 
 impl Generation {
     /// Stable lowercase name used in the CLI, JSON output and the store index.
+    /// The name is its row's in the layout table ([`crate::llvm::layouts`]).
     pub fn as_str(self) -> &'static str {
-        match self {
-            Generation::KernelNamedLegacy => "kernel-named-legacy",
-            Generation::KernelNamed => "kernel-named",
-            Generation::Native => "native",
-        }
+        crate::llvm::layouts::of(self).name()
     }
 }
 

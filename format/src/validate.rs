@@ -11,7 +11,7 @@
 //! says (the descriptor is what `export`/`unpack` writes back verbatim).
 
 use crate::llvm::json::{self, Descriptor, JsonError};
-use crate::model::{Generation, PartRole, Recording};
+use crate::model::{PartRole, Recording};
 
 /// What is inconsistent: the recording field (or descriptor key) and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -158,36 +158,19 @@ fn descriptor(rec: &Recording) -> Result<(), Inconsistency> {
         Descriptor::u64,
         &rec.launch.loop_trip_count,
     )?;
-    let l = &rec.launch;
-    match rec.generation {
-        Generation::Native => {
-            c.eq("NumTeams", Descriptor::u64, &l.num_teams)?;
-            c.eq("NumThreads", Descriptor::u64, &l.num_threads)?;
-            c.eq("SharedMemorySize", Descriptor::u64, &l.shared_memory)?;
-            c.opt("TeamsLimits", Descriptor::u64_pair, &l.teams_limits)?;
-            c.opt("ThreadsLimits", Descriptor::u64_pair, &l.threads_limits)?;
-            c.opt("VAllocAddr", Descriptor::u64, &rec.arena.base)?;
-            c.opt("VAllocSize", Descriptor::u64, &rec.arena.reserved)?;
-        }
-        Generation::KernelNamed | Generation::KernelNamedLegacy => {
-            c.eq("NumTeamsClause", Descriptor::u64, &l.num_teams)?;
-            c.eq("ThreadLimitClause", Descriptor::u64, &l.num_threads)?;
-            c.eq("DeviceMemorySize", Descriptor::u64, &rec.arena.size)?;
-            if rec.generation == Generation::KernelNamed {
-                c.opt("BumpAllocVAStart", Descriptor::u64, &rec.arena.base)?;
-            }
-        }
-    }
-    Ok(())
+    // The generation's own launch keys (its row of the layout table).
+    crate::llvm::layouts::of(rec.generation).check_launch(&c, rec)
 }
 
-struct Check<'a> {
+/// The check of a descriptor's keys against a recording: a key present
+/// must say what the recording says (the layouts' launch keys use it).
+pub struct Check<'a> {
     d: &'a Descriptor,
 }
 
 impl Check<'_> {
     /// `key`, when present, must read as `want`.
-    fn eq<T: PartialEq + std::fmt::Debug>(
+    pub fn eq<T: PartialEq + std::fmt::Debug>(
         &self,
         key: &str,
         get: fn(&Descriptor, &str) -> Result<T, JsonError>,
@@ -213,7 +196,7 @@ impl Check<'_> {
 
     /// Like [`Check::eq`] for a field the recording may lack: present in the
     /// descriptor means the recording must hold the same value.
-    fn opt<T: PartialEq + std::fmt::Debug>(
+    pub fn opt<T: PartialEq + std::fmt::Debug>(
         &self,
         key: &str,
         get: fn(&Descriptor, &str) -> Result<T, JsonError>,

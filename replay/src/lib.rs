@@ -22,6 +22,8 @@
 //!   opened ([`backend::open`]), and the implementations: `host` (x86-64
 //!   ELF images of LLVM's host offload target, run in a child process),
 //!   `cuda` and `hip`.
+//! * [`settings`]: the process-wide settings the caller installs once
+//!   (GPU statistics, the GPU start timeout, the runtime search).
 
 pub mod backend;
 pub mod compile;
@@ -33,6 +35,7 @@ pub mod history;
 pub mod placement;
 pub mod regress;
 pub mod sandbox;
+pub mod settings;
 pub mod source;
 pub mod verify;
 

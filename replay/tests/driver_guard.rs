@@ -40,12 +40,15 @@ fn a_listing_runs_its_driver_calls_in_a_child() {
 }
 
 fn a_listing_that_hangs_is_bounded() {
-    std::env::set_var(driver_guard::START_TIMEOUT_ENV, "0.5");
+    let before = rrstore_replay::settings::get();
+    rrstore_replay::settings::update(|s| {
+        s.gpu_start_timeout = std::time::Duration::from_secs_f64(0.5)
+    });
     let e = in_child::<u32>("fake", || loop {
         std::thread::sleep(std::time::Duration::from_secs(1));
     })
     .unwrap_err();
-    std::env::remove_var(driver_guard::START_TIMEOUT_ENV);
+    rrstore_replay::settings::install(before);
     assert!(matches!(e, BackendError::StartTimedOut { .. }), "{e}");
 }
 

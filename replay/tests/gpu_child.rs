@@ -20,7 +20,9 @@ use rrstore_replay::backend::gpu::child::prestart::{self, ChildKey};
 use rrstore_replay::backend::gpu::child::{open_gpu, ChildBackend};
 use rrstore_replay::backend::gpu::staging::UploadStats;
 use rrstore_replay::backend::host::process;
-use rrstore_replay::backend::{Backend, BackendError, BackendKind, LaunchParams};
+use rrstore_replay::backend::{
+    Backend, BackendError, BackendKind, LaunchParams, Relocation, Reporting,
+};
 use rrstore_replay::sandbox::Mechanisms;
 
 #[derive(Clone, Copy)]
@@ -83,9 +85,6 @@ impl Backend for Fake {
             caps.join(", ")
         )
     }
-    fn device_uuid(&self) -> Option<String> {
-        Some("GPU-fa4e0000-0000-0000-0000-000000000001".into())
-    }
     fn reserve(&mut self, _: u64, size: u64) -> Result<(), BackendError> {
         self.arena = vec![0; size as usize];
         Ok(())
@@ -137,6 +136,13 @@ impl Backend for Fake {
         dst.copy_from_slice(&self.arena[o..o + dst.len()]);
         Ok(())
     }
+}
+
+impl Reporting for Fake {
+    fn device_uuid(&self) -> Option<String> {
+        Some("GPU-fa4e0000-0000-0000-0000-000000000001".into())
+    }
+
     fn upload_stats(&self) -> Option<UploadStats> {
         Some(UploadStats {
             bytes: self.arena.len() as u64,
@@ -145,6 +151,8 @@ impl Backend for Fake {
         })
     }
 }
+
+impl Relocation for Fake {}
 
 fn spawn(mode: Launch) -> ChildBackend {
     ChildBackend::spawn(
@@ -350,9 +358,10 @@ fn a_backend_that_cannot_start_says_why() {
 
 fn a_driver_start_that_hangs_ends_with_its_own_error() {
     // A child whose driver initialisation never returns is killed after
-    // RRSTORE_GPU_START_TIMEOUT and reported as such (exit 22), not waited
-    // for forever.
-    std::env::set_var("RRSTORE_GPU_START_TIMEOUT", "1");
+    // the start timeout (the process' settings, RRSTORE_GPU_START_TIMEOUT
+    // in the CLI) and reported as such (exit 22), not waited for forever.
+    let before = rrstore_replay::settings::get();
+    rrstore_replay::settings::update(|s| s.gpu_start_timeout = Duration::from_secs(1));
     let t = std::time::Instant::now();
     let e = ChildBackend::spawn(
         "fake",
@@ -363,7 +372,7 @@ fn a_driver_start_that_hangs_ends_with_its_own_error() {
     )
     .err()
     .unwrap();
-    std::env::remove_var("RRSTORE_GPU_START_TIMEOUT");
+    rrstore_replay::settings::install(before);
     assert!(
         matches!(&e, BackendError::StartTimedOut { backend, waited }
             if backend == "fake" && *waited == Duration::from_secs(1)),

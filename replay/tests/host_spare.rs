@@ -12,7 +12,7 @@ mod common;
 
 use rrstore_format::PartRole;
 use rrstore_replay::backend::host::{end_spare, prestart, HostBackend, Preload};
-use rrstore_replay::backend::Backend;
+use rrstore_replay::backend::{Backend, Reporting};
 use rrstore_replay::{replay, ReplaySource, Verdict};
 
 fn main() {

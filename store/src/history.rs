@@ -61,8 +61,8 @@ pub struct HistoryEntry {
     /// before placement was recorded, and when the replay stopped first.
     #[serde(default)]
     pub placement: String,
-    /// The machine it ran on (`RRSTORE_MACHINE`, else the host name; set
-    /// by [`Store::append_history`]); empty in rows written before
+    /// The machine it ran on (the store's [`Store::machine`], else the
+    /// host name; set by [`Store::append_history`]); empty in rows written before
     /// machines were recorded (schema 7), by this store or the one it
     /// was pulled from.
     #[serde(default)]
@@ -74,12 +74,12 @@ pub struct HistoryEntry {
     pub uid: String,
 }
 
-/// The machine name history rows get: `$RRSTORE_MACHINE` when set and not
-/// empty (for tests, and for hosts whose name says nothing), else the host
-/// name.
-pub fn machine() -> String {
-    match std::env::var("RRSTORE_MACHINE") {
-        Ok(m) if !m.trim().is_empty() => m.trim().to_string(),
+/// The machine name history rows get: `named` (the caller's setting,
+/// `$RRSTORE_MACHINE` in the CLI: for tests, and for hosts whose name says
+/// nothing) when not blank, else the host name.
+pub fn machine(named: Option<&str>) -> String {
+    match named.map(str::trim) {
+        Some(m) if !m.is_empty() => m.to_string(),
         _ => rrstore_format::output::host_name(),
     }
 }
@@ -120,7 +120,8 @@ impl HistoryEntry {
 const WAL_TRUNCATE_AT: u64 = 32 * 4120;
 
 impl Store {
-    /// Append a history row of this machine ([`machine`]) with a new
+    /// Append a history row of this machine ([`machine`] of
+    /// [`Store::machine`]) with a new
     /// identity (`e.machine` and `e.uid` are ignored); returns its row ID.
     pub fn append_history(&self, e: &HistoryEntry) -> Result<i64> {
         let kernel_ns = serde_json::to_string(&e.kernel_ns).unwrap_or_else(|_| "[]".into());
@@ -139,7 +140,7 @@ impl Store {
         // Auto-checkpoints are off for this row: see `fold_history_log`.
         conn.pragma_update(None, "wal_autocheckpoint", 0)
             .map_err(self.ierr("turning auto-checkpoints off for a history row"))?;
-        let r = self.insert_history(e, &kernel_ns, &machine(), None);
+        let r = self.insert_history(e, &kernel_ns, &machine(self.machine.as_deref()), None);
         if r.is_ok() {
             // For callers that do not fold the log during their replays.
             self.fold_log_over(2 * WAL_TRUNCATE_AT);

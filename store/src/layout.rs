@@ -27,10 +27,11 @@ pub const META_SIGNATURES: &str = "signatures";
 /// Under [`META_DIR`]: recording files `repair` could not restore.
 pub const META_LOST: &str = "lost";
 
-/// The store directory: `--store DIR`, else `$RRSTORE_DIR`, else
-/// `$XDG_DATA_HOME/rrstore`, else `~/.local/share/rrstore`.
-pub fn resolve_dir(explicit: Option<&Path>) -> Option<PathBuf> {
-    if let Some(p) = explicit {
+/// The store directory: `explicit` (`--store DIR`), else `default`
+/// (the caller's setting: `$RRSTORE_DIR`), else `$XDG_DATA_HOME/rrstore`,
+/// else `~/.local/share/rrstore`.
+pub fn resolve_dir(explicit: Option<&Path>, default: Option<&Path>) -> Option<PathBuf> {
+    if let Some(p) = explicit.or(default) {
         return Some(p.to_path_buf());
     }
     let env = |k: &str| {
@@ -38,9 +39,6 @@ pub fn resolve_dir(explicit: Option<&Path>) -> Option<PathBuf> {
             .filter(|v| !v.is_empty())
             .map(PathBuf::from)
     };
-    if let Some(p) = env("RRSTORE_DIR") {
-        return Some(p);
-    }
     if let Some(p) = env("XDG_DATA_HOME") {
         return Some(p.join("rrstore"));
     }

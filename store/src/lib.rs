@@ -69,6 +69,7 @@ pub use history::HistoryEntry;
 pub use history_query::HistoryFilter;
 pub use import::{ImportOptions, ImportReport};
 pub use listing::{LsRow, LsTable};
+pub use opening::StoreSettings;
 pub use query::{LsFilter, LsSort, RecordingSummary};
 pub use read::StoredRecording;
 pub use sources::{find_sources, find_sources_skipped, Source};
@@ -92,6 +93,10 @@ pub struct Store {
     meta_sync: recovery::MetaSync,
     /// Chunks this handle's imports committed (`import::known`).
     known: import::known::KnownChunks,
+    /// The machine name this handle's history rows get; `None`: the host
+    /// name ([`history::machine`]; the CLI fills it from
+    /// `RRSTORE_MACHINE`).
+    pub machine: Option<String>,
 }
 
 impl Store {

@@ -32,33 +32,51 @@ impl Store {
             chunk_params: ChunkParams::default(),
             zstd_level: 3,
             read_only: opened.read_only,
+            machine: None,
             meta_sync: crate::recovery::MetaSync::new(dir),
             known: Default::default(),
         })
     }
 
     /// Open the store at `explicit` (which must be a store already), else
-    /// at `$RRSTORE_DIR` or the XDG data directory (created on first use;
-    /// see [`layout::resolve_dir`]).
-    pub fn open_default(explicit: Option<&Path>) -> Result<Store> {
-        match explicit {
-            Some(dir) => Store::open_existing(dir),
-            None => Store::open(default_dir()?),
-        }
+    /// at `settings.dir` or the XDG data directory (created on first use;
+    /// see [`layout::resolve_dir`]); its history rows name
+    /// `settings.machine`.
+    pub fn open_default(explicit: Option<&Path>, settings: &StoreSettings) -> Result<Store> {
+        let mut store = match explicit {
+            Some(dir) => Store::open_existing(dir)?,
+            None => Store::open(default_dir(settings)?)?,
+        };
+        store.machine = settings.machine.clone();
+        Ok(store)
     }
 
     /// [`Store::open_default`] for commands that write: the store at
     /// `explicit` is created too when it does not exist.
-    pub fn open_default_create(explicit: Option<&Path>) -> Result<Store> {
-        match explicit {
-            Some(dir) => Store::open(dir),
-            None => Store::open(default_dir()?),
-        }
+    pub fn open_default_create(explicit: Option<&Path>, settings: &StoreSettings) -> Result<Store> {
+        let mut store = match explicit {
+            Some(dir) => Store::open(dir)?,
+            None => Store::open(default_dir(settings)?)?,
+        };
+        store.machine = settings.machine.clone();
+        Ok(store)
     }
 }
 
-fn default_dir() -> Result<PathBuf> {
-    layout::resolve_dir(None).ok_or(StoreError::NoStoreDir)
+/// What the caller sets for the stores it opens by default (the CLI fills
+/// it from `RRSTORE_DIR` and `RRSTORE_MACHINE`; the library reads no
+/// `RRSTORE_*` variable).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StoreSettings {
+    /// The store directory when none is named explicitly (before the XDG
+    /// data directory).
+    pub dir: Option<PathBuf>,
+    /// The machine name history rows get; `None`: the host name.
+    pub machine: Option<String>,
+}
+
+fn default_dir(settings: &StoreSettings) -> Result<PathBuf> {
+    layout::resolve_dir(None, settings.dir.as_deref()).ok_or(StoreError::NoStoreDir)
 }
 
 /// An opened index and whether the store is read-only.

@@ -184,8 +184,14 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else if reports.len() > 1 {
         // sandbox (hD): what the runners printed, apart from the summary.
-        super::confine::KernelOutput::take_after_runs(opts.run.replay.backends.sandbox, total > 0)
-            .print();
+        super::confine::KernelOutput::after_runs(
+            opts.run.replay.backends.sandbox,
+            total > 0,
+            reports
+                .iter()
+                .flat_map(|r| r.steps.iter().map(|s| &s.run.runner_output)),
+        )
+        .print();
         println!("first image that changed each kernel:");
         for r in &reports {
             println!(

@@ -242,9 +242,13 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         // sandbox (hD): what the runners printed, apart from the table.
-        super::confine::KernelOutput::take_after_runs(
+        super::confine::KernelOutput::after_runs(
             opts.run.replay.backends.sandbox,
             report.replays > 0,
+            report.rows.iter().flat_map(|r| {
+                std::iter::once(&r.run.runner_output)
+                    .chain(r.baseline.iter().map(|b| &b.runner_output))
+            }),
         )
         .print();
         let head = [

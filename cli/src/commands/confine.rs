@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use rrstore_replay::backend::BackendError;
+use rrstore_replay::sandbox::output::RunnerOutput;
 use rrstore_replay::sandbox::{self, Mode};
 
 /// Kernel time limit when neither `--timeout` nor the configuration sets one.
@@ -126,25 +127,37 @@ pub struct KernelOutput {
 pub const PREFIX: &str = "  kernel| ";
 
 impl KernelOutput {
-    /// The runners' output so far, and `applied`: how the replay's runner
-    /// confined itself under `mode` (its report), or, for commands that
-    /// ran many replays, None: then what runners under `mode` apply on this
-    /// machine ([`sandbox::Probe`]; a runner's report can only narrow it).
-    pub fn take(mode: Mode, applied: Option<sandbox::Mechanisms>) -> KernelOutput {
-        let (bytes, dropped) = sandbox::output::take();
+    /// A replay's runner output (its report's), and `applied`: how the
+    /// replay's runner confined itself under `mode` (its report), or, for
+    /// commands that ran many replays, None: then what runners under
+    /// `mode` apply on this machine ([`sandbox::Probe`]; a runner's report
+    /// can only narrow it).
+    pub fn new(
+        output: &RunnerOutput,
+        mode: Mode,
+        applied: Option<sandbox::Mechanisms>,
+    ) -> KernelOutput {
         KernelOutput {
-            bytes,
-            dropped,
+            bytes: output.bytes.clone(),
+            dropped: output.dropped,
             mode,
             applied,
         }
     }
 
-    /// [`take`](Self::take) after the replays of a regression command
-    /// under `mode` (`ran`: at least one replay ran; none: nothing to say).
-    pub fn take_after_runs(mode: Mode, ran: bool) -> KernelOutput {
+    /// The output of a regression command's runs under `mode`, in order
+    /// (`ran`: at least one replay ran; none: nothing to say).
+    pub fn after_runs<'a>(
+        mode: Mode,
+        ran: bool,
+        outputs: impl IntoIterator<Item = &'a RunnerOutput>,
+    ) -> KernelOutput {
+        let mut all = RunnerOutput::default();
+        for o in outputs {
+            all.append(o);
+        }
         let expected = ran.then(|| sandbox::Probe::current().mechanisms(mode));
-        KernelOutput::take(mode, expected)
+        KernelOutput::new(&all, mode, expected)
     }
 
     /// Print the runner's lines, prefixed, and a partial confinement.

@@ -61,8 +61,12 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&r)?);
     } else {
         // sandbox (hD): what the runners printed, apart from the comparison.
-        super::confine::KernelOutput::take_after_runs(opts.run.replay.backends.sandbox, true)
-            .print();
+        super::confine::KernelOutput::after_runs(
+            opts.run.replay.backends.sandbox,
+            true,
+            [&r.a.runner_output, &r.b.runner_output],
+        )
+        .print();
         for (name, s) in [("A", &r.a), ("B", &r.b)] {
             println!(
                 "{name}: {} {} ({}), {} bytes, blake3 {}{}",

@@ -75,11 +75,11 @@ impl ParallelArgs {
 /// recording while its kernel runs, `all` every lane's, `0` none (for
 /// measuring the overlap: docs/fleet.md).
 fn lookahead_mode() -> anyhow::Result<Option<Mode>> {
-    match std::env::var("RRSTORE_LOOKAHEAD").as_deref() {
-        Err(_) | Ok("") | Ok("gpu") | Ok("1") => Ok(Some(Mode::Gpu)),
-        Ok("all") => Ok(Some(Mode::All)),
-        Ok("0") | Ok("off") => Ok(None),
-        Ok(other) => {
+    match crate::flags::env::lookahead().as_deref() {
+        None | Some("") | Some("gpu") | Some("1") => Ok(Some(Mode::Gpu)),
+        Some("all") => Ok(Some(Mode::All)),
+        Some("0") | Some("off") => Ok(None),
+        Some(other) => {
             Err(UsageError(format!("RRSTORE_LOOKAHEAD={other}: expected gpu, all or 0")).into())
         }
     }

@@ -148,7 +148,8 @@ fn remote_rows(store: &Store, name: &str) -> anyhow::Result<Vec<HistoryEntry>> {
 }
 
 pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
-    let store = Store::open_default(globals.store.as_deref()).context("opening the store")?;
+    let store = Store::open_default(globals.store.as_deref(), &globals.store_settings)
+        .context("opening the store")?;
     let remote = args.recording.as_deref().and_then(remote_spec);
     if args.changes {
         let rows = match (remote, &args.recording) {

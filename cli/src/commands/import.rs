@@ -275,7 +275,7 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         args.json || args.quiet,
         run,
     )?;
-    if std::env::var_os("RRSTORE_IMPORT_STAGES").is_some() {
+    if crate::flags::env::import_stages() {
         // Bench instrumentation (docs/store.md): where the time went.
         eprint!(
             "import wall {:.4} s\n{}",

@@ -46,7 +46,7 @@ fn descriptor(input: &Path) -> anyhow::Result<PathBuf> {
         1 => Ok(found.into_iter().next().unwrap_or_default()),
         0 => Err(anyhow::Error::new(rrstore_format::FormatError::Invalid {
             path: input.to_path_buf(),
-            message: "no LLVM recording here (a `.json` descriptor next to its `.memory`/`.record_input` files)".into(),
+            message: llvm::no_recording_here(),
         })),
         n => {
             let list: Vec<String> = found

@@ -47,26 +47,6 @@ struct RecordJson<'a> {
     signal: Option<i32>,
 }
 
-/// The environment LLVM's record-replay reads, for both generations.
-pub fn record_env(dir: &Path, mem_gib: Option<u64>) -> Vec<(&'static str, OsString)> {
-    let mut env = vec![
-        ("LIBOMPTARGET_RECORD", OsString::from("1")),
-        // LLVM 16-22: save the post-launch snapshot (.original.output).
-        ("LIBOMPTARGET_RR_SAVE_OUTPUT", OsString::from("1")),
-        // LLVM 23+: the same, and where to write.
-        ("LIBOMPTARGET_RECORD_OUTPUT", OsString::from("1")),
-        ("LIBOMPTARGET_RECORD_DIR", dir.as_os_str().to_os_string()),
-    ];
-    if let Some(g) = mem_gib {
-        env.push(("LIBOMPTARGET_RR_DEVMEM_SIZE", OsString::from(g.to_string())));
-        env.push((
-            "LIBOMPTARGET_RECORD_MEMSIZE",
-            OsString::from((g << 30).to_string()),
-        ));
-    }
-    env
-}
-
 /// What libomptarget prints when the plugin cannot size the record arena
 /// (stock LLVM 19-22 on the host target) and records nothing.
 const NO_DEVICE_MEMORY_SIZE: &str = "cannot determine Device Memory Size";
@@ -128,7 +108,7 @@ fn record_in(args: &Args, globals: &Globals, scratch: &Path) -> anyhow::Result<E
     let mut cmd = Command::new(&program);
     cmd.args(&args.command[1..])
         .current_dir(scratch)
-        .envs(record_env(scratch, args.mem_size))
+        .envs(llvm::layouts::record_env(scratch, args.mem_size))
         .stderr(Stdio::piped());
     if args.json {
         // Our stdout carries only the JSON document.

@@ -333,7 +333,7 @@ impl TransferArgs {
 
 pub fn open(store: &Store, name: &str, create: bool) -> anyhow::Result<Remote> {
     let cfg = remote::config::get(store.dir(), name).map_err(lift)?;
-    Remote::open(name, &cfg, create).map_err(|e| {
+    Remote::open(name, &cfg, create, crate::flags::env::remote_options()).map_err(|e| {
         let plain_http = matches!(&e, RemoteError::Setup { reason, .. }
             if reason.starts_with(remote::client::PLAIN_HTTP));
         let e = lift(e);

@@ -17,8 +17,11 @@ pub struct Args {
 }
 
 pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
-    let dir = layout::resolve_dir(globals.store.as_deref())
-        .context("no store directory: set RRSTORE_DIR or HOME, or pass --store DIR")?;
+    let dir = layout::resolve_dir(
+        globals.store.as_deref(),
+        globals.store_settings.dir.as_deref(),
+    )
+    .context("no store directory: set RRSTORE_DIR or HOME, or pass --store DIR")?;
     let r = Store::repair(&dir).with_context(|| format!("cannot repair {}", dir.display()))?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&r)?);

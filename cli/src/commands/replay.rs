@@ -304,7 +304,7 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
     // store and the recording are read (unused when the recording needs
     // another backend).
     opts.start_backend_early();
-    let mut store = Store::open_default_create(globals.store.as_deref())
+    let mut store = Store::open_default_create(globals.store.as_deref(), &globals.store_settings)
         .context("opening the store (replays record their history there)")?;
     let image = match &args.image {
         Some(spec) => Some(super::image::resolve_image(&mut store, spec)?.set),
@@ -331,7 +331,11 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         );
     }
     let mut report = rrstore_replay::replay(&mut src, &opts);
-    let kernel_output = super::confine::KernelOutput::take(opts.backends.sandbox, report.sandbox);
+    let kernel_output = super::confine::KernelOutput::new(
+        &report.runner_output,
+        opts.backends.sandbox,
+        report.sandbox,
+    );
     let row = match rrstore_replay::history::record_for(&store, src.id, &report, &opts) {
         Ok(row) => Some(row),
         // A read-only store is read, not written: the verdict still stands.

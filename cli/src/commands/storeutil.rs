@@ -10,15 +10,16 @@ use crate::Globals;
 /// Open the store named by `--store` (which must be a store), `$RRSTORE_DIR`
 /// or the XDG default.
 pub fn open(globals: &Globals) -> anyhow::Result<Store> {
-    let store = Store::open_default(globals.store.as_deref()).context("cannot open the store")?;
+    let store = Store::open_default(globals.store.as_deref(), &globals.store_settings)
+        .context("cannot open the store")?;
     Ok(store)
 }
 
 /// [`open`] for commands that add to the store: a `--store` directory that
 /// is not a store yet is created.
 pub fn open_or_create(globals: &Globals) -> anyhow::Result<Store> {
-    let store =
-        Store::open_default_create(globals.store.as_deref()).context("cannot open the store")?;
+    let store = Store::open_default_create(globals.store.as_deref(), &globals.store_settings)
+        .context("cannot open the store")?;
     Ok(store)
 }
 

@@ -30,12 +30,14 @@ pub struct CompileFlags {
 
 impl CompileFlags {
     /// The compile options; `configured` is the configuration file's
-    /// `toolchain`, `store` the store directory (its `compiled/` caches),
+    /// `toolchain`, `store` the store directory (its `compiled/` caches;
+    /// `default_store` when none is named: `RRSTORE_DIR`),
     /// `unconfined` whether the sandbox is off.
     pub fn options(
         &self,
         configured: Option<&str>,
         store: Option<&Path>,
+        default_store: Option<&Path>,
         unconfined: bool,
     ) -> anyhow::Result<CompileOptions> {
         let cflags = match &self.cflags {
@@ -50,7 +52,8 @@ impl CompileFlags {
             toolchain: self.toolchain.clone().or(configured.map(str::to_string)),
             cflags,
             arch: self.arch.clone(),
-            cache_dir: rrstore_store::layout::resolve_dir(store).map(|d| d.join("compiled")),
+            cache_dir: rrstore_store::layout::resolve_dir(store, default_store)
+                .map(|d| d.join("compiled")),
             from_bitcode: self.from_bitcode,
             unconfined,
             timeout: None,

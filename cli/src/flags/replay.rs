@@ -173,6 +173,7 @@ pub fn replay_options(
             ..run.compile.options(
                 configured.toolchain.as_deref(),
                 globals.store.as_deref(),
+                globals.store_settings.dir.as_deref(),
                 confinement.sandbox == rrstore_replay::sandbox::Mode::Off,
             )?
         },

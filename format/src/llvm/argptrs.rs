@@ -16,7 +16,7 @@ const MIN_ADDRESS: u64 = 1 << 16;
 /// `None` when they do not (or when the arena's address is unknown). Needs
 /// two arguments at least: one address proves no spacing.
 pub fn slot_address_warning(generation: Generation, f: &Fields, arena_size: u64) -> Option<String> {
-    if generation == Generation::Native || f.args.len() < 2 {
+    if !super::layouts::of(generation).may_record_slot_addresses() || f.args.len() < 2 {
         return None;
     }
     let base = f.arena_base?;

@@ -7,7 +7,7 @@ use std::io::{self, Read};
 use std::path::Path;
 
 use super::json::{self, JsonError, MAX_DESCRIPTOR_BYTES};
-use super::{detect, extension, globals, hashes, kernel_named, native, Fields, LlvmRecording};
+use super::{detect, extension, layouts, Fields, LlvmRecording};
 use crate::error::{FormatError, Result};
 use crate::image::{self, ImageTarget};
 use crate::model::{Arena, Generation, PartInfo, PartRole, Recording};
@@ -108,12 +108,9 @@ fn load_mode(descriptor: &Path, hash: bool, follow_symlinks: bool) -> Result<Llv
     let bytes = read_descriptor(descriptor)?;
     let d = json::parse_descriptor(&bytes).map_err(|e| json_err(descriptor, e))?;
     let generation = detect::generation(&d, stem).map_err(|m| invalid(descriptor, m))?;
-    let f = match generation {
-        Generation::Native => native::fields(&d),
-        Generation::KernelNamed => kernel_named::fields(&d, false),
-        Generation::KernelNamedLegacy => kernel_named::fields(&d, true),
-    }
-    .map_err(|e| json_err(descriptor, e))?;
+    let f = layouts::of(generation)
+        .fields(&d)
+        .map_err(|e| json_err(descriptor, e))?;
     check_args(descriptor, &f)?;
 
     let dir = descriptor.parent().unwrap_or(Path::new("."));
@@ -193,7 +190,7 @@ fn load_mode(descriptor: &Path, hash: bool, follow_symlinks: bool) -> Result<Llv
     };
 
     let mut warnings = Vec::new();
-    name_warnings(generation, stem, &f, &mut warnings);
+    warnings.extend(layouts::of(generation).name_warning(stem, &f));
     warnings.extend(super::argptrs::slot_address_warning(
         generation, &f, input_len,
     ));
@@ -368,47 +365,11 @@ pub(super) fn hash_parts(rec: &mut LlvmRecording) -> Result<()> {
 fn read_globals(path: &Path, generation: Generation) -> Result<Vec<crate::model::Global>> {
     let f = File::open(path).map_err(|e| io_err(path, e))?;
     let len = f.metadata().map_err(|e| io_err(path, e))?.len();
-    let r = io::BufReader::new(f);
-    let parsed = match generation {
-        Generation::Native => globals::parse_native(r, len),
-        _ => globals::parse_kernel_named(r, len),
-    };
+    let mut r = io::BufReader::new(f);
+    let parsed = layouts::of(generation).parse_globals(&mut r, len);
     parsed.map_err(|e| FormatError::At {
         path: path.to_path_buf(),
         offset: e.offset,
         message: e.message,
     })
-}
-
-fn name_warnings(generation: Generation, stem: &str, f: &Fields, warnings: &mut Vec<String>) {
-    match generation {
-        Generation::Native => {
-            let want_k = hashes::kernel_hash(&f.kernel);
-            let want_l = hashes::launch_config_hash(
-                f.launch.num_teams,
-                f.launch.num_threads,
-                f.launch.shared_memory,
-            );
-            let want = format!("{want_k}_{want_l}");
-            if stem != want {
-                let detail = match detect::parse_hash_stem(stem) {
-                    Some((k, l)) => format!(
-                        "KernelHash {k} (recomputed {want_k}), LaunchConfigHash {l} (recomputed {want_l})"
-                    ),
-                    None => "the name is not <KernelHash>_<LaunchConfigHash>".to_string(),
-                };
-                warnings.push(format!(
-                    "file name `{stem}` does not match the recomputed hashes `{want}`: {detail}"
-                ));
-            }
-        }
-        _ => {
-            if stem != f.kernel {
-                warnings.push(format!(
-                    "file name `{stem}` differs from the kernel name `{}` LLVM names the files after",
-                    f.kernel
-                ));
-            }
-        }
-    }
 }

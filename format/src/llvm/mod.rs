@@ -8,10 +8,13 @@
 //! * [`export`](fn@export): write a recording back, byte-for-byte in the
 //!   layout it came from, or converted to the other layout.
 //!
-//! Modules: [`json`] (exact-integer descriptor parsing), [`globals`] (both
-//! globals table encodings), [`hashes`] (native file-name hashes),
-//! [`kernel_named`] (LLVM 16-22), [`native`] (LLVM 23+), [`export`](mod@export),
-//! [`argptrs`] (stock LLVM 19-22's slot addresses in `ArgPtrs`).
+//! Modules: [`layouts`] (the table of LLVM's recording layouts, one row
+//! per generation: what every other module asks of a layout),
+//! [`kernel_named`] (LLVM 16-22's rows), [`native`] (LLVM 23+'s row),
+//! [`json`] (exact-integer descriptor parsing), [`globals`] (both globals
+//! table encodings), [`hashes`] (native file-name hashes),
+//! [`export`](mod@export), [`argptrs`] (stock LLVM 19-22's slot addresses
+//! in `ArgPtrs`).
 
 pub mod argptrs;
 pub mod detect;
@@ -20,6 +23,7 @@ pub mod globals;
 pub mod hashes;
 pub mod json;
 pub mod kernel_named;
+pub mod layouts;
 mod load;
 pub mod native;
 mod walk;
@@ -33,7 +37,9 @@ use crate::model::{Generation, LaunchConfig, PartRole, PartSource, Recording};
 
 pub use export::{export, export_into};
 pub use load::{load, load_links, load_unhashed, load_unhashed_links};
-pub use walk::{find_recordings, find_recordings_skipped, single_recording, Skipped};
+pub use walk::{
+    find_recordings, find_recordings_skipped, no_recording_here, single_recording, Skipped,
+};
 
 /// A recording found on disk in one of LLVM's layouts.
 #[derive(Debug, Clone)]
@@ -112,12 +118,9 @@ impl Layout {
         }
     }
 
-    /// The layout a generation is written in.
+    /// The layout a generation is written in (its row's family).
     pub fn of(generation: Generation) -> Layout {
-        match generation {
-            Generation::KernelNamedLegacy | Generation::KernelNamed => Layout::KernelNamed,
-            Generation::Native => Layout::Native,
-        }
+        layouts::of(generation).family()
     }
 }
 
@@ -142,10 +145,7 @@ impl std::str::FromStr for Layout {
 
 /// File extension (after the stem) of a part in a generation's layout.
 pub fn extension(generation: Generation, role: PartRole) -> &'static str {
-    match Layout::of(generation) {
-        Layout::KernelNamed => kernel_named::extension(role),
-        Layout::Native => native::extension(role),
-    }
+    layouts::of(generation).extension(role)
 }
 
 /// Descriptor fields normalized across generations (what [`load`] checks
@@ -171,11 +171,8 @@ pub struct Fields {
 pub fn parse_fields(bytes: &[u8], stem: &str) -> Result<(Generation, Fields), String> {
     let d = json::parse_descriptor(bytes).map_err(|e| e.to_string())?;
     let generation = detect::generation(&d, stem)?;
-    let f = match generation {
-        Generation::Native => native::fields(&d),
-        Generation::KernelNamed => kernel_named::fields(&d, false),
-        Generation::KernelNamedLegacy => kernel_named::fields(&d, true),
-    }
-    .map_err(|e| e.to_string())?;
+    let f = layouts::of(generation)
+        .fields(&d)
+        .map_err(|e| e.to_string())?;
     Ok((generation, f))
 }

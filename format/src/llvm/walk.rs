@@ -6,7 +6,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use crate::error::{FormatError, Result};
-use crate::model::{Generation, PartRole};
+use crate::model::PartRole;
 
 /// Extensions whose presence next to `<stem>.json` marks it a recording.
 fn is_recording(json: &Path) -> bool {
@@ -18,14 +18,11 @@ fn is_recording(json: &Path) -> bool {
         return false;
     };
     let dir = json.parent().unwrap_or(Path::new("."));
-    [Generation::KernelNamed, Generation::Native]
-        .iter()
-        .any(|g| {
-            PartRole::ALL.iter().any(|r| {
-                dir.join(format!("{stem}{}", super::extension(*g, *r)))
-                    .is_file()
-            })
-        })
+    super::layouts::LAYOUTS.iter().any(|l| {
+        PartRole::ALL
+            .iter()
+            .any(|r| dir.join(format!("{stem}{}", l.extension(*r))).is_file())
+    })
 }
 
 /// Descriptor paths under `root`, recursively, sorted. A `.json` next to
@@ -44,7 +41,7 @@ pub fn single_recording(dir: &Path) -> Result<PathBuf> {
         1 => Ok(found.remove(0)),
         0 => Err(FormatError::Invalid {
             path: dir.to_path_buf(),
-            message: "no LLVM recording here (a `.json` descriptor next to its `.memory`/`.record_input` files)".into(),
+            message: no_recording_here(),
         }),
         n => {
             let list: Vec<String> = found
@@ -134,4 +131,17 @@ fn partial(json: &Path) -> Option<String> {
     Some(format!(
         "an LLVM {generation} descriptor without its input snapshot `{snapshot}` (a partial recording: LLVM writes the descriptor first, so a run that stopped early leaves one)"
     ))
+}
+
+/// The message for a directory without a recording: what one looks like
+/// (a descriptor next to its input snapshot, in any layout).
+pub fn no_recording_here() -> String {
+    let inputs: Vec<String> = super::layouts::input_extensions()
+        .iter()
+        .map(|e| format!("`{e}`"))
+        .collect();
+    format!(
+        "no LLVM recording here (a `.json` descriptor next to its {} files)",
+        inputs.join("/")
+    )
 }

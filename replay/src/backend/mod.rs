@@ -116,20 +116,16 @@ pub enum BackendError {
     StartTimedOut { backend: String, waited: Duration },
 }
 
-/// One device a backend can replay on.
-pub trait Backend {
+/// One device a backend can replay on: the device calls (and the
+/// rehydration contract's staging). What it reports ([`Reporting`]) and how
+/// it relocates ([`Relocation`]) are small traits of their own, with
+/// defaults.
+pub trait Backend: Reporting + Relocation {
     /// `host`, `cuda` or `hip`.
     fn name(&self) -> &'static str;
     /// One-line description of the device (name, target, driver/runtime
     /// versions), stored in the replay history.
     fn device_description(&self) -> String;
-    /// The device's UUID (`GPU-...` for CUDA and HIP), read where the
-    /// driver is initialized (the GPU child), for the history's
-    /// `device_uuid`. Default: `None` (the history then derives it:
-    /// [`crate::fleet::devices::uuid_of`]).
-    fn device_uuid(&self) -> Option<String> {
-        None
-    }
     /// Place the arena (the placement step, see [`rehydrate`]): where it
     /// goes, beside the image `request` names. Default: [`reserve`](Self::reserve)
     /// it at the recorded base.
@@ -208,38 +204,6 @@ pub trait Backend {
         })
     }
 
-    /// Runtime libraries the loaded image actually uses (paths, versions),
-    /// recorded in the replay history; asked after the first launch.
-    /// Default: none known.
-    fn runtime_libraries(&self) -> Vec<String> {
-        Vec::new()
-    }
-
-    /// The last upload round of the input into a GPU arena (bytes, time,
-    /// how long the backend itself was busy), for the report's
-    /// `timing.gpu_upload` and `RRSTORE_GPU_STATS`. Default: `None`.
-    fn upload_stats(&self) -> Option<gpu::staging::UploadStats> {
-        None
-    }
-
-    /// How the process that runs the image confined itself, as it reported
-    /// it ([`crate::sandbox::narrowed`]); None before it reported, and for
-    /// backends that run no such process. Default: None.
-    fn sandbox_applied(&self) -> Option<crate::sandbox::Mechanisms> {
-        None
-    }
-
-    // ---- Relocation (issue 19, `crate::placement`) ----
-
-    /// Rebase the stored pointers with `rebaser` in the fills that follow
-    /// ([`start_fill`](Self::start_fill)); `false` when the backend
-    /// cannot, and the engine then hands the bytes over, scanned. Default:
-    /// `false`.
-    fn scan_fills(&mut self, rebaser: Option<crate::placement::Rebaser>) -> bool {
-        let _ = rebaser;
-        false
-    }
-
     /// The address of the global `name` in the loaded image (the host
     /// runner's copy; a GPU module's global), where a kernel argument or
     /// stored pointer that held the recording process's copy of it is
@@ -268,8 +232,58 @@ pub trait Backend {
         }
         Ok(n)
     }
+}
 
-    /// Whether the next [`reserve`](Self::reserve) may place the arena
+/// What a backend reports about itself and its last steps, beyond the
+/// device calls: every method has a documented default (nothing to
+/// report), which a backend overrides for what it knows.
+pub trait Reporting {
+    /// The device's UUID (`GPU-...` for CUDA and HIP), read where the
+    /// driver is initialized (the GPU child), for the history's
+    /// `device_uuid`. Default: `None` (the history then derives it:
+    /// [`crate::fleet::devices::uuid_of`]).
+    fn device_uuid(&self) -> Option<String> {
+        None
+    }
+
+    /// Runtime libraries the loaded image actually uses (paths, versions),
+    /// recorded in the replay history; asked after the first launch.
+    /// Default: none known.
+    fn runtime_libraries(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// The last upload round of the input into a GPU arena (bytes, time,
+    /// how long the backend itself was busy), for the report's
+    /// `timing.gpu_upload` and `RRSTORE_GPU_STATS`. Default: `None`.
+    fn upload_stats(&self) -> Option<gpu::staging::UploadStats> {
+        None
+    }
+
+    /// How the process that runs the image confined itself, as it reported
+    /// it ([`crate::sandbox::narrowed`]); None before it reported, and for
+    /// backends that run no such process. Default: None.
+    fn sandbox_applied(&self) -> Option<crate::sandbox::Mechanisms> {
+        None
+    }
+}
+
+/// Relocation (issue 19, [`crate::placement`]): a backend that can place
+/// the arena elsewhere than recorded, rebase the stored pointers in its
+/// fills or translate the arena back in place says so here; every method
+/// has a documented default (it cannot: the engine does the work on the
+/// bytes it hands over or downloads).
+pub trait Relocation {
+    /// Rebase the stored pointers with `rebaser` in the fills that follow
+    /// ([`fill`](Backend::fill)); `false` when the backend
+    /// cannot, and the engine then hands the bytes over, scanned. Default:
+    /// `false`.
+    fn scan_fills(&mut self, rebaser: Option<crate::placement::Rebaser>) -> bool {
+        let _ = rebaser;
+        false
+    }
+
+    /// Whether the next [`reserve`](Backend::reserve) may place the arena
     /// elsewhere than asked when the device will not give that address (a
     /// GPU driver that ignores the hint): `--placement auto` and
     /// `relocate` allow it, `recorded` does not. Default: ignored (the
@@ -278,7 +292,7 @@ pub trait Backend {
         let _ = allow;
     }
 
-    /// Where the last successful [`reserve`](Self::reserve) put the
+    /// Where the last successful [`reserve`](Backend::reserve) put the
     /// arena's base, when the backend placed it elsewhere than asked
     /// (only after [`allow_elsewhere`](Self::allow_elsewhere)). Default:
     /// `None` (exactly where asked).

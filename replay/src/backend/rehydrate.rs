@@ -190,7 +190,7 @@ pub fn copy_in<B: Backend + ?Sized>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::LaunchParams;
+    use crate::backend::{LaunchParams, Relocation, Reporting};
 
     /// A device that records what reaches its arena, with or without
     /// staging windows.
@@ -246,6 +246,10 @@ mod tests {
             Ok(())
         }
     }
+
+    impl Reporting for Recorder {}
+
+    impl Relocation for Recorder {}
 
     struct Bytes<'a>(&'a [u8], usize);
 

@@ -90,7 +90,9 @@ impl Provenance {
             .flags
             .iter()
             .map(String::as_str)
-            .filter(|f| !f.starts_with("-L") && !matches!(*f, "-O2" | "-fPIC" | "-shared" | "-lomp"))
+            .filter(|f| {
+                !f.starts_with("-L") && !matches!(*f, "-O2" | "-fPIC" | "-shared" | "-lomp")
+            })
             .collect();
         format!(
             "compiled IR {} ({}) by {}{}{}",

@@ -21,8 +21,8 @@
 //! [`Backend`] (the rehydration contract: [`crate::backend::rehydrate`]) and
 //! [`BackendConfig::open`].
 
-mod ir;
 mod confirm;
+mod ir;
 mod options;
 mod output;
 mod rehydrate;
@@ -84,12 +84,16 @@ pub fn replay(src: &mut ReplaySource, opts: &ReplayOptions) -> ReplayReport {
         started_at,
         timing: Default::default(),
         compiled: None,
+        runner_output: Default::default(),
     };
     if let Err(e) = run(src, opts, &mut report) {
         report.verdict = Verdict::of_failure(&e);
         report.error = Some(e);
     }
     confirm::confirm(src, opts, &mut report);
+    // The backend is gone, its runners ended (the confirmation's too):
+    // what they printed.
+    report.runner_output = crate::sandbox::output::RunnerOutput::take();
     report.timing.wall_ns = t0.elapsed().as_nanos() as u64;
     report
 }

@@ -94,7 +94,8 @@ pub(super) fn begin_fill(
 /// With `scan` (a relocated arena), the bytes the engine hands over are
 /// rebased as they are decoded, while hot in cache; the offsets of the
 /// words rebased so are returned beside the outcome (a backend that reads
-/// the files itself rebases them there: see [`Backend::scan_fills`]).
+/// the files itself rebases them there: see
+/// [`scan_fills`](crate::backend::Relocation::scan_fills)).
 /// `ahead`: the whole input, decoded before (fleet lookahead), read from
 /// instead of the part.
 pub(super) fn fill(

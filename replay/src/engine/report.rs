@@ -254,6 +254,11 @@ pub struct ReplayReport {
     /// Unix seconds.
     pub started_at: i64,
     pub timing: Timing,
+    /// What the replay's runners printed (kernel stdout and stderr), for
+    /// the command to show apart from its own lines; not in the JSON
+    /// report (the CLI adds it as `kernel_output`).
+    #[serde(skip)]
+    pub runner_output: crate::sandbox::output::RunnerOutput,
 }
 
 fn hex_opt<S: Serializer>(h: &Option<[u8; 32]>, s: S) -> Result<S::Ok, S::Error> {

@@ -186,7 +186,7 @@ pub fn pick(list: &DeviceList, all: &[BackendStatus]) -> Result<Vec<u32>, FleetE
 /// The UUID of device `ordinal` of `backend` for a history row when the
 /// backend reported none: the host's (computed once per process); '' for
 /// GPUs (their backend reports theirs, read where the driver is
-/// initialized: [`crate::backend::Backend::device_uuid`]).
+/// initialized: [`crate::backend::Reporting::device_uuid`]).
 pub fn uuid_of(backend: &str, ordinal: u32) -> String {
     static HOST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     if backend != "host" || ordinal != 0 {

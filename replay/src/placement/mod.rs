@@ -228,6 +228,7 @@ fn check_target(base: u64, size: u64, to: u64) -> Result<(), BackendError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::{Relocation, Reporting};
 
     #[test]
     fn candidates_keep_the_offset_and_stay_clear_of_the_recorded_range() {
@@ -308,9 +309,15 @@ mod tests {
         fn download(&mut self, _: u64, _: &mut [u8]) -> Result<(), BackendError> {
             Ok(())
         }
+    }
+
+    impl Reporting for Device {}
+
+    impl Relocation for Device {
         fn allow_elsewhere(&mut self, allow: bool) {
             self.allowed = allow;
         }
+
         fn placed_elsewhere(&self) -> Option<u64> {
             self.elsewhere
         }

@@ -47,6 +47,9 @@ pub struct Side {
     pub history: Option<HistoryEntry>,
     /// Diff re-ran the replay to get these bytes (its new history row).
     pub rerun_row: Option<i64>,
+    /// What the re-run's runners printed (none without a re-run).
+    #[serde(skip)]
+    pub runner_output: crate::sandbox::output::RunnerOutput,
     #[serde(skip)]
     rec: Option<Recording>,
     #[serde(skip)]
@@ -102,8 +105,8 @@ fn side(store: &mut Store, spec: &str, opts: &DiffOptions) -> Result<Side, Regre
     if let Some(row) = history_row(spec) {
         let e = store.history_entry(row)?;
         let rec = store.recording(&e.recording)?;
-        let (part, rerun_row) = match store.saved_output(row)? {
-            Some(p) => (p, None),
+        let (part, rerun_row, runner_output) = match store.saved_output(row)? {
+            Some(p) => (p, None, Default::default()),
             None => rerun(store, &e, &rec, opts)?,
         };
         let len = rec.arena.size;
@@ -117,6 +120,7 @@ fn side(store: &mut Store, spec: &str, opts: &DiffOptions) -> Result<Side, Regre
             arena_base: rec.arena.base,
             history: Some(e),
             rerun_row,
+            runner_output,
             rec: Some(rec),
             part,
         });
@@ -140,6 +144,7 @@ fn side(store: &mut Store, spec: &str, opts: &DiffOptions) -> Result<Side, Regre
         arena_base: rec.arena.base,
         history: None,
         rerun_row: None,
+        runner_output: Default::default(),
         rec: Some(rec),
         part: info.blake3,
     })
@@ -152,7 +157,7 @@ fn rerun(
     e: &HistoryEntry,
     rec: &Recording,
     opts: &DiffOptions,
-) -> Result<([u8; 32], Option<i64>), RegressError> {
+) -> Result<([u8; 32], Option<i64>, crate::sandbox::output::RunnerOutput), RegressError> {
     let expected = e.output_blake3.ok_or_else(|| {
         RegressError::Usage(format!(
             "history row {} has no output ({}): nothing to compare",
@@ -190,7 +195,7 @@ fn rerun(
     let part = store.saved_output(r.row)?.ok_or_else(|| {
         RegressError::BadReference(format!("re-run row {} kept no output", r.row))
     })?;
-    Ok((part, Some(r.row)))
+    Ok((part, Some(r.row), r.runner_output))
 }
 
 fn push(out: &mut Vec<FieldDiff>, field: &str, a: impl ToString, b: impl ToString) {

@@ -55,6 +55,10 @@ pub struct Run {
     pub detail: String,
     /// The output is kept in the store (for `diff h:ROW`).
     pub output_kept: bool,
+    /// What the replay's runners printed (empty when taken from the
+    /// history), for the command to show.
+    #[serde(skip)]
+    pub runner_output: crate::sandbox::output::RunnerOutput,
 }
 
 impl Run {
@@ -70,6 +74,7 @@ impl Run {
             launch: e.launch_text(),
             detail: e.detail.clone(),
             output_kept: kept,
+            runner_output: Default::default(),
         }
     }
 
@@ -250,6 +255,7 @@ pub fn run(
     let entry = crate::history::entry_for(*id, &report, &ropts);
     let mut r = Run::from_entry(&entry, false, kept);
     r.row = row;
+    r.runner_output = report.runner_output;
     Ok(r)
 }
 

@@ -16,6 +16,19 @@ pub const MODE_ENV: &str = "RRSTORE_SANDBOX";
 /// The runner's scratch directory (also its `TMPDIR`).
 pub const SCRATCH_ENV: &str = "RRSTORE_SCRATCH";
 
+/// The `RRSTORE_*` variables a runner is passed by its parent and reads
+/// itself: the internal protocol between `rrstore` and its own runner
+/// processes (docs/architecture.md), the only `RRSTORE_*` variables the
+/// library crates read. The user's settings reach the library as options
+/// (`cli/src/flags/env.rs`); these are set (or passed on) by the parent.
+pub const FROM_PARENT: &[&str] = &[
+    MODE_ENV,
+    SCRATCH_ENV,
+    crate::placement::occupy::OCCUPY_ENV,
+    crate::backend::host::fill_trace::TRACE_ENV,
+    crate::backend::host::libraries::SEARCH_ENV,
+];
+
 /// Variables a runner keeps, by name prefix (or whole name).
 const KEEP_PREFIXES: &[&str] = &[
     "OMP_",
@@ -33,8 +46,6 @@ const KEEP_PREFIXES: &[&str] = &[
     "ROCR_",
     "AMD_",
     "GPU_",
-    // Test hook of the runtime search (host/libraries.rs).
-    "RRSTORE_RUNTIME_SEARCH",
     // Debugging aid of relocation: the runner takes the range away first.
     crate::placement::occupy::OCCUPY_ENV,
     // Debugging aid of rehydration: the runner traces its fills.
@@ -67,6 +78,8 @@ pub fn runner_env(
     let mut env: Vec<(OsString, OsString)> = std::env::vars_os()
         .filter(|(k, _)| k != MODE_ENV && (mode == Mode::Off || keeps(k)))
         .collect();
+    // The runtime search this process was given (a test hook) goes on.
+    env.extend(crate::backend::host::libraries::search_setting());
     env.extend(extra.iter().filter(|(k, _)| k != MODE_ENV).cloned());
     env.push(mode_setting(mode));
     if let Some(dir) = scratch_base {

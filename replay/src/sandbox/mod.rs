@@ -192,7 +192,7 @@ pub fn require(mode: Mode) -> Result<(), SandboxError> {
 /// mechanisms it said it applied, intersected with those this process
 /// expected of it (a runner's reply is written after the image's
 /// constructors ran, so it may only narrow the set). Each backend keeps
-/// the result for its replay's report ([`crate::backend::Backend::sandbox_applied`]).
+/// the result for its replay's report ([`crate::backend::Reporting::sandbox_applied`]).
 pub fn narrowed(mode: Mode, reported: u64) -> Mechanisms {
     Mechanisms(reported & Probe::current().mechanisms(mode).0)
 }

@@ -1,10 +1,13 @@
 //! What runners print, kept apart from what rrstore prints.
 //!
 //! A runner's stdout and stderr are one memfd ([`Capture`]) that the parent
-//! reads when the runner has ended and appends to a process-wide buffer;
-//! the command shows it ([`take`]) as the kernel's output, prefixed, before
-//! its own verdict. The runner never writes to rrstore's terminal, so
-//! nothing it prints can pass for rrstore's lines.
+//! reads when the runner has ended and appends to this process' buffer of
+//! ended runners' output; at the end of each replay the engine moves what
+//! is there into the replay's report ([`RunnerOutput`],
+//! `ReplayReport::runner_output`; a regression command's runs carry it on),
+//! and the command shows it as the kernel's output, prefixed, before its
+//! own verdict. The runner never writes to rrstore's terminal, so nothing
+//! it prints can pass for rrstore's lines.
 
 use std::fs::File;
 use std::io::Seek;
@@ -74,12 +77,35 @@ impl Capture {
     }
 }
 
-/// Everything runners printed since the last call, and how many bytes of
-/// it were left out (over [`KEPT_MAX`]).
-pub fn take() -> (Vec<u8>, u64) {
-    match KEPT.lock() {
-        Ok(mut k) => (std::mem::take(&mut k.bytes), std::mem::take(&mut k.dropped)),
-        Err(_) => (Vec::new(), 0),
+/// What runners printed: the bytes kept, and how many were left out (over
+/// [`KEPT_MAX`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RunnerOutput {
+    pub bytes: Vec<u8>,
+    pub dropped: u64,
+}
+
+impl RunnerOutput {
+    /// Everything runners printed (ended) since the last call: the engine
+    /// takes it at the end of each replay. Where replays run in several
+    /// threads at once (`check --jobs`), a neighbour's lines may land in
+    /// this replay's output; commands show the union of their replays'.
+    pub fn take() -> RunnerOutput {
+        match KEPT.lock() {
+            Ok(mut k) => RunnerOutput {
+                bytes: std::mem::take(&mut k.bytes),
+                dropped: std::mem::take(&mut k.dropped),
+            },
+            Err(_) => RunnerOutput::default(),
+        }
+    }
+
+    /// Add `other` after this output (at most [`KEPT_MAX`] bytes kept).
+    pub fn append(&mut self, other: &RunnerOutput) {
+        let room = KEPT_MAX.saturating_sub(self.bytes.len());
+        let n = other.bytes.len().min(room);
+        self.bytes.extend_from_slice(&other.bytes[..n]);
+        self.dropped += other.dropped + (other.bytes.len() - n) as u64;
     }
 }
 

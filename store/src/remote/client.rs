@@ -20,6 +20,7 @@ use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use super::config::RemoteConfig;
 use super::dirfs::FsError;
 use super::error::{RemoteError, Result};
+use super::options::RemoteOptions;
 use super::temp;
 use super::trace::Trace;
 use super::url::RemoteUrl;
@@ -49,8 +50,10 @@ pub struct Remote {
     pub requests: AtomicU64,
     /// Version 3: a pack is closed once it holds this many bytes.
     pub pack_target: u64,
-    /// `RRSTORE_REMOTE_TRACE` (`trace`).
+    /// Request tracing (`trace`), on when the options ask for it.
     pub(super) trace: Trace,
+    /// What the caller set when it opened the remote.
+    pub options: RemoteOptions,
 }
 
 fn runtime(name: &str, url: &str) -> Result<tokio::runtime::Runtime> {
@@ -66,8 +69,14 @@ fn runtime(name: &str, url: &str) -> Result<tokio::runtime::Runtime> {
 }
 
 impl Remote {
-    /// Open remote `name`. A file:// directory is created when `create`.
-    pub fn open(name: &str, cfg: &RemoteConfig, create: bool) -> Result<Remote> {
+    /// Open remote `name` with `options`. A file:// directory is created
+    /// when `create`.
+    pub fn open(
+        name: &str,
+        cfg: &RemoteConfig,
+        create: bool,
+        options: RemoteOptions,
+    ) -> Result<Remote> {
         let url = RemoteUrl::parse(&cfg.url)?;
         let setup = |reason: String| RemoteError::Setup {
             remote: name.to_string(),
@@ -120,8 +129,12 @@ impl Remote {
             sent: AtomicU64::new(0),
             received: AtomicU64::new(0),
             requests: AtomicU64::new(0),
-            pack_target: pack_target(cfg),
-            trace: Trace::from_env(),
+            pack_target: options
+                .pack_bytes
+                .filter(|&n| n > 0)
+                .unwrap_or_else(|| pack_target(cfg)),
+            trace: Trace::new(options.trace),
+            options,
         })
     }
 
@@ -308,16 +321,9 @@ impl Remote {
     }
 }
 
-/// The remote's pack size; test hook `RRSTORE_REMOTE_PACK_BYTES` (any
-/// size, for tests that need several packs from small recordings).
+/// The remote's configured pack size (the options' test hook
+/// `pack_bytes` replaces it).
 fn pack_target(cfg: &RemoteConfig) -> u64 {
-    if let Some(n) = std::env::var("RRSTORE_REMOTE_PACK_BYTES")
-        .ok()
-        .and_then(|v| v.parse::<u64>().ok())
-        .filter(|&n| n > 0)
-    {
-        return n;
-    }
     u64::from(
         cfg.pack_size_mib
             .unwrap_or(super::config::DEFAULT_PACK_SIZE_MIB),

@@ -119,10 +119,11 @@ pub fn migrate(
     flush(&mut pack, &mut here, &mut report)?;
     progress(Event::Phase("writing the index".into()));
     for part in entries.chunks(super::v3::INDEX_MAX) {
-        let (name, body) = v3::encode_index(part).map_err(|reason| crate::StoreError::Encode {
-            what: "an index object".into(),
-            reason,
-        })?;
+        let (name, body) =
+            v3::encode_index_for(remote, part).map_err(|reason| crate::StoreError::Encode {
+                what: "an index object".into(),
+                reason,
+            })?;
         remote.put(&v3::index_key(&name), body)?;
         report.index_objects += 1;
     }

@@ -6,7 +6,8 @@
 //! * [`url`]: `s3://BUCKET/PREFIX` and `file:///PATH`.
 //! * [`client`]: [`Remote`], an open remote: the object_store client and
 //!   its small tokio runtime (`reads`: its LIST and GET requests;
-//!   `ranges`: ranged GETs; `trace`: `RRSTORE_REMOTE_TRACE`).
+//!   `ranges`: ranged GETs; `trace`: request tracing), opened with the
+//!   caller's [`options`] (tracing, test hooks).
 //! * By layout version: [`v2`] (object keys and encodings, which version
 //!   3 keeps for its blobs, manifests and image entries; a push to a
 //!   version 2 remote) and [`v3`] (packs, index objects and their local
@@ -41,6 +42,7 @@ mod local;
 pub mod lock;
 pub mod migrate;
 mod names;
+pub mod options;
 pub mod prune;
 pub mod pull;
 pub mod push;

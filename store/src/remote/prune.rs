@@ -257,10 +257,11 @@ pub fn prune(dir: &Path, remote: &Remote, progress: &mut dyn FnMut(Event)) -> Re
     progress(Event::Phase("writing the new index".into()));
     let mut written = HashSet::new();
     for part in new_index.chunks(super::v3::INDEX_MAX) {
-        let (name, body) = v3::encode_index(part).map_err(|reason| crate::StoreError::Encode {
-            what: "an index object".into(),
-            reason,
-        })?;
+        let (name, body) =
+            v3::encode_index_for(remote, part).map_err(|reason| crate::StoreError::Encode {
+                what: "an index object".into(),
+                reason,
+            })?;
         remote.put(&v3::index_key(&name), body)?;
         written.insert(v3::index_key(&name));
         report.index_objects_written += 1;

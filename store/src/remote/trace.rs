@@ -1,5 +1,6 @@
 //! Request tracing, for finding where a slow push or pull waits: with
-//! `RRSTORE_REMOTE_TRACE=1` in the environment every request a `Remote`
+//! tracing on (`RemoteOptions::trace`; the CLI's `RRSTORE_REMOTE_TRACE=1`)
+//! every request a `Remote`
 //! makes is written to stderr as one line when it ends, with when it began
 //! (milliseconds since the remote opened), how long it took, the verb,
 //! the key, the byte range and the bytes moved. Requests that begin only
@@ -17,8 +18,7 @@ pub(super) type Mark = Option<Instant>;
 pub(super) struct Trace(Option<Instant>);
 
 impl Trace {
-    pub fn from_env() -> Trace {
-        let on = std::env::var("RRSTORE_REMOTE_TRACE").is_ok_and(|v| !v.is_empty() && v != "0");
+    pub fn new(on: bool) -> Trace {
         Trace(on.then(Instant::now))
     }
 

@@ -13,7 +13,7 @@ use crate::backend::gpu::placeholder::Placeholder;
 use crate::backend::gpu::staging::ArenaUploads;
 use crate::backend::gpu::target;
 use crate::backend::gpu::wait::poll_until;
-use crate::backend::{Backend, BackendError, LaunchParams};
+use crate::backend::{Backend, BackendError, LaunchParams, Relocation, Reporting};
 
 impl<D: DeviceApi> Backend for GpuBackend<D> {
     fn name(&self) -> &'static str {
@@ -24,24 +24,8 @@ impl<D: DeviceApi> Backend for GpuBackend<D> {
         self.api.description()
     }
 
-    fn device_uuid(&self) -> Option<String> {
-        self.api.uuid()
-    }
-
-    fn upload_stats(&self) -> Option<crate::backend::gpu::staging::UploadStats> {
-        Some(self.uploads.last_stats()).filter(|u| u.bytes > 0)
-    }
-
     // Relocation: a driver that ignores the address hint places the arena
     // elsewhere; the engine then rebases what points into it.
-    fn allow_elsewhere(&mut self, allow: bool) {
-        self.allow_elsewhere = allow;
-    }
-
-    fn placed_elsewhere(&self) -> Option<u64> {
-        self.placed_elsewhere
-    }
-
     fn reserve(&mut self, base: u64, size: u64) -> Result<(), BackendError> {
         self.api.make_current()?;
         if let Some(mut p) = self.placeholder.take() {
@@ -119,6 +103,26 @@ impl<D: DeviceApi> Backend for GpuBackend<D> {
             return Ok(());
         }
         self.api.copy_dtoh(dst, src)
+    }
+}
+
+impl<D: DeviceApi> Reporting for GpuBackend<D> {
+    fn device_uuid(&self) -> Option<String> {
+        self.api.uuid()
+    }
+
+    fn upload_stats(&self) -> Option<crate::backend::gpu::staging::UploadStats> {
+        Some(self.uploads.last_stats()).filter(|u| u.bytes > 0)
+    }
+}
+
+impl<D: DeviceApi> Relocation for GpuBackend<D> {
+    fn allow_elsewhere(&mut self, allow: bool) {
+        self.allow_elsewhere = allow;
+    }
+
+    fn placed_elsewhere(&self) -> Option<u64> {
+        self.placed_elsewhere
     }
 }
 

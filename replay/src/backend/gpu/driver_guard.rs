@@ -33,20 +33,10 @@ use crate::backend::BackendError;
 static INITIALISED: AtomicU8 = AtomicU8::new(0);
 const DRIVERS: [&str; 3] = ["cuda", "hip", "fake"];
 
-/// The variable that sets how long a GPU child (or a listing child) may
-/// take to initialise its driver, in seconds.
-pub const START_TIMEOUT_ENV: &str = "RRSTORE_GPU_START_TIMEOUT";
-/// The default of [`START_TIMEOUT_ENV`]: a CUDA or ROCm initialisation takes
-/// seconds even on a large node; minutes means it hangs.
-pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(120);
-
-/// How long a driver initialisation in a child may take.
+/// How long a driver initialisation in a child may take (the process'
+/// settings: [`crate::settings::ProcessSettings::gpu_start_timeout`]).
 pub fn start_timeout() -> Duration {
-    std::env::var(START_TIMEOUT_ENV)
-        .ok()
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .filter(|s| s.is_finite() && *s > 0.0)
-        .map_or(DEFAULT_START_TIMEOUT, Duration::from_secs_f64)
+    crate::settings::get().gpu_start_timeout
 }
 
 /// Note that `driver` (`cuda`, `hip`; tests: `fake`) is being initialised

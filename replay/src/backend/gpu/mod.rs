@@ -155,7 +155,7 @@ pub struct GpuBackend<D: DeviceApi> {
     /// known (after the first launch); `None` before.
     stateful: Option<bool>,
     /// The replay may relocate: keep a reservation the driver placed
-    /// elsewhere ([`crate::backend::Backend::allow_elsewhere`]).
+    /// elsewhere ([`crate::backend::Relocation::allow_elsewhere`]).
     allow_elsewhere: bool,
     /// Where the arena went when the driver placed it elsewhere.
     placed_elsewhere: Option<u64>,

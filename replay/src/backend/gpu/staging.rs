@@ -53,13 +53,11 @@ pub trait DmaQueue {
     fn wait_all(&self) -> Result<(), BackendError>;
 }
 
-/// With this variable set, the GPU backends print one line per upload
-/// round ([`print_stats`]); the parent prints its GPU child's.
-pub const STATS_ENV: &str = "RRSTORE_GPU_STATS";
-
-/// The `RRSTORE_GPU_STATS` line of an upload round, when the variable is set.
+/// The statistics line of an upload round, when the process' settings ask
+/// for them ([`crate::settings::ProcessSettings::gpu_stats`]; the parent
+/// prints its GPU child's).
 pub fn print_stats(u: &UploadStats) {
-    if std::env::var_os(STATS_ENV).is_none() || u.bytes == 0 {
+    if !crate::settings::gpu_stats() || u.bytes == 0 {
         return;
     }
     let s = u.elapsed.as_secs_f64();

@@ -24,7 +24,7 @@ use crate::backend::gpu::device_env::{
 use crate::backend::gpu::placeholder::Placeholder;
 use crate::backend::gpu::target::DeviceTarget;
 use crate::backend::gpu::wait::Poll;
-use crate::backend::{Backend, BackendError, LaunchParams};
+use crate::backend::{Backend, BackendError, LaunchParams, Relocation, Reporting};
 
 const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;

@@ -15,10 +15,34 @@ use std::ffi::{c_void, CStr, CString};
 use std::path::PathBuf;
 
 /// Test hook: a colon-separated list of directories searched for runtimes
-/// instead of the loader's path and `/usr/lib/llvm-*/lib`. Read by the host
-/// runner, which inherits it (kept by `sandbox::env`); the device listing's
-/// read in `rrstore`'s own process is still to move to the CLI (issue 40).
+/// instead of the loader's path and `/usr/lib/llvm-*/lib`
+/// ([`crate::settings::ProcessSettings::runtime_search`]). In `rrstore`'s
+/// own process the CLI installs it; a host runner is passed it in this
+/// variable by its parent ([`crate::sandbox::env::runner_env`], internal
+/// protocol) and installs it at start ([`adopt_from_parent`]).
 pub const SEARCH_ENV: &str = "RRSTORE_RUNTIME_SEARCH";
+
+/// In a host runner: install the runtime search its parent passed in
+/// [`SEARCH_ENV`].
+pub fn adopt_from_parent() {
+    if let Some(v) = std::env::var_os(SEARCH_ENV) {
+        crate::settings::update(|s| s.runtime_search = Some(split_search(&v)));
+    }
+}
+
+/// The directories of a [`SEARCH_ENV`] value (empty entries left out).
+pub fn split_search(v: &std::ffi::OsStr) -> Vec<PathBuf> {
+    std::env::split_paths(v)
+        .filter(|d| !d.as_os_str().is_empty())
+        .collect()
+}
+
+/// [`SEARCH_ENV`]'s value for a runner, when the settings name directories.
+pub fn search_setting() -> Option<(std::ffi::OsString, std::ffi::OsString)> {
+    let dirs = crate::settings::get().runtime_search?;
+    let joined = std::env::join_paths(dirs).ok()?;
+    Some((SEARCH_ENV.into(), joined))
+}
 
 /// Where the versioned LLVM directories are.
 const LLVM_PREFIX: &str = "/usr/lib";
@@ -56,10 +80,8 @@ fn llvm_dirs() -> Vec<(u64, PathBuf)> {
 /// `LD_LIBRARY_PATH`, the system library directories and the versioned
 /// LLVM directories (newest first).
 fn search_dirs() -> Vec<PathBuf> {
-    if let Some(v) = std::env::var_os(SEARCH_ENV) {
-        return std::env::split_paths(&v)
-            .filter(|d| !d.as_os_str().is_empty())
-            .collect();
+    if let Some(dirs) = crate::settings::get().runtime_search {
+        return dirs;
     }
     let from_env = std::env::var_os("LD_LIBRARY_PATH").unwrap_or_default();
     let mut dirs: Vec<PathBuf> = std::env::split_paths(&from_env)
@@ -115,7 +137,7 @@ fn llvm_major(library: &str) -> Option<u64> {
 /// hook, its directories): LLVM `major`'s first when known, then the
 /// others, newest first.
 pub fn find_versioned(library: &str, major: Option<u64>) -> Option<PathBuf> {
-    let dirs: Vec<PathBuf> = if std::env::var_os(SEARCH_ENV).is_some() {
+    let dirs: Vec<PathBuf> = if crate::settings::get().runtime_search.is_some() {
         search_dirs()
     } else {
         let mut d = llvm_dirs();

@@ -9,6 +9,7 @@
 use super::client::malformed;
 use super::protocol::Fields;
 use super::*;
+use crate::backend::{Relocation, Reporting};
 
 impl Backend for HostBackend {
     fn name(&self) -> &'static str {
@@ -86,10 +87,6 @@ impl Backend for HostBackend {
         Err(reserve_err(format!(
             "{last} (in {RESERVE_ATTEMPTS} fresh runner processes)"
         )))
-    }
-
-    fn arena_memory(&self) -> Option<super::super::rehydrate::ArenaMemory> {
-        self.arena_memory
     }
 
     fn upload(&mut self, offset: u64, data: &[u8]) -> Result<(), BackendError> {
@@ -268,7 +265,9 @@ impl Backend for HostBackend {
         }
         self.judge(None).map(|(hash, _)| Some(hash))
     }
+}
 
+impl Reporting for HostBackend {
     fn runtime_libraries(&self) -> Vec<String> {
         self.libraries.clone()
     }
@@ -276,9 +275,15 @@ impl Backend for HostBackend {
     fn sandbox_applied(&self) -> Option<crate::sandbox::Mechanisms> {
         self.sandbox
     }
+}
 
-    // Relocation (issue 19): the runner scans each chunk it decodes; the
-    // output is translated back here, from the stopped runner.
+// Relocation (issue 19): the runner scans each chunk it decodes; the
+// output is translated back here, from the stopped runner.
+impl Relocation for HostBackend {
+    fn arena_memory(&self) -> Option<super::super::rehydrate::ArenaMemory> {
+        self.arena_memory
+    }
+
     fn scan_fills(&mut self, rebaser: Option<crate::placement::Rebaser>) -> bool {
         self.rebaser = rebaser;
         true

@@ -41,6 +41,8 @@ pub fn runner_main(args: &[String]) -> i32 {
         eprintln!("rrstore __host-runner is internal to `rrstore replay` (usage: --control FD)");
         return 2;
     };
+    // The runtime search its parent passed (a test hook).
+    super::libraries::adopt_from_parent();
     // Relocation tests (issue 19): take the range away first (the runner
     // reads the variable it inherited: placement::occupy).
     crate::placement::occupy::occupy(crate::placement::occupy::requested());

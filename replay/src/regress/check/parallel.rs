@@ -158,6 +158,8 @@ pub fn each_ahead<R: Send>(
     }
     let mut lanes = Vec::with_capacity(opts.len());
     let mut opts = opts.into_iter();
+    // Every lane's history rows name the caller's machine.
+    let machine = store.machine.clone();
     if let Some(first) = opts.next() {
         lanes.push(Lane {
             store: LaneStore::Caller(store),
@@ -165,8 +167,10 @@ pub fn each_ahead<R: Send>(
         });
     }
     for o in opts {
+        let mut own = Store::open_existing(&dir)?;
+        own.machine = machine.clone();
         lanes.push(Lane {
-            store: LaneStore::Own(Box::new(Store::open_existing(&dir)?)),
+            store: LaneStore::Own(Box::new(own)),
             run: o,
         });
     }
@@ -194,7 +198,7 @@ pub fn each_ahead<R: Send>(
         },
         done,
     );
-    if std::env::var_os("RRSTORE_GPU_STATS").is_some() {
+    if crate::settings::gpu_stats() {
         for (k, lane) in lanes.iter().enumerate() {
             if let Some(l) = &lane.run.replay.lookahead {
                 let s = l.stats();

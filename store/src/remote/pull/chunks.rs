@@ -17,31 +17,22 @@ use crate::{Store, StoreError};
 /// Index pulled chunks after this many bytes have been appended.
 const COMMIT_EVERY: u64 = 64 << 20;
 
-/// Test hooks (docs/remote.md): `RRSTORE_PULL_BATCH_BYTES` overrides
-/// [`COMMIT_EVERY`]; `RRSTORE_PULL_PAUSE_AFTER_BATCHES=N` makes the pull
-/// announce on stderr and then wait forever once N batches are committed,
-/// and `RRSTORE_PULL_PAUSE_AFTER_RECORDINGS=N` once N recordings are, so a
-/// test can kill it at a known point.
-fn commit_every() -> u64 {
-    std::env::var("RRSTORE_PULL_BATCH_BYTES")
-        .ok()
-        .and_then(|v| v.parse().ok())
+/// Test hooks (docs/remote.md; the remote's
+/// [`TransferHooks`](crate::remote::options::TransferHooks)):
+/// `pull_batch_bytes` overrides [`COMMIT_EVERY`]; `pull_pause_after_batches`
+/// makes the pull announce on stderr and then wait forever once N batches
+/// are committed, and `pull_pause_after_recordings` once N recordings are,
+/// so a test can kill it at a known point.
+fn commit_every(hooks: &crate::remote::options::TransferHooks) -> u64 {
+    hooks
+        .pull_batch_bytes
         .filter(|&n| n > 0)
         .unwrap_or(COMMIT_EVERY)
 }
 
-fn pause_after() -> Option<u64> {
-    std::env::var("RRSTORE_PULL_PAUSE_AFTER_BATCHES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-}
-
 /// The recordings test hook: pause once `n` recordings are committed.
-pub(super) fn pause_point(what: &str, n: u64) {
-    let at: Option<u64> = std::env::var("RRSTORE_PULL_PAUSE_AFTER_RECORDINGS")
-        .ok()
-        .and_then(|v| v.parse().ok());
-    if at == Some(n) {
+pub(super) fn pause_point(hooks: &crate::remote::options::TransferHooks, what: &str, n: u64) {
+    if hooks.pull_pause_after_recordings == Some(n) {
         eprintln!("rrstore: committed {what} {n}; pausing (RRSTORE_PULL_PAUSE_AFTER_RECORDINGS)");
         loop {
             std::thread::sleep(std::time::Duration::from_secs(3600));
@@ -61,8 +52,8 @@ impl Session<'_> {
     ) -> Result<()> {
         let remote = self.remote;
         let dir = self.store.dir().to_path_buf();
-        let every = commit_every();
-        let pause = pause_after();
+        let every = commit_every(&remote.options.hooks);
+        let pause = remote.options.hooks.pull_pause_after_batches;
         // One pack for the whole pull (until full), not one per recording.
         let mut writer: Option<PackWriter> = self.pack.take();
         let mut batch: Vec<PulledChunk> = Vec::new();

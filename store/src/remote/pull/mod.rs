@@ -265,7 +265,11 @@ impl<'a> Session<'a> {
                 self.report.recordings += 1;
                 self.report.ids.push(id.to_hex());
                 self.report.logical_bytes += m.recording.logical_size();
-                chunks::pause_point("recording", self.report.recordings);
+                chunks::pause_point(
+                    &self.remote.options.hooks,
+                    "recording",
+                    self.report.recordings,
+                );
             } else {
                 self.report.present += 1;
                 self.report.present_ids.push(id.to_hex());

@@ -37,7 +37,7 @@ pub fn push(
     progress(Event::Phase("reading the remote's layout".into()));
     let mut version = crate::remote::blobs::layout_version(remote)?;
     if version == 2 {
-        let forced = std::env::var("RRSTORE_REMOTE_LAYOUT").is_ok_and(|v| v == "2");
+        let forced = remote.options.keep_layout_2;
         if !forced && remote.list(layout::RECORDINGS)?.is_empty() {
             remote.put(
                 crate::remote::v3::MARKER,

@@ -84,14 +84,22 @@ pub struct Entry {
     pub len: u32,
 }
 
-/// Encode an index object ("RRX4"); returns (name, body). Test hook:
-/// `RRSTORE_REMOTE_INDEX_FORMAT=3` writes the older "RRX3" form (to test
-/// that remotes holding it stay readable).
+/// Encode an index object ("RRX4"); returns (name, body).
 pub fn encode_index(entries: &[Entry]) -> Result<([u8; 32], Vec<u8>), String> {
-    if std::env::var("RRSTORE_REMOTE_INDEX_FORMAT").as_deref() == Ok("3") {
+    super::fanout_index::encode(entries)
+}
+
+/// Encode an index object for `remote`: "RRX4", or the older "RRX3" form
+/// under the test hook [`RemoteOptions::index_rrx3`](crate::remote::options::RemoteOptions)
+/// (to test that remotes holding it stay readable).
+pub fn encode_index_for(
+    remote: &crate::remote::Remote,
+    entries: &[Entry],
+) -> Result<([u8; 32], Vec<u8>), String> {
+    if remote.options.index_rrx3 {
         return encode_index_v3(entries);
     }
-    super::fanout_index::encode(entries)
+    encode_index(entries)
 }
 
 /// Encode an "RRX3" index object (one zstd frame, unsorted).

@@ -17,6 +17,6 @@ pub(super) mod manifest;
 pub(super) mod push;
 
 pub use layout::{
-    decode_index, encode_index, encode_index_v3, index_key, index_of_key, pack_key, Entry, Kind,
-    INDEX, INDEX_MAX, MARKER, MARKER_BODY, MAX_EXPANSION, PACKS,
+    decode_index, encode_index, encode_index_for, encode_index_v3, index_key, index_of_key,
+    pack_key, Entry, Kind, INDEX, INDEX_MAX, MARKER, MARKER_BODY, MAX_EXPANSION, PACKS,
 };

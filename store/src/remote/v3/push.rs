@@ -43,7 +43,7 @@ pub(in crate::remote) fn push(
     // (spec/REMOTE.md, "Removal").
     progress(Event::Phase("taking a shared lock".into()));
     let _lock = remote.lock_shared(&mut |line| progress(Event::Notice(line)))?;
-    if std::env::var_os("RRSTORE_PUSH_PAUSE_AFTER_LOCK").is_some() {
+    if remote.options.hooks.push_pause_after_lock {
         // Test hook: a push killed while it holds its lock.
         eprintln!(
             "rrstore: holding {}; pausing (RRSTORE_PUSH_PAUSE_AFTER_LOCK)",
@@ -149,10 +149,11 @@ pub(in crate::remote) fn push(
     let entries = entries.into_inner();
     let mut cache = blobs.cache.take();
     for part in entries.chunks(INDEX_MAX) {
-        let (name, body) = v3::encode_index(part).map_err(|reason| crate::StoreError::Encode {
-            what: "an index object".into(),
-            reason,
-        })?;
+        let (name, body) =
+            v3::encode_index_for(remote, part).map_err(|reason| crate::StoreError::Encode {
+                what: "an index object".into(),
+                reason,
+            })?;
         meta_bytes += body.len() as u64;
         remote.put(&v3::index_key(&name), body)?;
         report.index_objects += 1;

@@ -29,10 +29,10 @@ use std::time::Duration;
 
 use self::wire::{recv, send, Reply, Request, Window, WireParams, WireUpload};
 use super::driver_guard;
-use super::staging::{UploadStats, STATS_ENV};
+use super::staging::UploadStats;
 use crate::backend::host::process::RunnerProcess;
 use crate::backend::kind::GpuDriver;
-use crate::backend::{Backend, BackendError, BackendKind, LaunchParams};
+use crate::backend::{Backend, BackendError, BackendKind, LaunchParams, Relocation, Reporting};
 
 /// Bytes of the shared window (the largest piece sent at once).
 const WINDOW: usize = 64 << 20;
@@ -48,7 +48,7 @@ fn serve(mut sock: UnixStream, window: *mut u8, make: Factory) -> i32 {
     // Confined before the driver loads; what applied goes into `Ready`.
     let sandbox = crate::sandbox::confine_gpu_child().0;
     // The parent reports the statistics (this process' output is captured).
-    std::env::remove_var(STATS_ENV);
+    crate::settings::update(|s| s.gpu_stats = false);
     let mut win = Window {
         ptr: window,
         len: WINDOW,
@@ -481,20 +481,8 @@ impl Backend for ChildBackend {
         self.name
     }
 
-    fn sandbox_applied(&self) -> Option<crate::sandbox::Mechanisms> {
-        self.sandbox
-    }
-
-    fn upload_stats(&self) -> Option<UploadStats> {
-        self.upload
-    }
-
     fn device_description(&self) -> String {
         self.description.clone()
-    }
-
-    fn device_uuid(&self) -> Option<String> {
-        self.uuid.clone()
     }
 
     fn reserve(&mut self, base: u64, size: u64) -> Result<(), BackendError> {
@@ -510,14 +498,6 @@ impl Backend for ChildBackend {
             }
             other => Err(self.protocol(other)),
         }
-    }
-
-    fn allow_elsewhere(&mut self, allow: bool) {
-        self.allow_elsewhere = allow;
-    }
-
-    fn placed_elsewhere(&self) -> Option<u64> {
-        self.placed_elsewhere
     }
 
     fn upload(&mut self, offset: u64, data: &[u8]) -> Result<(), BackendError> {
@@ -608,6 +588,30 @@ impl Backend for ChildBackend {
             at += n;
         }
         Ok(())
+    }
+}
+
+impl Reporting for ChildBackend {
+    fn sandbox_applied(&self) -> Option<crate::sandbox::Mechanisms> {
+        self.sandbox
+    }
+
+    fn upload_stats(&self) -> Option<UploadStats> {
+        self.upload
+    }
+
+    fn device_uuid(&self) -> Option<String> {
+        self.uuid.clone()
+    }
+}
+
+impl Relocation for ChildBackend {
+    fn allow_elsewhere(&mut self, allow: bool) {
+        self.allow_elsewhere = allow;
+    }
+
+    fn placed_elsewhere(&self) -> Option<u64> {
+        self.placed_elsewhere
     }
 }
 

@@ -11,7 +11,7 @@ pub(super) enum Request {
     Reserve {
         base: u64,
         size: u64,
-        /// The replay may relocate (`Backend::allow_elsewhere`).
+        /// The replay may relocate (`Relocation::allow_elsewhere`).
         elsewhere: bool,
     },
     /// `len` bytes in the window go to the arena at `offset`.
