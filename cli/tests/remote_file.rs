@@ -267,14 +267,20 @@ fn images_travel_with_push_and_pull_images() {
     // enters the library.
     let c = t.path().join("c");
     ok(&c, &["remote", "add", "r", &url]);
+    // Every 64th byte of every pack: each image's chunks are damaged
+    // wherever the push put them (one byte in the middle of a pack left
+    // an image whose chunks lay elsewhere intact, and the test flaky).
     for (key, mut body) in tree(&rdir.join("packs")) {
-        let n = body.len();
-        body[n / 2] ^= 0x10;
+        for i in (0..body.len()).step_by(64) {
+            body[i] ^= 0x10;
+        }
         std::fs::write(rdir.join("packs").join(&key), &body).unwrap();
     }
     let (code, err) = fails(&c, &["pull", "r", "--images"]);
     assert_eq!(code, 5, "{err}");
-    assert!(err.contains("packs/"), "{err}");
+    // The object at fault is named (a pack, or what a damaged pack
+    // header leads to).
+    assert!(err.contains("packs/") || err.contains("lists/"), "{err}");
     assert!(images(&c).is_empty());
 }
 

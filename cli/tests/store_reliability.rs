@@ -51,6 +51,11 @@ fn fixture_ids() -> Vec<String> {
 }
 
 fn verify_full(s: &Path) {
+    // An import killed before it created the store (a slow start on a
+    // loaded machine) leaves nothing, which is as it should be.
+    if !s.exists() {
+        return;
+    }
     let o = run(s, &["verify", "--full"]);
     assert!(
         o.status.success(),

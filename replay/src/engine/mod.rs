@@ -90,10 +90,10 @@ pub fn replay(src: &mut ReplaySource, opts: &ReplayOptions) -> ReplayReport {
         report.verdict = Verdict::of_failure(&e);
         report.error = Some(e);
     }
-    confirm::confirm(src, opts, &mut report);
-    // The backend is gone, its runners ended (the confirmation's too):
-    // what they printed.
+    // The backend is gone, its runners ended: what they printed (before
+    // the confirmation, whose replays take their own runners' output).
     report.runner_output = crate::sandbox::output::RunnerOutput::take();
+    confirm::confirm(src, opts, &mut report);
     report.timing.wall_ns = t0.elapsed().as_nanos() as u64;
     report
 }
