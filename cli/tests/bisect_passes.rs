@@ -43,12 +43,12 @@ fn rrstore(store: &Path, args: &[&str]) -> Output {
         .unwrap()
 }
 
-#[test]
-fn the_first_pass_that_reorders_a_fast_math_reduction_is_named() {
-    let dir = tempfile::tempdir().unwrap();
-    let src = Source::new(&dir.path().join("src"), "sum.cpp", SUM);
-    let aot = dir.path().join("sum");
-    let jit = dir.path().join("sum-jit");
+/// The recording of the ahead-of-time build, imported, and the JIT
+/// build's IR; returns the store and the recording's ID prefix.
+fn setup(dir: &Path) -> (std::path::PathBuf, String, std::path::PathBuf) {
+    let src = Source::new(&dir.join("src"), "sum.cpp", SUM);
+    let aot = dir.join("sum");
+    let jit = dir.join("sum-jit");
     src.build(&aot, &["-ffast-math"]);
     // The device IR as the front end made it: the passes run in rrstore's
     // compile, where -opt-bisect-limit counts them.
@@ -61,12 +61,12 @@ fn the_first_pass_that_reorders_a_fast_math_reduction_is_named() {
             "-fopenmp-target-jit",
         ],
     );
-    let runtime = recording_runtime(dir.path());
-    let (o, found) = record(&aot, &dir.path().join("rec"), &runtime, &[]);
+    let runtime = recording_runtime(dir);
+    let (o, found) = record(&aot, &dir.join("rec"), &runtime, &[]);
     assert!(o.status.success(), "{o:?}");
-    let ir = dir.path().join("sum.bc");
+    let ir = dir.join("sum.bc");
     extract_image(&jit, "x86_64-pc-linux-gnu", &ir);
-    let store = dir.path().join("store");
+    let store = dir.join("store");
     let o = rrstore(
         &store,
         &["import", found[0].parent().unwrap().to_str().unwrap()],
@@ -75,7 +75,13 @@ fn the_first_pass_that_reorders_a_fast_math_reduction_is_named() {
     let ls = rrstore(&store, &["ls", "--json"]);
     let v: serde_json::Value = serde_json::from_slice(&ls.stdout).unwrap();
     let id = v[0]["id"].as_str().unwrap()[..12].to_string();
+    (store, id, ir)
+}
 
+#[test]
+fn the_first_pass_that_reorders_a_fast_math_reduction_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, id, ir) = setup(dir.path());
     let o = rrstore(
         &store,
         &[
@@ -128,4 +134,53 @@ fn the_first_pass_that_reorders_a_fast_math_reduction_is_named() {
         "{out}"
     );
     assert!(out.contains("0 replay(s)"), "{out}");
+}
+
+/// A "nightly compiler" that changes the output: the same clang-22 is the
+/// older toolchain with vectorization and unrolling off (what an older
+/// compiler did not do), the newer as it is. rrstore names the newer one,
+/// then the pass inside it, against the older one's output.
+#[test]
+fn the_first_toolchain_that_changes_the_output_then_its_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, id, ir) = setup(dir.path());
+    let old = dir.path().join("old-clang");
+    rrstore_tests::write_script(
+        &old,
+        "#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'clang version 22.0.0 (older)'; exit 0; fi\n\
+         exec /usr/lib/llvm-22/bin/clang \"$@\" -fno-vectorize -fno-slp-vectorize -fno-unroll-loops\n",
+    );
+    let o = rrstore(
+        &store,
+        &[
+            "bisect",
+            "--label",
+            "*",
+            "--passes",
+            "--image",
+            ir.to_str().unwrap(),
+            "--toolchains",
+            old.to_str().unwrap(),
+            "22",
+            "--json",
+        ],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let all: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let r = &all["recordings"][0];
+    assert_eq!(
+        r["recording"].as_str().unwrap().get(..12),
+        Some(id.as_str())
+    );
+    let steps = r["toolchain_steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 2, "{r}");
+    assert_eq!(steps[0]["good"], true);
+    assert_eq!(steps[1]["good"], false);
+    assert_eq!(r["toolchain"], "22", "{r}");
+    // Its passes against the older toolchain's output: limit 0 keeps it
+    // (no optional pass reorders anything), a later pass does not.
+    let culprit = &r["culprit"];
+    assert!(culprit["number"].as_u64().unwrap() >= 1, "{r}");
+    assert!(r["steps"][0]["good"].as_bool().unwrap(), "{r}");
 }

@@ -30,8 +30,21 @@ pub struct Args {
     /// Find the first optimization pass that changes the output: the IR
     /// (the recording's, or --image) compiled with -opt-bisect-limit
     /// (docs/regress.md, "Bisecting compiler passes").
-    #[arg(long, conflicts_with_all = ["images", "good", "bad", "label", "kernel"])]
+    #[arg(long, conflicts_with_all = ["images", "good", "bad"])]
     pub passes: bool,
+    /// With --passes: toolchains, oldest first (clang-N, N or paths): the
+    /// first whose image changes the output of the first one's is found,
+    /// then its passes are bisected.
+    #[arg(long, num_args = 2.., requires = "passes", value_name = "TOOLCHAIN")]
+    pub toolchains: Vec<String>,
+    /// With --passes: a kernel more than PCT percent slower than the
+    /// reference (and slower than its slowest repetition) counts as
+    /// changed too.
+    #[arg(long, requires = "passes", value_name = "PCT")]
+    pub slower: Option<f64>,
+    /// With --passes: launches per replay [default: 5 with --slower, else 1].
+    #[arg(long, requires = "passes", value_name = "N")]
+    pub repetitions: Option<u32>,
     /// With --passes: the IR to compile (a file, or a stored image's hash
     /// prefix or label) instead of the recording's own.
     #[arg(long, requires = "passes", value_name = "FILE_OR_HASH")]
