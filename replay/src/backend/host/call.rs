@@ -58,7 +58,8 @@ extern "C" {
     fn rrstore_call_u64_args(f: *const u8, args: *const u64, count: usize);
 }
 
-/// Call `f` with `args`, each as one 64-bit integer argument.
+/// Call `f` with `args`, each as one 64-bit integer argument, over a
+/// cleared stack ([`super::launch_path::clear_stack_below`]).
 ///
 /// # Safety
 /// `f` must be the address of a function that takes `args.len()` integer or
@@ -67,14 +68,27 @@ extern "C" {
 /// recorded ones).
 #[cfg(target_arch = "x86_64")]
 pub unsafe fn call_with_u64_args(f: *const u8, args: &[u64]) {
-    let mut padded = args.to_vec();
-    if padded.len() < 6 {
-        padded.resize(6, 0);
-    }
-    // SAFETY: `padded` has at least 6 readable elements and `count` equals
-    // its length; the trampoline follows the SysV ABI (see module doc); the
-    // caller guarantees `f` is a function taking these arguments.
-    unsafe { rrstore_call_u64_args(f, padded.as_ptr(), padded.len()) }
+    // Up to 32 arguments are copied on this frame, not the heap: the stack
+    // below was cleared for the kernel (`launch_path`) and a `malloc` here
+    // would leave its frames there.
+    let mut inline = [0u64; 32];
+    let heap: Vec<u64>;
+    let padded: &[u64] = if args.len() <= inline.len() {
+        inline[..args.len()].copy_from_slice(args);
+        &inline[..args.len().max(6)]
+    } else {
+        heap = args.to_vec();
+        &heap
+    };
+    let (ptr, count) = (padded.as_ptr(), padded.len());
+    // Last before the call (nothing runs between it and the kernel): the
+    // kernel finds zeros below it, not the runner's own data.
+    super::launch_path::clear_stack_below();
+    // SAFETY: `ptr` points at `count` >= 6 readable elements of `padded`,
+    // alive until this returns; the trampoline follows the SysV ABI (see
+    // module doc); the caller guarantees `f` is a function taking these
+    // arguments.
+    unsafe { rrstore_call_u64_args(f, ptr, count) }
 }
 
 #[cfg(test)]
@@ -122,5 +136,11 @@ mod tests {
         // SAFETY: `two` takes two u64 arguments.
         unsafe { call_with_u64_args(two as *const u8, &[9, 8]) };
         assert_eq!(*SEEN.lock().unwrap(), vec![9, 8]);
+        // More than the inline copy holds: the extra ones are ignored by
+        // the callee, the first ten still arrive in order.
+        let many: Vec<u64> = (1..=40).collect();
+        // SAFETY: `ten` reads ten arguments; the caller may pass more.
+        unsafe { call_with_u64_args(ten as *const u8, &many) };
+        assert_eq!(*SEEN.lock().unwrap(), many[..10].to_vec());
     }
 }

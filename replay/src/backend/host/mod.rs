@@ -62,6 +62,7 @@ pub mod fill;
 pub mod fill_trace;
 pub mod held;
 mod judge;
+pub mod launch_path;
 pub mod libraries;
 pub mod memory;
 mod ops;

@@ -31,6 +31,7 @@ use super::arena;
 use super::call::call_with_u64_args;
 use super::fill;
 use super::fill_trace;
+use super::launch_path;
 use super::preload;
 use super::protocol::{recv, ErrKind, Fields, Msg, Op};
 
@@ -369,6 +370,10 @@ impl State {
             return Msg::err(ErrKind::MissingKernel, &dlerror_string());
         }
         self.kernel = k.cast();
+        // libomp initialised as libomptarget would have before any launch,
+        // not inside the kernel's first fork.
+        // SAFETY: `h` is the live handle of the image just loaded.
+        unsafe { launch_path::initialise_openmp(h) };
         let mut m = Msg::ok();
         m.u64(applied.0);
         m
