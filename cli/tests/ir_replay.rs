@@ -169,6 +169,25 @@ fn ir_from_a_jit_build_compiles_and_verifies_then_comes_from_the_cache() {
     assert!(compiled
         .iter()
         .all(|i| i["label"].as_str().unwrap().contains("(LLVM22.")));
+    // So does the JUnit report of a replay.
+    let junit = dir.path().join("replay.xml");
+    let o = rrstore(
+        &store,
+        &[
+            "replay",
+            b.descriptor.to_str().unwrap(),
+            "--image",
+            b.ir.to_str().unwrap(),
+            "--junit",
+            junit.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(
+        xml.contains("name=\"compiled_from_ir\"") && xml.contains("clang version 22"),
+        "{xml}"
+    );
     // The human output names the compile.
     let o4 = rrstore(
         &store,

@@ -365,6 +365,13 @@ pub fn from_replay(r: &ReplayReport, label: &str, history_row: Option<i64>) -> S
     if let Some(h) = &r.image_blake3 {
         properties.push(("image".into(), rrstore_format::id::hex(h)));
     }
+    // An image compiled from IR: where it came from (spec/COMPILE.md).
+    if let Some(c) = &r.compiled {
+        properties.push(("compiled_from_ir".into(), c.ir_blake3.clone()));
+        properties.push(("compiler".into(), c.compiler_version.clone()));
+        properties.push(("compiler_flags".into(), c.flags.join(" ")));
+        properties.push(("compile_cached".into(), c.cached.to_string()));
+    }
     if let Some(ns) = r.timing.kernel_min_ns() {
         properties.push(("kernel_min_ns".into(), ns.to_string()));
     }
