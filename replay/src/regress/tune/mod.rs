@@ -244,7 +244,7 @@ pub fn tune(
     base_opts.replay.num_threads = None;
     base_opts.replay.compile = opts.run.replay.compile.clone();
     let mut replays = 0u32;
-    let mut measure = |v: Option<usize>, reps: u32| -> Result<Trial, RegressError> {
+    let mut measure = |v: Option<usize>, reps: u32, round: u32| -> Result<Trial, RegressError> {
         let (image, r) = match v {
             Some(v) => (opts.image.as_ref(), &settings[v]),
             None => (None, &base_opts),
@@ -254,7 +254,7 @@ pub fn tune(
         let out = run(store, id, image, &r)?;
         replays += 1;
         let t = Trial {
-            round: 0,
+            round,
             variant: v.unwrap_or(usize::MAX),
             verified: matches!(out.verdict.as_str(), "verified" | "within-tolerance"),
             spread: Spread::of(&out.kernel_times_ns),
@@ -278,7 +278,7 @@ pub fn tune(
     let trials: Vec<Trial> = outcome
         .trials
         .into_iter()
-        .map(|(round, _, t)| Trial { round, ..t })
+        .map(|(_, _, t)| t)
         .collect();
     let Some(baseline) = outcome.baseline else {
         return Err(RegressError::Usage(

@@ -20,18 +20,20 @@ pub struct Measured {
 }
 
 impl Measured {
-    /// The median kernel time (the upper one of an even count), or None
+    /// The median kernel time (the lower one of an even count), or None
     /// when the kernel did not run.
     pub fn median(&self) -> Option<u64> {
         median(&self.times_ns)
     }
 }
 
-/// The median of `v` (the upper middle one of an even count).
+/// The median of `v`, the lower middle one of an even count: of two
+/// repetitions the faster, since the first launch of a replay pays for
+/// first touches of its memory that later ones do not.
 pub fn median(v: &[u64]) -> Option<u64> {
     let mut s = v.to_vec();
     s.sort_unstable();
-    s.get(s.len() / 2).copied()
+    s.get(s.len().checked_sub(1)? / 2).copied()
 }
 
 /// The rounds of a halving search of `n` variants: (variants measured,
@@ -68,9 +70,9 @@ pub struct Outcome<T> {
     pub baseline: Option<T>,
 }
 
-/// `measure(Some(variant), repetitions)` replays a variant,
-/// `measure(None, repetitions)` the baseline.
-pub type Measure<'a, T, E> = dyn FnMut(Option<usize>, u32) -> Result<T, E> + 'a;
+/// `measure(Some(variant), repetitions, round)` replays a variant,
+/// `measure(None, repetitions, round)` the baseline (rounds from 1).
+pub type Measure<'a, T, E> = dyn FnMut(Option<usize>, u32, u32) -> Result<T, E> + 'a;
 
 /// Halving over variants `0..n`; `verdict` reads a measurement. The
 /// baseline is measured once, right before the last round with its
@@ -87,12 +89,12 @@ pub fn halving<T, E>(
     let mut baseline = None;
     for (round, &(size, reps)) in rounds.iter().enumerate() {
         if round + 1 == rounds.len() {
-            baseline = Some(measure(None, reps)?);
+            baseline = Some(measure(None, reps, round as u32 + 1)?);
         }
         alive.truncate(size);
         let mut ranked = Vec::new();
         for &v in &alive {
-            let t = measure(Some(v), reps)?;
+            let t = measure(Some(v), reps, round as u32 + 1)?;
             let m = verdict(&t);
             if m.verified {
                 if let Some(med) = m.median() {
@@ -106,7 +108,7 @@ pub fn halving<T, E>(
         if alive.is_empty() {
             // Nothing left to compare, but the baseline is still shown.
             if baseline.is_none() {
-                baseline = Some(measure(None, reps)?);
+                baseline = Some(measure(None, reps, round as u32 + 1)?);
             }
             break;
         }
@@ -128,9 +130,9 @@ pub fn grid<T, E>(
 ) -> Result<Outcome<T>, E> {
     let mut trials = Vec::new();
     let mut best: Option<(u64, usize)> = None;
-    let baseline = Some(measure(None, repetitions.max(1))?);
+    let baseline = Some(measure(None, repetitions.max(1), 1)?);
     for v in 0..n {
-        let t = measure(Some(v), repetitions.max(1))?;
+        let t = measure(Some(v), repetitions.max(1), 1)?;
         let m = verdict(&t);
         if let (true, Some(med)) = (m.verified, m.median()) {
             if best.is_none_or(|(b, _)| med < b) {
@@ -156,10 +158,10 @@ mod tests {
     fn fake<'a>(
         cost: &'a [u64],
         bad: &[usize],
-    ) -> impl FnMut(Option<usize>, u32) -> Result<Measured, ()> + 'a {
+    ) -> impl FnMut(Option<usize>, u32, u32) -> Result<Measured, ()> + 'a {
         let mut seed = 12345u64;
         let bad = bad.to_vec();
-        move |v, reps| {
+        move |v, reps, _| {
             let v = v.unwrap_or(0);
             let mut times = Vec::new();
             for _ in 0..reps {
