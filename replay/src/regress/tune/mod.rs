@@ -113,7 +113,8 @@ impl Spread {
 pub struct Trial {
     /// 1-based round (the grid has one).
     pub round: u32,
-    pub variant: usize,
+    /// None: the baseline (recorded image and launch).
+    pub variant: Option<usize>,
     pub verified: bool,
     pub spread: Option<Spread>,
     pub run: Run,
@@ -255,7 +256,7 @@ pub fn tune(
         replays += 1;
         let t = Trial {
             round,
-            variant: v.unwrap_or(usize::MAX),
+            variant: v,
             verified: matches!(out.verdict.as_str(), "verified" | "within-tolerance"),
             spread: Spread::of(&out.kernel_times_ns),
             run: out,
@@ -288,7 +289,7 @@ pub fn tune(
     let base_median = baseline.spread.as_ref().map(|s| s.median_ns);
     let best = outcome.best.and_then(|v| {
         // Its last measurement is its longest.
-        let t = trials.iter().rev().find(|t| t.variant == v)?;
+        let t = trials.iter().rev().find(|t| t.variant == Some(v))?;
         let spread = t.spread.clone()?;
         Some(Best {
             variant: v,
