@@ -182,6 +182,22 @@ fn a_variant_that_changes_the_output_is_never_chosen() {
         assert_eq!(t2[0]["run"]["verdict"], "mismatch", "{r}");
         assert_eq!(r["best"]["variant"], one, "{r}");
     }
+    // The report charts the configurations from the history rows; the
+    // two-thread one is marked as never chosen.
+    let html = dir.path().join("r.html");
+    let o = command()
+        .arg("--store")
+        .arg(&store)
+        .args(["report", "-o"])
+        .arg(&html)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{o:?}");
+    let page = std::fs::read_to_string(&html).unwrap();
+    let tuning = &page[page.find("id=\"tuning\"").expect("no tuning section")..];
+    assert!(tuning.contains("num_threads=2"), "{tuning}");
+    assert!(tuning.contains("mismatch (never chosen)"), "{tuning}");
+    assert!(tuning.contains("fastest verified: 1x1"), "{tuning}");
     // Nothing verifies: no answer, exit 1.
     let (code, v, _) = tune(&store, &[&id[..12], "--threads", "2", "--repetitions", "2"]);
     assert_eq!(code, 1, "{v}");
