@@ -8,13 +8,16 @@
 //! * A float reduction whose sum differs at one and two threads: the
 //!   two-thread variant runs (faster or not) but does not verify, so it is
 //!   never the answer; one thread is.
+//! * Compile variants of the IR of a JIT build: one whose flags the
+//!   compiler rejects is dropped; compile variants of a native image are
+//!   refused.
 
 mod store_common;
 
 use std::path::Path;
 use std::sync::Mutex;
 
-use rrstore_tests::offload::{recording_runtime, Source, LLVM};
+use rrstore_tests::offload::{extract_image, recording_runtime, Source, LLVM};
 use store_common::{command, expect_ok};
 
 /// Integer work whose output does not depend on the thread count. Its
@@ -74,11 +77,17 @@ int main() {
 static SERIAL: Mutex<()> = Mutex::new(());
 
 /// Build `code`, record it with one thread into a new store; returns the
-/// store and the recording ID.
-fn recorded(dir: &Path, name: &str, code: &str) -> (std::path::PathBuf, String) {
+/// store and the recording ID. `ir`: also extract `dir/NAME.bc`.
+fn recorded(dir: &Path, name: &str, code: &str, ir: bool) -> (std::path::PathBuf, String) {
     let src = Source::new(&dir.join("src"), &format!("{name}.cpp"), code);
     let app = dir.join(name);
     src.build(&app, &[]);
+    if ir {
+        // The device IR of a JIT build of the same file (same kernel name).
+        let jit = dir.join(format!("{name}-jit"));
+        src.build(&jit, &["-fopenmp-target-jit"]);
+        extract_image(&jit, "x86_64-pc-linux-gnu", &dir.join(format!("{name}.bc")));
+    }
     let runtime = recording_runtime(dir);
     let store = dir.join("store");
     let o = command()
@@ -126,7 +135,7 @@ fn with_threads(r: &serde_json::Value, n: u64) -> u64 {
 fn tune_finds_two_threads_faster_and_verified() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
-    let (store, id) = recorded(dir.path(), "hash", HASH);
+    let (store, id) = recorded(dir.path(), "hash", HASH, false);
     let (code, v, err) = tune(&store, &[&id[..12], "--threads", "1,2", "--repetitions", "8"]);
     assert_eq!(code, 0, "{v}{err}");
     let r = &v["recordings"][0];
@@ -166,7 +175,7 @@ fn tune_finds_two_threads_faster_and_verified() {
 fn a_variant_that_changes_the_output_is_never_chosen() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
-    let (store, id) = recorded(dir.path(), "sum", SUM);
+    let (store, id) = recorded(dir.path(), "sum", SUM, false);
     for search in [&[][..], &["--full-grid"][..]] {
         let mut args = vec![&id[..12], "--threads", "1-2", "--repetitions", "4"];
         args.extend_from_slice(search);
@@ -202,4 +211,54 @@ fn a_variant_that_changes_the_output_is_never_chosen() {
     let (code, v, _) = tune(&store, &[&id[..12], "--threads", "2", "--repetitions", "2"]);
     assert_eq!(code, 1, "{v}");
     assert!(v["recordings"][0]["best"].is_null(), "{v}");
+}
+
+#[test]
+fn compile_variants_of_the_ir_and_one_the_compiler_rejects() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let (store, id) = recorded(dir.path(), "hash", HASH, true);
+    let ir = dir.path().join("hash.bc");
+    let (code, v, err) = tune(
+        &store,
+        &[
+            &id[..12],
+            "--image",
+            ir.to_str().unwrap(),
+            "--variant-cflags=-O1",
+            "--variant-cflags",
+            "-O3 -mllvm -no-such-option",
+            "--repetitions",
+            "4",
+        ],
+    );
+    assert_eq!(code, 0, "{v}{err}");
+    let r = &v["recordings"][0];
+    let variants = r["variants"].as_array().unwrap();
+    assert_eq!(variants.len(), 2, "{r}");
+    assert!(variants[1]["compile"]
+        .as_str()
+        .unwrap()
+        .ends_with("-O3 -mllvm -no-such-option"));
+    // The rejected flags: an error, dropped; the -O1 build is the answer.
+    let bad: Vec<_> = r["trials"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["variant"] == 1)
+        .collect();
+    assert_eq!(bad.len(), 1, "{r}");
+    assert_eq!(bad[0]["verified"], false);
+    assert_eq!(bad[0]["run"]["verdict"], "error", "{r}");
+    assert_eq!(r["best"]["variant"], 0, "{r}");
+    // Compile variants of a native image: refused (usage, exit 2).
+    let o = command()
+        .arg("--store")
+        .arg(&store)
+        .args(["tune", &id[..12], "--variant-cflags=-O1"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("need an IR image"), "{err}");
 }
