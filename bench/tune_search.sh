@@ -8,13 +8,17 @@
 # ahead of time and with -fopenmp-target-jit from one source file, the
 # first recorded with one host thread (patched libomptarget, as the tests
 # do), the second's device IR extracted. The grid: --threads 1,2 x four
-# compile variants of the IR (-O0, -O1, -O2, -O3) = 8 variants. Each pair
+# compile variants of the IR (-O0, -O1, -O2, -O3) = 8 variants (the
+# frontend already optimized the IR, so -O1..-O3 may compile to one image:
+# a pick of another variant with the same image and launch is the same
+# answer). Each pair
 # runs `tune --full-grid` (every variant with R repetitions) and `tune`
 # (halving), in alternating order, and prints for each: the variant
 # chosen, kernel launches, replays and wall time; then whether halving
 # chose the grid's best and, when not, how much slower the chosen variant
 # was in the grid's own measurement (a tie within the grid's noise, or a
-# miss).
+# miss), and whether this grid's best is the previous pair's grid's best
+# (the grid against itself: how often the reference itself moves).
 #
 #   bench/tune_search.sh [PAIRS] [R]      (default 5 pairs, R = 16)
 #   RR=path/to/rrstore bench/tune_search.sh ...   (default: a release build)
@@ -87,20 +91,32 @@ for p in $(seq 1 "$pairs"); do
 import json, sys
 g, h = (json.load(open(f))["recordings"][0] for f in sys.argv[1:3])
 wall = [open(f + ".wall").read().strip() for f in sys.argv[1:3]]
-def med(t):
-    return t["spread"]["median_ns"] if t["verified"] and t["spread"] else None
-grid = {t["variant"]: med(t) for t in g["trials"]}
+med = {t["variant"]: t["spread"]["median_ns"] for t in g["trials"] if t["verified"] and t["spread"]}
+# Variants whose flags compile to the same image at the same launch are one.
+same = {t["variant"]: (t["run"]["image"], t["run"]["launch"]) for t in g["trials"]}
+name = lambda v: f'threads={g["variants"][v]["threads"]} [{g["variants"][v]["compile"]}]'
 gb, hb = g["best"], h["best"]
-name = lambda v: (g["variants"][v]["threads"], g["variants"][v]["compile"])
 if gb is None or hb is None:
     print(f"pair {sys.argv[3]}: no verified variant (grid {gb}, halving {hb})")
     sys.exit(0)
-ratio = grid[hb["variant"]] / grid[gb["variant"]] if grid[hb["variant"]] else float("nan")
-print(f"pair {sys.argv[3]}: grid best threads={name(gb['variant'])[0]} [{name(gb['variant'])[1]}] "
-      f"{grid[gb['variant']]/1e6:.2f} ms, {g['launches']} launches, {g['replays']} replays, {wall[0]} s | "
-      f"halving threads={name(hb['variant'])[0]} [{name(hb['variant'])[1]}], {h['launches']} launches, "
-      f"{h['replays']} replays, {wall[1]} s | "
-      + ("SAME" if hb["variant"] == gb["variant"] else f"other: {ratio:.3f}x the grid best's median in the grid"))
+gv, hv = gb["variant"], hb["variant"]
+if hv == gv:
+    verdict = "SAME"
+elif same.get(hv) == same.get(gv):
+    verdict = "SAME image and launch"
+else:
+    verdict = f"other: {med[hv] / med[gv]:.3f}x the grid best's median in the grid"
+# The grid against itself: the previous pair's grid best (same image and
+# launch?), the noise floor of "finds the grid's best".
+import os
+prev = sys.argv[1] + ".prev"
+if os.path.exists(prev):
+    p = json.load(open(prev))
+    verdict += " | grid vs previous grid: " + ("SAME" if p == list(same[gv]) else "other")
+json.dump(list(same[gv]), open(prev, "w"))
+print(f"pair {sys.argv[3]}: grid best {name(gv)} {med[gv]/1e6:.2f} ms, {g['launches']} launches, "
+      f"{g['replays']} replays, {wall[0]} s | halving {name(hv)}, {h['launches']} launches, "
+      f"{h['replays']} replays, {wall[1]} s | {verdict}")
 EOF
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -42,9 +42,40 @@ fn esc(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
+/// The configurations of `rec` a tune compares: those of every image run
+/// with several launch configurations, and, when there are several, those
+/// of the images that are no stored build (the recorded image and the IR
+/// compiled with tune's compile variants). A stored build run once per
+/// launch (`check --image`) belongs to the other sections.
 fn configs(g: &Gathered, rec: &str) -> Vec<Config> {
+    let rows: Vec<&HistoryEntry> = g
+        .history
+        .iter()
+        .filter(|e| e.recording.to_hex() == rec)
+        .collect();
+    let mut launches: BTreeMap<[u8; 32], Vec<(Option<u64>, Option<u64>, &str)>> = BTreeMap::new();
+    for e in &rows {
+        let l = launches.entry(e.image_hash).or_default();
+        let k = (e.num_teams, e.num_threads, e.launch_overrides.as_str());
+        if !l.contains(&k) {
+            l.push(k);
+        }
+    }
+    let recorded = g.recorded_image.get(rec).copied().flatten();
+    let unstored = |h: &[u8; 32]| {
+        recorded == Some(*h) || !g.image_labels.get(h).is_some_and(|l| !l.is_empty())
+    };
+    // Rows that stopped before an image loaded (hash 0) show, but do not
+    // make a recording tuned.
+    let compiled = launches
+        .keys()
+        .filter(|h| **h != [0; 32] && unstored(h))
+        .count();
+    let shown = |h: &[u8; 32]| {
+        launches.get(h).is_some_and(|l| l.len() > 1) || (compiled > 1 && unstored(h))
+    };
     let mut by: BTreeMap<(String, Option<u64>, Option<u64>, String), Config> = BTreeMap::new();
-    for e in g.history.iter().filter(|e| e.recording.to_hex() == rec) {
+    for e in rows.into_iter().filter(|e| shown(&e.image_hash)) {
         let image = g.image_name(rec, &e.image_hash);
         let key = (
             image.clone(),
