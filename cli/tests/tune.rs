@@ -95,7 +95,10 @@ fn recorded(dir: &Path, name: &str, code: &str, ir: bool) -> (std::path::PathBuf
         .arg(&store)
         .args(["record", "--json", "--"])
         .arg(&app)
-        .env("LD_LIBRARY_PATH", format!("{}:{LLVM}/lib", runtime.display()))
+        .env(
+            "LD_LIBRARY_PATH",
+            format!("{}:{LLVM}/lib", runtime.display()),
+        )
         .env("OMP_NUM_THREADS", "1")
         .output()
         .unwrap();
@@ -136,7 +139,10 @@ fn tune_finds_two_threads_faster_and_verified() {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let (store, id) = recorded(dir.path(), "hash", HASH, false);
-    let (code, v, err) = tune(&store, &[&id[..12], "--threads", "1,2", "--repetitions", "8"]);
+    let (code, v, err) = tune(
+        &store,
+        &[&id[..12], "--threads", "1,2", "--repetitions", "8"],
+    );
     assert_eq!(code, 0, "{v}{err}");
     let r = &v["recordings"][0];
     let two = with_threads(r, 2);
@@ -261,4 +267,66 @@ fn compile_variants_of_the_ir_and_one_the_compiler_rejects() {
     assert_eq!(o.status.code(), Some(2), "{o:?}");
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("need an IR image"), "{err}");
+}
+
+#[test]
+fn counts_outside_the_recorded_limits_are_left_out() {
+    // LLVM's own saxpy recording: ThreadsLimits [1,1].
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let fx = rrstore_tests::fixtures().join("upstream-native/saxpy");
+    let o = command()
+        .arg("--store")
+        .arg(&store)
+        .args(["import", "--json"])
+        .arg(&fx)
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_str(&expect_ok(o, &["import"])).unwrap();
+    let id = v["recordings"][0]["id"].as_str().unwrap().to_string();
+    let (code, v, err) = tune(
+        &store,
+        &[&id[..12], "--threads", "1-2", "--repetitions", "2"],
+    );
+    assert_eq!(code, 0, "{v}{err}");
+    let r = &v["recordings"][0];
+    assert_eq!(r["variants"].as_array().unwrap().len(), 1, "{r}");
+    assert_eq!(
+        r["excluded"],
+        serde_json::json!(["threads=2 (recorded limits 1..1)"])
+    );
+    // Nothing left: a usage error.
+    let o = command()
+        .arg("--store")
+        .arg(&store)
+        .args(["tune", &id[..12], "--threads", "2"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("outside the recorded limits"));
+    // Bad lists: usage errors.
+    for bad in ["0", "2-1", "x", "1,,2"] {
+        let o = command()
+            .arg("--store")
+            .arg(&store)
+            .args(["tune", &id[..12], "--threads", bad])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{bad}: {o:?}");
+    }
+    // --ignore-limits tries them.
+    let (_, v, err) = tune(
+        &store,
+        &[
+            &id[..12],
+            "--threads",
+            "1-2",
+            "--repetitions",
+            "2",
+            "--ignore-limits",
+        ],
+    );
+    let r = &v["recordings"][0];
+    assert_eq!(r["variants"].as_array().unwrap().len(), 2, "{r}{err}");
+    assert!(r["excluded"].as_array().unwrap().is_empty(), "{r}");
 }

@@ -271,19 +271,21 @@ pub fn tune(
         times_ns: t.run.kernel_times_ns.clone(),
     };
     let n = variants.len();
+    if n == 0 {
+        return Err(RegressError::Usage(format!(
+            "no variant to tune: every count asked for is outside the recorded limits ({}); widen the counts or ignore the limits",
+            excluded.join(", ")
+        )));
+    }
     let outcome = if opts.full_grid {
         search::grid(n, opts.repetitions, &mut measure, &verdict)?
     } else {
         search::halving(n, opts.repetitions, &mut measure, &verdict)?
     };
-    let trials: Vec<Trial> = outcome
-        .trials
-        .into_iter()
-        .map(|(_, _, t)| t)
-        .collect();
+    let trials: Vec<Trial> = outcome.trials.into_iter().map(|(_, _, t)| t).collect();
     let Some(baseline) = outcome.baseline else {
         return Err(RegressError::Usage(
-            "no variant to tune: every team or thread count asked for is outside the recorded limits".into(),
+            "no variant to tune: the search measured nothing".into(),
         ));
     };
     let base_median = baseline.spread.as_ref().map(|s| s.median_ns);
@@ -303,7 +305,10 @@ pub fn tune(
         recording: id.to_hex(),
         kernel: rec.kernel.clone(),
         search: if opts.full_grid { "grid" } else { "halving" },
-        launches: trials.iter().map(|t| t.run.kernel_times_ns.len() as u64).sum(),
+        launches: trials
+            .iter()
+            .map(|t| t.run.kernel_times_ns.len() as u64)
+            .sum(),
         grid_launches: n as u64 * u64::from(opts.repetitions.max(1)),
         replays,
         variants,

@@ -58,7 +58,12 @@ pub fn plan(n: usize, repetitions: u32) -> Vec<(usize, u32)> {
     let per_round = budget / sizes.len() as u64;
     sizes
         .into_iter()
-        .map(|k| (k, (per_round / k as u64).clamp(1, u64::from(u32::MAX)) as u32))
+        .map(|k| {
+            (
+                k,
+                (per_round / k as u64).clamp(1, u64::from(u32::MAX)) as u32,
+            )
+        })
         .collect()
 }
 
@@ -165,7 +170,9 @@ mod tests {
             let v = v.unwrap_or(0);
             let mut times = Vec::new();
             for _ in 0..reps {
-                seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
                 times.push(cost[v] + (seed >> 33) % 30);
             }
             Ok(Measured {
