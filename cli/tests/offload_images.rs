@@ -95,12 +95,7 @@ fn an_application_gives_its_device_images_and_each_recording_runs_its_own() {
     );
     assert!(out.contains(" ir:x86_64-pc-linux-gnu "), "{out}");
     let o = run(&s, &["replay", rec, "--image", "jit", "--json"]);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["verdict"], "verified", "{v}");
     assert_eq!(v["compiled"]["target"], "x86_64", "{v}");

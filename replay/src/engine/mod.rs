@@ -21,8 +21,8 @@
 //! [`Backend`] (the rehydration contract: [`crate::backend::rehydrate`]) and
 //! [`BackendConfig::open`].
 
-mod confirm;
 mod ir;
+mod confirm;
 mod options;
 mod output;
 mod rehydrate;
