@@ -166,7 +166,10 @@ pub fn section(g: &Gathered, out: &mut String, summary: &mut ReportSummary) {
         if cs.len() < 2 {
             continue;
         }
-        let base = cs.iter().find(|c| c.recorded).and_then(|c| median(&c.times));
+        let base = cs
+            .iter()
+            .find(|c| c.recorded)
+            .and_then(|c| median(&c.times));
         let best = cs
             .iter()
             .filter_map(|c| median(&c.times).map(|m| (m, c.label.as_str())))
