@@ -25,6 +25,9 @@ struct Config {
     failed: Vec<String>,
 }
 
+/// Team count, thread count, launch overrides of a history row.
+type Launch<'a> = (Option<u64>, Option<u64>, &'a str);
+
 fn verified(e: &HistoryEntry) -> bool {
     matches!(e.verdict.as_str(), "verified" | "within-tolerance")
 }
@@ -53,7 +56,7 @@ fn configs(g: &Gathered, rec: &str) -> Vec<Config> {
         .iter()
         .filter(|e| e.recording.to_hex() == rec)
         .collect();
-    let mut launches: BTreeMap<[u8; 32], Vec<(Option<u64>, Option<u64>, &str)>> = BTreeMap::new();
+    let mut launches: BTreeMap<[u8; 32], Vec<Launch>> = BTreeMap::new();
     for e in &rows {
         let l = launches.entry(e.image_hash).or_default();
         let k = (e.num_teams, e.num_threads, e.launch_overrides.as_str());
@@ -62,9 +65,8 @@ fn configs(g: &Gathered, rec: &str) -> Vec<Config> {
         }
     }
     let recorded = g.recorded_image.get(rec).copied().flatten();
-    let unstored = |h: &[u8; 32]| {
-        recorded == Some(*h) || !g.image_labels.get(h).is_some_and(|l| !l.is_empty())
-    };
+    let unstored =
+        |h: &[u8; 32]| recorded == Some(*h) || g.image_labels.get(h).is_none_or(|l| l.is_empty());
     // Rows that stopped before an image loaded (hash 0) show, but do not
     // make a recording tuned.
     let compiled = launches

@@ -125,10 +125,11 @@ pub struct Trial {
 pub struct Best {
     pub variant: usize,
     pub describe: String,
-    /// Its last (longest) measurement.
+    /// Every launch it made in the search.
     pub spread: Spread,
     /// The recorded launch's median over the best's.
     pub speedup: f64,
+    /// History row of its last replay.
     pub row: i64,
 }
 
@@ -290,15 +291,19 @@ pub fn tune(
     };
     let base_median = baseline.spread.as_ref().map(|s| s.median_ns);
     let best = outcome.best.and_then(|v| {
-        // Its last measurement is its longest.
-        let t = trials.iter().rev().find(|t| t.variant == Some(v))?;
-        let spread = t.spread.clone()?;
+        // Every launch it made in the search (the search ranked on them).
+        let mine: Vec<&Trial> = trials.iter().filter(|t| t.variant == Some(v)).collect();
+        let times: Vec<u64> = mine
+            .iter()
+            .flat_map(|t| t.run.kernel_times_ns.iter().copied())
+            .collect();
+        let spread = Spread::of(&times)?;
         Some(Best {
             variant: v,
             describe: variants[v].describe(),
             speedup: base_median.map_or(0.0, |b| b as f64 / spread.median_ns.max(1) as f64),
             spread,
-            row: t.run.row,
+            row: mine.last()?.run.row,
         })
     });
     Ok(TuneReport {

@@ -3,8 +3,9 @@
 //! (bench/tune_search.sh).
 //!
 //! Successive halving (Karnin, Koren and Somekh 2013): every variant is
-//! measured with few repetitions; the faster half (by median) is kept and
-//! measured again with more, until one is left. The budget is half of the
+//! measured with few repetitions; the faster half (by the median of all
+//! its launches so far) is kept and measured again with more, until one
+//! is left. The budget is half of the
 //! grid's (`n` variants × `repetitions` launches), split evenly between the
 //! `ceil(log2 n)` rounds, so each round gives its survivors more
 //! repetitions than the one before and the final comparison is the best
@@ -92,6 +93,7 @@ pub fn halving<T, E>(
     let mut alive: Vec<usize> = (0..n).collect();
     let mut trials = Vec::new();
     let mut baseline = None;
+    let mut pooled: std::collections::HashMap<usize, Vec<u64>> = Default::default();
     for (round, &(size, reps)) in rounds.iter().enumerate() {
         if round + 1 == rounds.len() {
             baseline = Some(measure(None, reps, round as u32 + 1)?);
@@ -102,7 +104,11 @@ pub fn halving<T, E>(
             let t = measure(Some(v), reps, round as u32 + 1)?;
             let m = verdict(&t);
             if m.verified {
-                if let Some(med) = m.median() {
+                // Ranked by every launch it made so far: a survivor's
+                // earlier rounds count too, at no cost.
+                let all = pooled.entry(v).or_default();
+                all.extend_from_slice(&m.times_ns);
+                if let Some(med) = median(all) {
                     ranked.push((med, v));
                 }
             }
