@@ -86,6 +86,8 @@ pub enum Command {
     Diff(commands::diff::Args),
     /// Find the first image in an ordered list that changes a kernel's output.
     Bisect(commands::bisect::Args),
+    /// Find the fastest verified launch configuration and compile variant of a kernel.
+    Tune(commands::tune::Args),
     /// Manage remotes (S3-compatible buckets, file:// directories).
     Remote(commands::remote::Args),
     /// Send recordings to a remote (only what it lacks).
@@ -166,6 +168,7 @@ fn main() -> ExitCode {
         Command::Check(a) => commands::check::run(a, &globals),
         Command::Diff(a) => commands::diff::run(a, &globals),
         Command::Bisect(a) => commands::bisect::run(a, &globals),
+        Command::Tune(a) => commands::tune::run(a, &globals),
         Command::Remote(a) => commands::remote::run(a, &globals),
         Command::Push(a) => commands::push::run(a, &globals),
         Command::Pull(a) => commands::pull::run(a, &globals),

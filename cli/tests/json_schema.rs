@@ -385,6 +385,20 @@ fn every_json_output_matches_its_schema() {
             "bisect", &saxpy_id, "--images", "img-a", "img-a", "img-b", "--json",
         ],
     );
+    let tuned = json_of(
+        &s,
+        "tune",
+        &[
+            "tune",
+            &saxpy_id,
+            "--threads",
+            "1,2",
+            "--repetitions",
+            "4",
+            "--json",
+        ],
+    );
+    assert!(tuned["recordings"][0]["best"].is_object(), "{tuned}");
     // Completed replays with different outputs (a replay with another
     // kernel's image failed: no output, not a change): the reduction,
     // recorded with two threads, adds in another order on one.

@@ -43,3 +43,4 @@ pub mod confine;
 pub mod diff;
 pub mod fleet;
 pub mod image;
+pub mod tune;

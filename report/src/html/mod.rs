@@ -8,11 +8,14 @@
 //! * [`data`]: what is read from the store (nothing is replayed or written).
 //! * [`charts`]: the SVG charts.
 //! * `page`: the HTML around them, the tables and the light/dark/print style.
+//! * `tuning`: each kernel's launch configurations and images side by side
+//!   (what `rrstore tune` replayed), verified ones only ever the fastest.
 
 pub mod charts;
 pub mod data;
 mod page;
 mod stats;
+mod tuning;
 
 use std::path::Path;
 

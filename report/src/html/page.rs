@@ -103,6 +103,7 @@ pub fn render(
     };
     let mut body = String::new();
     kernel_section(g, &mut body, &mut summary)?;
+    super::tuning::section(g, &mut body, &mut summary);
     output_section(g, &mut body, &mut summary)?;
     arena_section(g, &mut body, &mut summary)?;
     store_section(g, &mut body, &mut summary)?;
