@@ -6,7 +6,11 @@
 # kernel (4096 floats) built ahead of time (recorded) and with
 # -fopenmp-target-jit; the recording replayed with `--image` of its own
 # ahead-of-time image and of the JIT build's IR, whose compiled image is in
-# the store's cache after a warm-up run. Interleaved (bench/replay_ab.py).
+# the store's cache after a warm-up run, and of that compiled image itself
+# given as a native image (`compiled-as-aot`: the same image, no IR step),
+# which isolates what the IR step costs; the recorded image also loads
+# libomptarget and libLLVM (its NEEDED entries), which the compiled one
+# does not. Interleaved (bench/replay_ab.py).
 set -euo pipefail
 RR=$1 ROUNDS=${2:-30}
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -32,6 +36,10 @@ S="$W/store"
 "$RR" --store "$S" image add "$W/b/ir.bc" --label ir >/dev/null
 # Warm-up: compiles the IR once (the cache entry every later run hits).
 "$RR" --store "$S" replay "$REC" --image ir | grep -E "compiled|VERIFIED"
+COMPILED=$(ls "$S"/compiled/*/image | head -1)
+cp "$COMPILED" "$W/compiled.so"
+"$RR" --store "$S" image add "$W/compiled.so" --label compiled-as-aot >/dev/null
 python3 "$HERE/replay_ab.py" "$ROUNDS" \
-  "aot=$RR --store $S replay $REC --image aot" \
-  "ir-cached=$RR --store $S replay $REC --image ir"
+  "compiled-as-aot=$RR --store $S replay $REC --image compiled-as-aot" \
+  "ir-cached=$RR --store $S replay $REC --image ir" \
+  "aot=$RR --store $S replay $REC --image aot"
