@@ -10,7 +10,8 @@
 # --timeout none (in process); then the sizes (saxpy 4 KiB .. big 1 GiB),
 # globals, pointers, relocation forced and auto, a hang (exit 13) and a wild
 # store (exit 12), --device on each GPU, check --devices all (fleet lanes),
-# the OpenMP kernels where a clang with offload is present, and the 1 GiB
+# the OpenMP kernels where a clang with offload is present, from their
+# recorded images and from their IR compiled by rrstore, and the 1 GiB
 # rehydration next to a plain pinned cuMemcpyHtoD (issue 43).
 # Every step runs under `timeout`; the whole run stops starting steps after
 # GPU_CHECK_BUDGET seconds (default 480). Outputs, and nothing else, under
@@ -181,9 +182,21 @@ if [ "$DRY" = 0 ] && [ -n "$OMP_CC" ] &&
   mkdir -p "$WORK/omp-rec"
   case_ omp-record 0 120 sh -c "cd '$WORK/omp-rec' && LIBOMPTARGET_RECORD=1 LIBOMPTARGET_RR_SAVE_OUTPUT=1 '$WORK/omp_kernels'"
   "$BIN" import "$WORK/omp-rec" --json >"$D/omp-import.json" 2>&1
-  for o in $(grep -o '"id": *"[0-9a-f]*"' "$D/omp-import.json" | grep -o '[0-9a-f]\{8,\}'); do
+  OMP_IDS=$(grep -o '"id": *"[0-9a-f]*"' "$D/omp-import.json" | grep -o '[0-9a-f]\{8,\}')
+  for o in $OMP_IDS; do
     case_ "omp-$o" 0 60 "$replay" "$o" --repetitions 3
   done
+  # Issue 41: the same kernels from their LLVM IR (the same source file, so
+  # the same kernel names), compiled by rrstore for $ARCH (PTX for the
+  # driver's JIT, or a cubin where ptxas is found) and replayed.
+  if timeout 120 "$OMP_CC" -fopenmp --offload-arch="$ARCH" -O2 --offload-device-only -emit-llvm -c \
+    -o "$WORK/omp_kernels.bc" "$ROOT/tests/gpu/omp_kernels.c" >"$D/omp-ir-build.txt" 2>&1; then
+    for o in $OMP_IDS; do
+      case_ "omp-ir-$o" 0 120 "$replay" "$o" --image "$WORK/omp_kernels.bc" --toolchain "$OMP_CC"
+    done
+  else
+    skip omp-ir "the device IR did not build (details/omp-ir-build.txt)"
+  fi
 else
   skip omp "no clang with OpenMP offload for $ARCH"
 fi
