@@ -7,7 +7,7 @@
 #   run: OUT=$OUT scripts/gpu-check.sh gpu-bin/rrstore      (carry gpu-bin)
 # Cases, ordered so the first minute says the most: one small replay in the
 # default mode (GPU child, sandbox, --timeout 600), with --sandbox off, with
-# --timeout none (in process); then the sizes (saxpy 4 KiB .. big 1 GiB),
+# --timeout none (in process); then the sizes (4 KiB .. big 1 GiB),
 # globals, pointers, relocation forced and auto, a hang (exit 13) and a wild
 # store (exit 12), --device on each GPU, check --devices all (fleet lanes),
 # the OpenMP kernels where a clang with offload is present, from their
@@ -145,8 +145,9 @@ else
   skip small-default "no recording (recorder)"
 fi
 
-# Sizes (4 KiB saxpy, 8 MiB of a 4 GiB reservation, 1 GiB), globals, pointers.
-for c in bigglobal smem smem48 sentinel sparse ptrstruct big; do
+# Sizes (4 KiB, 1 MiB, 8 MiB saxpy, 16 MiB, 256 MiB, 8 MiB of a 4 GiB
+# reservation, 1 GiB: issue 43's list), globals, pointers.
+for c in size4k size1m size16m size256m bigglobal smem smem48 sentinel sparse ptrstruct big; do
   if record "$c"; then case_ "$c" 0 120 "$replay" "$(id "$c")" --repetitions 3; else skip "$c" "no recording"; fi
 done
 # Failure paths: a hang ends with exit 13 within its timeout, a wild store with 12.

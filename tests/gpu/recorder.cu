@@ -17,7 +17,8 @@
 //     the output depends on), sentinel (argument 0 all ones), sparse (8 MiB
 //     used of a 4 GiB reservation at an address the driver chose), ptrstruct
 //     (data reached through arena pointers stored in a struct in the arena and
-//     in a __device__ pointer global), spin (a
+//     in a __device__ pointer global), sizeN[kmg] (an N-byte snapshot:
+//     size4k, size1m, size16m, size256m), spin (a
 //     kernel that never ends when replayed), wild (a store through a wild
 //     pointer when replayed)
 //   recorder bandwidth <bytes>        plain pinned cuMemcpyHtoD bandwidth
@@ -25,6 +26,7 @@
 
 #include <cuda.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -278,11 +280,24 @@ int main(int argc, char** argv) {
         threads = 256;
         shared = words_per_block * 4;
         trip = n;
-    } else if (which == "big") {
-        // 1 GiB snapshot: 512 MiB of pseudo-random input words and a 512 MiB
+    } else if (which == "big" || which.rfind("size", 0) == 0) {
+        // big: a 1 GiB snapshot; sizeN[kmg] (size4k, size1m, size16m,
+        // size256m): an N-byte one. Half pseudo-random input words, half an
         // output buffer that is zero before the launch.
-        const uint64_t n = (512ull << 20) / 4;
-        a = make_arena(dev, (1ull << 30) + (64ull << 20));
+        uint64_t bytes = 1ull << 30;
+        if (which != "big") {
+            char* unit = nullptr;
+            bytes = std::strtoull(which.c_str() + 4, &unit, 10);
+            const std::string u = unit ? unit : "";
+            bytes <<= u == "k" ? 10 : u == "m" ? 20 : u == "g" ? 30 : 0;
+            if (bytes < 4096 || (u != "k" && u != "m" && u != "g")) {
+                std::fprintf(stderr, "recorder: %s: want sizeN with N >= 4k and unit k, m or g\n",
+                             which.c_str());
+                return 2;
+            }
+        }
+        const uint64_t n = bytes / 8;
+        a = make_arena(dev, bytes + (64ull << 20));
         CUdeviceptr env = a.alloc(sizeof(LaunchEnv));
         CUdeviceptr in = a.alloc(n * 4);
         CUdeviceptr out = a.alloc(n * 4);
@@ -299,8 +314,8 @@ int main(int argc, char** argv) {
         CK(cuMemcpyHtoD(in, h.data(), n * 4));
         kernel = "rr_big";
         args = {env, in, out, n, 12345};
-        teams = 1024;
         threads = 512;
+        teams = std::min<uint64_t>(1024, (n + threads - 1) / threads);
         trip = n;
     } else if (which == "smem48") {
         const uint64_t words = 49152 / 4, blocks = 64, n = words * blocks;
