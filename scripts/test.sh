@@ -15,7 +15,8 @@
 #                  them (tests/src/offload.rs, with a patched copy of
 #                  libomptarget); lld links IR (-fopenmp-target-jit) images.
 #   clang-19       LLVM 19's compiler: IR of LLVM 19 compiled by rrstore with
-#                  19 and 22, and LLVM 22's IR refused by 19 (cli/tests/ir_replay.rs).
+#                  19 and 22, and LLVM 22's IR refused by 19 (cli/tests/ir_replay.rs);
+#                  `bisect --passes --toolchains 19 22` (cli/tests/bisect_passes.rs).
 #   llvm-22        llvm-objdump and llvm-offload-binary, which the offload
 #                  binary reader is checked against (format/tests/offload_real.rs).
 #   zstd           tar+zstd comparison in the archive tests' helpers.

@@ -78,9 +78,17 @@ impl Source {
     /// -emit-llvm`): what a JIT build embeds, without the packager or a
     /// linker of that LLVM.
     pub fn device_ir(&self, clang: &str, out: &Path) {
+        self.device_ir_with(clang, &[], out);
+    }
+
+    /// [`Source::device_ir`] with `extra` flags (`-ffast-math`, or
+    /// `-Xclang -disable-llvm-passes` to leave every optimization to the
+    /// compile that reads the IR).
+    pub fn device_ir_with(&self, clang: &str, extra: &[&str], out: &Path) {
         let o = Command::new(clang)
             .args(["-O2", "-fopenmp", "-fopenmp-targets=x86_64-pc-linux-gnu"])
             .args(["--offload-device-only", "-emit-llvm", "-c"])
+            .args(extra)
             .arg(&self.path)
             .arg("-o")
             .arg(out)
