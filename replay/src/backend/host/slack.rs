@@ -90,7 +90,7 @@ pub fn map(lo: u64, wanted: u64) -> Slack {
     let first = occupants(lo, hi)
         .iter()
         .filter_map(|line| line.split('-').next())
-        .filter_map(|s| u64::from_str_radix(s, 16).ok())
+        .filter_map(|s| u64::from_str_radix(s.trim_start_matches("0x"), 16).ok())
         .min();
     let fits = first.map_or(0, |s| s.saturating_sub(lo));
     if fits > 0 && map_noreplace(lo, fits, prot).is_ok() {
