@@ -98,7 +98,10 @@ impl PlacementReport {
     /// One line for the history row and the human report.
     pub fn summary(&self) -> String {
         let slack = match &self.slack_short {
-            Some(why) => format!("; zeroed slack after the arena: {} bytes ({why})", self.slack),
+            Some(why) => format!(
+                "; zeroed slack after the arena: {} bytes ({why})",
+                self.slack
+            ),
             None => String::new(),
         };
         self.summary_without_slack() + &slack

@@ -124,7 +124,9 @@ impl Backend for HostBackend {
     fn fill(&mut self, input: &mut dyn InputSource) -> Result<FillOutcome, FillError> {
         // A later repetition: the slack gets fresh zeros, as the arena gets
         // the recorded bytes again.
-        if std::mem::take(&mut self.slack_dirty) && self.slack.as_ref().is_some_and(|s| s.mapped > 0) {
+        if std::mem::take(&mut self.slack_dirty)
+            && self.slack.as_ref().is_some_and(|s| s.mapped > 0)
+        {
             match self.request(&Msg::op(Op::ClearSlack), None)? {
                 Ok(_) => {}
                 Err((_, why)) => return Err(driver("clearing the arena's slack", why).into()),

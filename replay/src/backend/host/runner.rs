@@ -32,9 +32,9 @@ use super::call::call_with_u64_args;
 use super::fill;
 use super::fill_trace;
 use super::launch_path;
-use super::slack;
 use super::preload;
 use super::protocol::{recv, ErrKind, Fields, Msg, Op};
+use super::slack;
 
 /// Entry point of the hidden `__host-runner` subcommand; `args` are the
 /// arguments after it. Returns the process exit code.

@@ -39,9 +39,7 @@ pub fn footprint(size: u64, reserved: Option<u64>) -> u64 {
         Some(r) if r >= size => r,
         _ => {
             let step = UNKNOWN_RESERVATION_STEP;
-            size.max(1)
-                .checked_next_multiple_of(step)
-                .unwrap_or(size)
+            size.max(1).checked_next_multiple_of(step).unwrap_or(size)
         }
     }
 }
@@ -141,7 +139,10 @@ mod tests {
         let base = 0x7f00_0000_0010;
         // 16400 bytes at base: the pages end at base - 16 + 20480.
         let hi = base - 16 + 5 * page;
-        assert_eq!(wanted(base, 16400, None, hi, page), 64 * MIB + page - 5 * page);
+        assert_eq!(
+            wanted(base, 16400, None, hi, page),
+            64 * MIB + page - 5 * page
+        );
         assert_eq!(wanted(base, 16400, Some(16400), hi, page), 0);
         assert_eq!(wanted(u64::MAX - 10, 5, None, u64::MAX, page), 0);
     }
@@ -155,7 +156,10 @@ mod tests {
         map_noreplace(squatter, page, libc::PROT_READ).unwrap();
         let s = map(lo, 16 * page);
         assert_eq!(s.mapped, 8 * page, "{s:?}");
-        assert!(s.short.as_deref().unwrap_or("").contains("occupied"), "{s:?}");
+        assert!(
+            s.short.as_deref().unwrap_or("").contains("occupied"),
+            "{s:?}"
+        );
         // Zeros, writable, then zeros again once cleared.
         // SAFETY: `[lo, lo + 8 pages)` was just mapped read-write.
         let bytes = unsafe { std::slice::from_raw_parts_mut(lo as *mut u8, 8 * page as usize) };
