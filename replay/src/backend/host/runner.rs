@@ -300,7 +300,7 @@ impl State {
                 if let Some((lo, len)) = self.arena.take() {
                     arena::unmap(lo, len);
                 }
-                if let Some((lo, len)) = self.slack.take() {
+                if let Some((lo, len)) = self.slack.take().filter(|&(_, len)| len > 0) {
                     arena::unmap(lo, len);
                 }
                 Msg::ok()
