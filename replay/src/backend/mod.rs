@@ -306,6 +306,12 @@ pub trait Relocation {
         None
     }
 
+    /// The zeroed slack mapped after the reserved arena (the host
+    /// backend's, [`host::slack`]). Default: `None` (no slack).
+    fn arena_slack(&self) -> Option<host::slack::Slack> {
+        None
+    }
+
     /// How many stored pointers the last fill rebased. Default: 0.
     fn fill_rebased(&self) -> u64 {
         0

@@ -93,7 +93,10 @@ pub(super) fn host_backend(
     req: &OpenRequest,
 ) -> Result<Box<dyn Backend>, BackendError> {
     crate::fleet::devices::host_only(req.device)?;
-    Ok(Box::new(HostBackend::new(config.host_config(&req.launch)?)))
+    Ok(Box::new(
+        HostBackend::new(config.host_config(&req.launch)?)
+            .with_recorded_reservation(req.recorded_reservation),
+    ))
 }
 
 /// Open the GPU backend `kind` ([`KINDS`]' `open` for `cuda` and `hip`).

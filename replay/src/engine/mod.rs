@@ -173,6 +173,10 @@ fn run(
         scan: rebaser.is_some() && scan.is_some(),
         ..PlacementReport::default()
     });
+    if let (Some(p), Some(slack)) = (report.placement.as_mut(), backend.arena_slack()) {
+        p.slack = slack.mapped;
+        p.slack_short = slack.short;
+    }
     report.timing.reserve_ns = t.elapsed().as_nanos() as u64;
     report.timing.rehydrate_bytes = rec.arena.size;
     // The image is loaded right after the arena is placed (nothing it maps

@@ -86,11 +86,28 @@ pub struct PlacementReport {
     pub back_translated: u64,
     /// Whether the stored-pointer scan ran (`ReplayOptions::pointer_scan`).
     pub scan: bool,
+    /// Bytes of zeroed slack mapped after the arena (host backend:
+    /// `backend::host::slack`; never part of the output).
+    pub slack: u64,
+    /// Why less slack was mapped than the recording's reservation asks
+    /// (what lies in the range); `None` when all of it was.
+    pub slack_short: Option<String>,
 }
 
 impl PlacementReport {
     /// One line for the history row and the human report.
     pub fn summary(&self) -> String {
+        let slack = match &self.slack_short {
+            Some(why) => format!(
+                "; zeroed slack after the arena: {} bytes ({why})",
+                self.slack
+            ),
+            None => String::new(),
+        };
+        self.summary_without_slack() + &slack
+    }
+
+    fn summary_without_slack(&self) -> String {
         let globals = if self.global_addresses > 0 {
             format!(
                 "; {} global address(es) rebased to the replay's copy",

@@ -12,6 +12,7 @@ use super::libraries::{missing_library, package_hint};
 use super::process::RunnerProcess;
 use super::protocol::Op;
 use super::protocol::{self, ErrKind, Fields, Msg};
+use super::slack::Slack;
 use super::{arena, elf, transfer, Arena, ArenaIo, HostBackend, HostConfig};
 use crate::backend::rehydrate::ArenaMemory;
 use crate::backend::BackendError;
@@ -198,14 +199,16 @@ impl HostBackend {
         err
     }
 
-    /// Make `live` the runner and ask it to map `[lo, lo + len)`; the reply
-    /// carries what it preloaded, and what memory the arena is (kept in
-    /// `arena_memory`).
+    /// Make `live` the runner and ask it to map `[lo, lo + len)` and
+    /// `slack` zeroed bytes after it; the reply carries what it preloaded,
+    /// what memory the arena is (kept in `arena_memory`) and the slack it
+    /// mapped (kept in `slack`).
     pub(super) fn reserve_in(
         &mut self,
         live: RunnerProcess,
         lo: u64,
         len: u64,
+        slack: u64,
     ) -> Result<Refusable<Vec<String>>, BackendError> {
         self.dead = None;
         self.frozen = false;
@@ -241,15 +244,27 @@ impl HostBackend {
         let held = held.map(|h| h.path().as_os_str().as_bytes());
         m.bytes(held.unwrap_or_default());
         m.u64(u64::from(shared));
+        m.u64(slack);
         let reply = self.request(&m, None)?.map(|reply| {
             let mut f = Fields::new(&reply);
             let n = f.u64().unwrap_or(0);
             let preloaded: Vec<String> = (0..n).filter_map(|_| f.string().ok()).collect();
             let memory = f.u64().ok().and_then(|b| u8::try_from(b).ok());
-            (preloaded, memory.and_then(ArenaMemory::from_u8))
+            // The runner's own account, for the report only: nothing is
+            // read from the slack.
+            let mapped = f.u64().unwrap_or(0).min(slack);
+            let short = f.string().ok().filter(|s| !s.is_empty());
+            let slack = Slack {
+                wanted: slack,
+                mapped,
+                short,
+            };
+            (preloaded, memory.and_then(ArenaMemory::from_u8), slack)
         });
-        Ok(reply.map(|(preloaded, memory)| {
+        Ok(reply.map(|(preloaded, memory, slack)| {
             self.arena_memory = memory;
+            self.slack = Some(slack);
+            self.slack_dirty = false;
             preloaded
         }))
     }

@@ -18,7 +18,9 @@
 //!   else. It is anonymous memory advised to use transparent huge pages
 //!   (why: [`arena`]), or a slot of the arena cache ([`held`]), or, where
 //!   this process may not read the runner's memory with `process_vm_readv`,
-//!   a sealed memfd both processes map ([`super::rehydrate::ArenaMemory::Shared`]). A spare
+//!   a sealed memfd both processes map ([`super::rehydrate::ArenaMemory::Shared`]).
+//!   Zeroed slack follows it up to the recording's device reservation, as
+//!   under LLVM's replay tool ([`slack`]: never read back). A spare
 //!   runner is executed early ([`prestart`]) and starts loading the OpenMP
 //!   runtime at once (a small replay's wall time is mostly that load); it
 //!   is used only if the image needs what it preloaded and the range is
@@ -70,6 +72,7 @@ pub mod preload;
 pub mod process;
 pub mod protocol;
 pub mod runner;
+pub mod slack;
 pub mod spare;
 pub mod transfer;
 
@@ -192,6 +195,14 @@ pub struct HostBackend {
     held: Option<held::Held>,
     /// What memory the runner's arena is (its `Reserve` reply).
     arena_memory: Option<super::rehydrate::ArenaMemory>,
+    /// The recording's device reservation (`arena.reserved`), which sets
+    /// how far the zeroed slack after the arena reaches ([`slack`]).
+    recorded_reservation: Option<u64>,
+    /// The slack the runner mapped (its `Reserve` reply).
+    slack: Option<slack::Slack>,
+    /// A launch ran since the slack was last cleared: the next fill asks
+    /// the runner to clear it first.
+    slack_dirty: bool,
 }
 
 impl HostBackend {
@@ -218,7 +229,22 @@ impl HostBackend {
             translated_hash: None,
             held: None,
             arena_memory: None,
+            recorded_reservation: None,
+            slack: None,
+            slack_dirty: false,
         }
+    }
+
+    /// Size the zeroed slack after the arena from the recording's device
+    /// reservation (`None`: unknown, see [`slack::footprint`]).
+    pub fn with_recorded_reservation(mut self, reserved: Option<u64>) -> Self {
+        self.recorded_reservation = reserved;
+        self
+    }
+
+    /// The zeroed slack mapped after the arena, once reserved.
+    pub fn arena_slack(&self) -> Option<&slack::Slack> {
+        self.slack.as_ref()
     }
 
     /// The libraries the runner in use loaded before its arena was mapped

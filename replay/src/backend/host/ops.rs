@@ -34,6 +34,13 @@ impl Backend for HostBackend {
             ));
         };
         let len = hi - lo;
+        let slack = slack::wanted(
+            base,
+            size,
+            self.recorded_reservation,
+            hi,
+            arena::page_size(),
+        );
         // A slot of the arena cache, taken before any runner maps the
         // range; the slot of an earlier reservation is released only once
         // its runner is gone (a SIGKILLed runner writes nothing more).
@@ -42,12 +49,13 @@ impl Backend for HostBackend {
         }
         self.held = None;
         self.arena_memory = None;
+        self.slack = None;
         self.held = self.config.arena_cache.acquire(len).ok().flatten();
         // 1. The spare, unless it preloaded a runtime the image does not
         // need or something it loaded sits in the range (then it is killed
         // and a runner that maps the arena first takes over).
         if let Some(spare) = take_spare(&self.config) {
-            match self.reserve_in(spare.live, lo, len) {
+            match self.reserve_in(spare.live, lo, len, slack) {
                 Ok(Ok(preloaded)) => {
                     self.preloaded = preloaded;
                     return self.mapped(base, size);
@@ -72,7 +80,7 @@ impl Backend for HostBackend {
         let mut last = String::new();
         for _ in 0..RESERVE_ATTEMPTS {
             let live = self.spawn()?;
-            match self.reserve_in(live, lo, len)? {
+            match self.reserve_in(live, lo, len, slack)? {
                 Ok(_) => return self.mapped(base, size),
                 Err((ErrKind::Occupied, why)) => {
                     last = why;
@@ -114,6 +122,16 @@ impl Backend for HostBackend {
     }
 
     fn fill(&mut self, input: &mut dyn InputSource) -> Result<FillOutcome, FillError> {
+        // A later repetition: the slack gets fresh zeros, as the arena gets
+        // the recorded bytes again.
+        if std::mem::take(&mut self.slack_dirty)
+            && self.slack.as_ref().is_some_and(|s| s.mapped > 0)
+        {
+            match self.request(&Msg::op(Op::ClearSlack), None)? {
+                Ok(_) => {}
+                Err((_, why)) => return Err(driver("clearing the arena's slack", why).into()),
+            }
+        }
         if std::mem::take(&mut self.fill_started) {
             match self.finish_fill()? {
                 Ok(took) => {
@@ -245,6 +263,7 @@ impl Backend for HostBackend {
         // launch alone, measured here: the runner's answer is the image's
         // to forge.
         self.settle()?;
+        self.slack_dirty = true;
         let t0 = std::time::Instant::now();
         self.send(&m)?;
         let reply = self.receive(params.timeout)?;
@@ -282,6 +301,10 @@ impl Reporting for HostBackend {
 impl Relocation for HostBackend {
     fn arena_memory(&self) -> Option<super::super::rehydrate::ArenaMemory> {
         self.arena_memory
+    }
+
+    fn arena_slack(&self) -> Option<super::slack::Slack> {
+        self.slack.clone()
     }
 
     fn scan_fills(&mut self, rebaser: Option<crate::placement::Rebaser>) -> bool {

@@ -16,10 +16,13 @@ const MAX_MESSAGE: u32 = 1 << 30;
 pub enum Op {
     /// lo, len, the image's `DT_NEEDED` (count, names), the arena cache's
     /// slot (a path, empty for none), shared (1: map the sealed memfd of
-    /// `--arena-fd`, else 0): map the arena at `lo` (see `arena`),
-    /// unless this runner preloaded a library the image does not need (see
-    /// `preload`). Reply: what it preloaded (count, names), and what
-    /// memory the arena is (`ArenaMemory::to_u8`, as a u64).
+    /// `--arena-fd`, else 0), slack (bytes of zeroed memory wanted after
+    /// the arena, `slack::wanted`): map the arena at `lo` (see `arena`)
+    /// and the slack after it (`slack::map`, best effort), unless this
+    /// runner preloaded a library the image does not need (see
+    /// `preload`). Reply: what it preloaded (count, names), what memory
+    /// the arena is (`ArenaMemory::to_u8`, as a u64), the slack's bytes
+    /// mapped and why fewer than wanted (empty when not).
     Reserve = 1,
     /// kernel name, image bytes: dlopen the image, dlsym the kernel.
     LoadImage = 2,
@@ -45,6 +48,9 @@ pub enum Op {
     /// Unmap the arena: the runner is about to be killed, and the next
     /// replay's arena should get these pages (`HostBackend::release_arena`).
     Release = 11,
+    /// Give the slack fresh zeros (`slack::clear`) before a later
+    /// repetition's fill: what the last launch wrote there is dropped.
+    ClearSlack = 13,
 }
 
 impl Op {
@@ -58,6 +64,7 @@ impl Op {
             9 => Op::Fill,
             11 => Op::Release,
             12 => Op::GlobalAddress,
+            13 => Op::ClearSlack,
             _ => return None,
         })
     }

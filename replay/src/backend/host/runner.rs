@@ -34,6 +34,7 @@ use super::fill_trace;
 use super::launch_path;
 use super::preload;
 use super::protocol::{recv, ErrKind, Fields, Msg, Op};
+use super::slack;
 
 /// Entry point of the hidden `__host-runner` subcommand; `args` are the
 /// arguments after it. Returns the process exit code.
@@ -95,6 +96,8 @@ fn flag(args: &[String], name: &str) -> Option<i32> {
 struct State {
     /// The mapped arena `(lo, len)`.
     arena: Option<(u64, u64)>,
+    /// The zeroed slack mapped after it `(lo, len)` (see `slack`).
+    slack: Option<(u64, u64)>,
     /// The memfd the parent handed us (`--arena-fd`), mapped as the arena
     /// when the parent asks for shared memory.
     arena_fd: Option<OwnedFd>,
@@ -115,6 +118,7 @@ impl State {
     fn new() -> State {
         State {
             arena: None,
+            slack: None,
             arena_fd: None,
             handle: std::ptr::null_mut(),
             kernel: std::ptr::null(),
@@ -155,6 +159,7 @@ impl State {
                 });
                 // Map the parent's sealed memfd (`ArenaMemory::Shared`).
                 let shared = f.u64()? != 0;
+                let slack_wanted = f.u64()?;
                 if self.arena.is_some() {
                     return Ok(Msg::err(ErrKind::Reserve, "the arena is already mapped"));
                 }
@@ -177,6 +182,10 @@ impl State {
                 match mapped {
                     Ok(memory) => {
                         self.arena = Some((lo, len));
+                        // Before anything else can map there: the image's
+                        // libraries are loaded after this reply.
+                        let slack = slack::map(lo + len, slack_wanted);
+                        self.slack = Some((lo + len, slack.mapped));
                         if memory == arena::ArenaMemory::Held {
                             self.populating = arena::populate_in_background(lo, len);
                         }
@@ -188,6 +197,8 @@ impl State {
                             m.bytes(lib.as_bytes());
                         }
                         m.u64(u64::from(memory.to_u8()));
+                        m.u64(slack.mapped);
+                        m.bytes(slack.short.unwrap_or_default().as_bytes());
                         m
                     }
                     Err(reason) if reason.contains("occupied") => {
@@ -288,6 +299,15 @@ impl State {
             Some(Op::Release) => {
                 if let Some((lo, len)) = self.arena.take() {
                     arena::unmap(lo, len);
+                }
+                if let Some((lo, len)) = self.slack.take().filter(|&(_, len)| len > 0) {
+                    arena::unmap(lo, len);
+                }
+                Msg::ok()
+            }
+            Some(Op::ClearSlack) => {
+                if let Some((lo, len)) = self.slack {
+                    slack::clear(lo, len);
                 }
                 Msg::ok()
             }
