@@ -1,6 +1,6 @@
 //! Provenance of compiled images everywhere (issue 41, item 3): a replay
 //! that ran an image compiled from LLVM IR leaves in its history row (the
-//! `history` table and `--json`), in `report` and in `check`'s JSON and
+//! `history` table and `--json`), in `show`, `report` and `check`'s JSON and
 //! JUnit which IR, compiler (`--version` line), flags and target made it
 //! and whether it came from the cache; and `--toolchain`/`--cflags` on
 //! `check` (and `replay`) run a recording's `.bc` part compiled whenever
@@ -167,6 +167,20 @@ fn history_and_report_name_the_compiled_image_provenance() {
             && lines[0].contains("clang version 22")
             && lines[0].contains("-O3")
             && lines[1].ends_with("cached"),
+        "{t}"
+    );
+
+    // `show` lists the compiled images the recording's replays ran.
+    let v = json(&rrstore(&store, &["show", &id, "--json"]));
+    let images = v["store"]["compiled_images"].as_array().unwrap();
+    assert_eq!(images.len(), 1, "{v}");
+    assert_eq!(images[0]["ir_blake3"], ir_hash().as_str(), "{v}");
+    assert_eq!(images[0]["image"], rows[1]["image_hash"], "{v}");
+    assert_eq!(images[0]["replays"], 2, "{v}");
+    let t = text(&rrstore(&store, &["show", &id]));
+    assert!(
+        t.lines()
+            .any(|l| l.contains("compiled image") && l.contains("clang version 22")),
         "{t}"
     );
 

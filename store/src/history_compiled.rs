@@ -72,3 +72,43 @@ impl Compilation {
         text.and_then(|t| serde_json::from_str(&t).ok())
     }
 }
+
+/// One image compiled from IR that replays of a recording ran.
+#[derive(Serialize, Clone, Debug, PartialEq, Eq)]
+pub struct CompiledImage {
+    /// blake3 of the compiled image (hex).
+    pub image: String,
+    /// How it was compiled (as its newest row says; `cached` and
+    /// `compile_ns` are that row's).
+    #[serde(flatten)]
+    pub how: Compilation,
+    /// Replays that ran it.
+    pub replays: u64,
+}
+
+impl crate::Store {
+    /// The images compiled from IR that replays of `recording` ran, in the
+    /// order they first ran, from its history rows (`show`).
+    pub fn compiled_images(
+        &self,
+        recording: rrstore_format::RecordingId,
+    ) -> crate::Result<Vec<CompiledImage>> {
+        let mut out: Vec<CompiledImage> = Vec::new();
+        for e in self.history(Some(recording))? {
+            let Some(c) = e.compiled else { continue };
+            let image = rrstore_format::id::hex(&e.image_hash);
+            match out.iter_mut().find(|i| i.image == image) {
+                Some(i) => {
+                    i.how = c;
+                    i.replays += 1;
+                }
+                None => out.push(CompiledImage {
+                    image,
+                    how: c,
+                    replays: 1,
+                }),
+            }
+        }
+        Ok(out)
+    }
+}
