@@ -62,6 +62,10 @@ const PLANS: &[(&str, Plan)] = &[
         Skip("the bundled recordings have no .bc part (LLVM 23+ writes one); cli/tests/ir_replay.rs replays one"),
     ),
     (
+        "rrstore check --toolchain clang-22 --cflags -O3",
+        Skip("the bundled recordings have no IR; cli/tests/ir_provenance.rs checks one with a .bc part with --toolchain and --cflags"),
+    ),
+    (
         "./scripts/demo.sh",
         Skip("builds rrstore and runs the examples below on the default store: this test runs them one by one"),
     ),

@@ -167,6 +167,11 @@ fn row(id: RecordingId, report: &ReplayReport, opts: Option<&ReplayOptions>) -> 
             .unwrap_or_default(),
         machine: String::new(),
         uid: String::new(),
+        // An image compiled from IR: where it came from (spec/COMPILE.md).
+        compiled: report
+            .compiled
+            .as_ref()
+            .map(crate::compile::Provenance::compilation),
     }
 }
 

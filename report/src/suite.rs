@@ -170,6 +170,14 @@ fn run_props(props: &mut Vec<(String, String)>, prefix: &str, r: &Run) {
     if let Some(ns) = r.kernel_ns {
         props.push((format!("{prefix}kernel_ns"), ns.to_string()));
     }
+    // An image compiled from IR: where it came from, as `replay` says it.
+    if let Some(c) = &r.compiled {
+        props.push((format!("{prefix}compiled_from_ir"), c.ir_blake3.clone()));
+        props.push((format!("{prefix}compiler"), c.compiler_version.clone()));
+        props.push((format!("{prefix}compiler_flags"), c.flags.join(" ")));
+        props.push((format!("{prefix}compile_target"), c.target.clone()));
+        props.push((format!("{prefix}compile_cached"), c.cached.to_string()));
+    }
 }
 
 /// `rrstore check`: one case per recording.

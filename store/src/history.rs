@@ -10,6 +10,7 @@ use rrstore_format::RecordingId;
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
+use crate::history_compiled::Compilation;
 use crate::index::{hash32, i, u};
 use crate::Store;
 
@@ -72,6 +73,10 @@ pub struct HistoryEntry {
     /// remote that has the row.
     #[serde(default)]
     pub uid: String,
+    /// How the image run was compiled from LLVM IR (schema 9); None for a
+    /// native image and in rows written before.
+    #[serde(default)]
+    pub compiled: Option<Compilation>,
 }
 
 /// The machine name history rows get: `named` (the caller's setting,
@@ -225,9 +230,9 @@ impl Store {
                 "INSERT OR IGNORE INTO replay_history (recording, image_hash, backend, device, \
                  runtime_versions, started_at, wall_ns, kernel_ns, output_blake3, verdict, detail, \
                  num_teams, num_threads, launch_overrides, device_ordinal, device_uuid, placement, \
-                 machine, uid) \
+                 machine, uid, compiled) \
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, \
-                 ?18, COALESCE(?19, lower(hex(randomblob(16)))))",
+                 ?18, COALESCE(?19, lower(hex(randomblob(16)))), ?20)",
             )
             .and_then(|mut s| {
                 s.execute(rusqlite::params![
@@ -250,6 +255,7 @@ impl Store {
                     e.placement,
                     machine,
                     uid,
+                    Compilation::to_column(e.compiled.as_ref()),
                 ])
             })
             .map_err(self.ierr("appending a replay history row"))?;
@@ -286,7 +292,7 @@ impl Store {
         let sql = "SELECT id, recording, image_hash, backend, device, runtime_versions, \
                    started_at, wall_ns, kernel_ns, output_blake3, verdict, detail, \
                    num_teams, num_threads, launch_overrides, device_ordinal, device_uuid, \
-                   placement, machine, uid FROM replay_history";
+                   placement, machine, uid, compiled FROM replay_history";
         let map = |r: &rusqlite::Row| -> rusqlite::Result<HistoryEntry> {
             let kernel_ns: String = r.get(8)?;
             Ok(HistoryEntry {
@@ -310,6 +316,7 @@ impl Store {
                 placement: r.get(17)?,
                 machine: r.get(18)?,
                 uid: r.get::<_, Option<String>>(19)?.unwrap_or_default(),
+                compiled: Compilation::from_column(r.get(20)?),
             })
         };
         let rows = match filter {

@@ -30,6 +30,7 @@ pub mod changes;
 pub mod error;
 pub mod gc;
 pub mod history;
+pub mod history_compiled;
 pub mod history_query;
 pub mod image_add;
 pub mod image_rm;
@@ -66,6 +67,7 @@ use rusqlite::Connection;
 
 pub use error::{Result, StoreError};
 pub use history::HistoryEntry;
+pub use history_compiled::Compilation;
 pub use history_query::HistoryFilter;
 pub use import::{ImportOptions, ImportReport};
 pub use listing::{LsRow, LsTable};

@@ -30,6 +30,7 @@ fn entry(n: u8) -> HistoryEntry {
         placement: String::new(),
         machine: String::new(),
         uid: String::new(),
+        compiled: None,
     }
 }
 

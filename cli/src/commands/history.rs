@@ -119,7 +119,13 @@ fn text_row(e: &HistoryEntry) -> String {
             .unwrap_or_else(|| "-".into()),
         Shown(e.launch_text()),
     );
-    row + &placement
+    // An image compiled from IR: a second, indented line says from what,
+    // by which compiler and flags (the row's own record of it).
+    let compiled = match &e.compiled {
+        Some(c) => format!("\n      compiled {}", Shown(c.summary())),
+        None => String::new(),
+    };
+    row + &placement + &compiled
 }
 
 /// `NAME:` or `NAME:ID` (a remote's history), unless `spec` is a file.

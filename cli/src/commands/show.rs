@@ -41,6 +41,7 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         mark_globals(&mut d, &rec, &image);
     }
     let rec_kernel = d.kernel.clone();
+    let compiled = store.compiled_images(id)?;
     let mut signers = Vec::new();
     for k in store.signatures(&id)? {
         match k {
@@ -85,6 +86,7 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
                             "name": s.name,
                         }))
                         .collect::<Vec<_>>(),
+                    "compiled_images": compiled,
                 }),
             );
             if let Some(p) = &pointers {
@@ -122,6 +124,15 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
             "  signed by       {name}(key id {}, {})",
             s.public.key_id(),
             s.public
+        );
+    }
+    for c in &compiled {
+        // Each image its replays compiled from IR, with its provenance.
+        println!(
+            "  compiled image  {} ({} replay(s)): {}",
+            &c.image[..12.min(c.image.len())],
+            c.replays,
+            Shown(c.how.summary())
         );
     }
     println!(

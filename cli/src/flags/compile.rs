@@ -11,7 +11,8 @@ use rrstore_replay::compile::CompileOptions;
 pub struct CompileFlags {
     /// Compiler for IR images: clang-22, 22, or a path to clang [default:
     /// the installed LLVM matching the IR's producer, or `toolchain` in
-    /// the configuration].
+    /// the configuration]. Given (or --cflags), a recording's .bc part
+    /// runs compiled instead of its native image.
     #[arg(long, value_name = "clang-N|PATH")]
     pub toolchain: Option<String>,
     /// Extra compiler flags for IR images, after rrstore's -O2
@@ -23,7 +24,8 @@ pub struct CompileFlags {
     #[arg(long, value_name = "ARCH")]
     pub arch: Option<String>,
     /// Replay the recording's bitcode (.bc) part, compiled, instead of
-    /// its native image.
+    /// its native image (an error when it has none); --toolchain or
+    /// --cflags do so for every recording that has one.
     #[arg(long)]
     pub from_bitcode: bool,
 }
@@ -55,6 +57,11 @@ impl CompileFlags {
             cache_dir: rrstore_store::layout::resolve_dir(store, default_store)
                 .map(|d| d.join("compiled")),
             from_bitcode: self.from_bitcode,
+            // A compiler or flags named on the command line ask about the
+            // compiled image: a recording's IR (its `.bc` part) runs
+            // whenever it has some. The configuration's `toolchain` is
+            // only the default compiler and selects nothing.
+            prefer_ir: self.toolchain.is_some() || self.cflags.is_some(),
             unconfined,
             timeout: None,
         })

@@ -42,6 +42,11 @@ pub struct CompileOptions {
     pub cache_dir: Option<PathBuf>,
     /// Replay the recording's `.bc` part instead of its native image.
     pub from_bitcode: bool,
+    /// Replay a recording's IR whenever it has some: its `.bc` part
+    /// before its native image (the caller named a compiler or flags, so
+    /// the compiled image is what it asks about). Unlike `from_bitcode`, a
+    /// recording without IR replays its native image.
+    pub prefer_ir: bool,
     /// Run the compiler without confinement (debugging).
     pub unconfined: bool,
     /// Kill a compiler that runs longer (default [`DEFAULT_TIMEOUT`]).
@@ -83,6 +88,21 @@ pub struct Provenance {
 }
 
 impl Provenance {
+    /// What a history row keeps of it (the row names the image itself).
+    pub fn compilation(&self) -> rrstore_store::Compilation {
+        rrstore_store::Compilation {
+            ir_blake3: self.ir_blake3.clone(),
+            target: self.target.clone(),
+            compiler: self.compiler.clone(),
+            compiler_version: self.compiler_version.clone(),
+            compiler_blake3: self.compiler_blake3.clone(),
+            producer: self.producer.clone(),
+            flags: self.flags.clone(),
+            cached: self.cached,
+            compile_ns: self.compile_ns,
+        }
+    }
+
     /// The label a compiled image gets in the store's image library
     /// (`image ls`, the report): where it came from, in one line.
     pub fn label(&self) -> String {

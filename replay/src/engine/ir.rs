@@ -1,7 +1,8 @@
 //! The engine's IR step: finding the image that is LLVM bitcode (`--image`,
-//! the recording's `.bc` part with `from_bitcode`, or a recorded image of
-//! an `-fopenmp-target-jit` build) and replacing it with its compiled form
-//! ([`crate::compile`]) before the backend is chosen.
+//! the recording's `.bc` part with `from_bitcode`, or with `prefer_ir` when
+//! it has one, or a recorded image of an `-fopenmp-target-jit` build) and
+//! replacing it with its compiled form ([`crate::compile`]) before the
+//! backend is chosen.
 
 use rrstore_format::image::bitcode;
 use rrstore_format::image::ImageTarget;
@@ -15,6 +16,15 @@ use crate::regress::image::ImageOverride;
 use crate::source::ReplaySource;
 use crate::ReplayError;
 
+/// Whether a replay of `rec` with `opts` (and no image override) runs the
+/// recording's `.bc` part compiled: asked for (`from_bitcode`), or the
+/// options name a compiler or flags (`prefer_ir`) and the part is there.
+pub fn uses_bitcode_part(rec: &rrstore_format::Recording, opts: &ReplayOptions) -> bool {
+    opts.image.is_none()
+        && rec.part(PartRole::Bitcode).is_some()
+        && (opts.compile.from_bitcode || opts.compile.prefer_ir)
+}
+
 /// The compiled image to run instead of an IR one, or `None` when the
 /// image to run is native.
 pub(super) fn compiled_image(
@@ -26,7 +36,7 @@ pub(super) fn compiled_image(
     let (ir, name) = match &opts.image {
         Some(o) if o.target == ImageTarget::Bitcode => (o.bytes().to_vec(), o.name.clone()),
         Some(_) => return Ok(None),
-        None if opts.compile.from_bitcode => {
+        None if opts.compile.from_bitcode || uses_bitcode_part(&rec, opts) => {
             if rec.part(PartRole::Bitcode).is_none() {
                 return Err(ReplayError::NotReplayable {
                     kernel: rec.kernel.clone(),

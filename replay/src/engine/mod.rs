@@ -39,6 +39,7 @@ use crate::placement::globals;
 use crate::placement::PlacementReport;
 use crate::source::ReplaySource;
 pub use confirm::DEFAULT_CONFIRM;
+pub use ir::uses_bitcode_part;
 pub(crate) use options::preflight;
 pub use options::{ReplayOptions, VerifyMode};
 pub use report::{

@@ -497,6 +497,7 @@ mod tests {
             launch: String::new(),
             detail: String::new(),
             output_kept: false,
+            compiled: None,
             runner_output: Default::default(),
         }
     }

@@ -55,6 +55,9 @@ pub struct Run {
     pub detail: String,
     /// The output is kept in the store (for `diff h:ROW`).
     pub output_kept: bool,
+    /// How the image run was compiled from LLVM IR (the history row's
+    /// provenance); None for a native image.
+    pub compiled: Option<rrstore_store::Compilation>,
     /// What the replay's runners printed (empty when taken from the
     /// history), for the command to show.
     #[serde(skip)]
@@ -74,6 +77,7 @@ impl Run {
             launch: e.launch_text(),
             detail: e.detail.clone(),
             output_kept: kept,
+            compiled: e.compiled.clone(),
             runner_output: Default::default(),
         }
     }
@@ -197,7 +201,11 @@ pub fn run(
     opts: &RunOptions,
 ) -> Result<Run, RegressError> {
     let hash = image_hash(store, id, image)?;
-    if opts.use_cache {
+    // A run of the recording's `.bc` part runs the compiled image, not the
+    // recorded one whose hash `hash` is: rows of that image are no answer.
+    let compiles_part =
+        image.is_none() && crate::engine::uses_bitcode_part(&store.recording(id)?, &opts.replay);
+    if opts.use_cache && !compiles_part {
         if let Some(e) = cached(store, id, &hash, &opts.replay)? {
             let kept = store.saved_output(e.id)?.is_some();
             return Ok(Run::from_entry(&e, true, kept));

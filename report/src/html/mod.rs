@@ -10,8 +10,10 @@
 //! * `page`: the HTML around them, the tables and the light/dark/print style.
 //! * `tuning`: each kernel's launch configurations and images side by side
 //!   (what `rrstore tune` replayed), verified ones only ever the fastest.
+//! * `compiled`: the images replays compiled from IR, with their provenance.
 
 pub mod charts;
+mod compiled;
 pub mod data;
 mod page;
 mod stats;

@@ -47,7 +47,7 @@ td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 }
 "##;
 
-fn esc(s: &str) -> String {
+pub(super) fn esc(s: &str) -> String {
     let mut o = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
@@ -104,6 +104,7 @@ pub fn render(
     let mut body = String::new();
     kernel_section(g, &mut body, &mut summary)?;
     super::tuning::section(g, &mut body, &mut summary);
+    super::compiled::section(g, &mut body);
     output_section(g, &mut body, &mut summary)?;
     arena_section(g, &mut body, &mut summary)?;
     store_section(g, &mut body, &mut summary)?;

@@ -2,7 +2,7 @@
 //! version is `PRAGMA user_version`; each migration moves it up by one.
 
 /// Highest schema version this build understands.
-pub const SCHEMA_VERSION: i64 = 8;
+pub const SCHEMA_VERSION: i64 = 9;
 
 /// Migrations, index i takes the schema from version i to i + 1.
 pub const MIGRATIONS: &[&str] = &[
@@ -137,6 +137,7 @@ ALTER TABLE recordings DROP COLUMN manifest;
     HISTORY_PLACEMENT_COLUMN,
     REPLAY_KEYS_TABLE,
     HISTORY_SHARED_COLUMNS,
+    HISTORY_COMPILED_COLUMN,
 ];
 
 /// 3 -> 4: the launch a replay used (store/src/history.rs): the effective
@@ -194,4 +195,12 @@ ALTER TABLE replay_history ADD COLUMN machine TEXT NOT NULL DEFAULT '';
 ALTER TABLE replay_history ADD COLUMN uid TEXT;
 UPDATE replay_history SET uid = lower(hex(randomblob(16)));
 CREATE UNIQUE INDEX replay_history_uid ON replay_history (uid);
+"#;
+
+/// 8 -> 9 (issue 41): how the image a replay ran was compiled from LLVM
+/// IR (`rrstore_store::history_compiled::Compilation` as JSON: IR hash,
+/// compiler path, `--version` line and hash, flags, target, cached); NULL
+/// for a native image and in rows written before. Additive only.
+const HISTORY_COMPILED_COLUMN: &str = r#"
+ALTER TABLE replay_history ADD COLUMN compiled TEXT;
 "#;

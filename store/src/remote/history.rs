@@ -273,6 +273,7 @@ mod tests {
             placement: String::new(),
             machine: "a".into(),
             uid: uid.into(),
+            compiled: None,
         }
     }
 

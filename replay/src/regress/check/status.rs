@@ -124,6 +124,7 @@ mod tests {
             launch: String::new(),
             detail: detail.into(),
             output_kept: false,
+            compiled: None,
             runner_output: Default::default(),
         }
     }
