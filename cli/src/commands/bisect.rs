@@ -11,6 +11,7 @@ use rrstore_report::shown::Shown;
 use std::process::ExitCode;
 
 use rrstore_replay::regress::bisect::{bisect_all, BisectOptions, ListedImage, Step};
+use rrstore_replay::regress::run::Run;
 
 use super::image::resolve_image;
 use super::storeutil;
@@ -61,23 +62,32 @@ pub struct Args {
     pub ci: super::ciout::CiArgs,
 }
 
-fn print_step(s: &Step) {
-    println!(
-        "  step {}: image {} {} ({}) -> {} {}{}",
-        s.step,
-        s.index,
-        &s.image[..12],
-        s.label,
-        if s.good {
+/// How a step of a search ended: `good output H`, `BAD output H differs`
+/// or `BAD VERDICT` (bisect, `bisect --passes`).
+pub(super) fn outcome(good: bool, run: &Run) -> String {
+    format!(
+        "{} {}",
+        if good {
             crate::color::paint(crate::color::Tone::Good, "good")
         } else {
             crate::color::paint(crate::color::Tone::Bad, "BAD")
         },
-        match &s.run.output {
-            Some(h) if s.good => format!("output {}", &rrstore_format::id::hex(h)[..12]),
+        match &run.output {
+            Some(h) if good => format!("output {}", &rrstore_format::id::hex(h)[..12]),
             Some(h) => format!("output {} differs", &rrstore_format::id::hex(h)[..12]),
-            None => s.run.verdict.clone(),
-        },
+            None => run.verdict.clone(),
+        }
+    )
+}
+
+fn print_step(s: &Step) {
+    println!(
+        "  step {}: image {} {} ({}) -> {}{}",
+        s.step,
+        s.index,
+        &s.image[..12],
+        s.label,
+        outcome(s.good, &s.run),
         if s.run.cached {
             format!(" (history row {}, not re-run)", s.run.row)
         } else {

@@ -21,21 +21,12 @@ use crate::Globals;
 
 fn print_step(s: &PassStep) {
     println!(
-        "  step {}: limit {} image {}{} -> {} {}",
+        "  step {}: limit {} image {}{} -> {}",
         s.step,
         s.limit,
         &s.image[..12],
         if s.compile_cached { " (cached)" } else { "" },
-        if s.good {
-            crate::color::paint(crate::color::Tone::Good, "good")
-        } else {
-            crate::color::paint(crate::color::Tone::Bad, "BAD")
-        },
-        match &s.run.output {
-            Some(h) if s.good => format!("output {}", &rrstore_format::id::hex(h)[..12]),
-            Some(h) => format!("output {} differs", &rrstore_format::id::hex(h)[..12]),
-            None => s.run.verdict.clone(),
-        },
+        super::bisect::outcome(s.good, &s.run),
     );
 }
 

@@ -247,25 +247,24 @@ fn print_summary(r: &rrstore_replay::regress::tune::TuneReport) {
         r.replays
     );
     match &r.best {
-        Some(b) if b.speedup < 1.0 => println!(
-            "  best: {} median {} ({}..{}, {} reps), no faster than the recorded launch ({:.2}x; history row {})",
-            Shown(&b.describe),
-            ms(b.spread.median_ns),
-            ms(b.spread.min_ns),
-            ms(b.spread.max_ns),
-            b.spread.repetitions,
-            b.speedup,
-            b.row
-        ),
         Some(b) => println!(
-            "  best: {} median {} ({}..{}, {} reps), {:.2}x the recorded launch (history row {})",
+            "  best: {} median {} ({}..{}, {} reps), {}",
             Shown(&b.describe),
             ms(b.spread.median_ns),
             ms(b.spread.min_ns),
             ms(b.spread.max_ns),
             b.spread.repetitions,
-            b.speedup,
-            b.row
+            if b.speedup < 1.0 {
+                format!(
+                    "no faster than the recorded launch ({:.2}x; history row {})",
+                    b.speedup, b.row
+                )
+            } else {
+                format!(
+                    "{:.2}x the recorded launch (history row {})",
+                    b.speedup, b.row
+                )
+            }
         ),
         None => println!(
             "  {}",
