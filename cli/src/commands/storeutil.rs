@@ -127,6 +127,22 @@ pub fn utc(secs: i64) -> String {
     rrstore_report::time::iso_datetime(secs).replacen('T', " ", 1)
 }
 
+/// A progress bar of bytes out of `total` on stderr when it is a terminal
+/// and not `quiet`; hidden otherwise.
+pub fn bytes_bar(quiet: bool, total: u64) -> ProgressBar {
+    if quiet || !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let b = ProgressBar::new(total);
+    b.set_style(
+        ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {wide_bar} {bytes}/{total_bytes} {bytes_per_sec} {msg}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    b
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -145,20 +161,4 @@ mod tests {
         assert_eq!(parse_since("2h", 10000), Ok(10000 - 7200));
         assert!(parse_since("yesterday", 0).is_err());
     }
-}
-
-/// A progress bar of bytes out of `total` on stderr when it is a terminal
-/// and not `quiet`; hidden otherwise.
-pub fn bytes_bar(quiet: bool, total: u64) -> ProgressBar {
-    if quiet || !std::io::stderr().is_terminal() {
-        return ProgressBar::hidden();
-    }
-    let b = ProgressBar::new(total);
-    b.set_style(
-        ProgressStyle::with_template(
-            "{spinner} [{elapsed_precise}] {wide_bar} {bytes}/{total_bytes} {bytes_per_sec} {msg}",
-        )
-        .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
-    b
 }
