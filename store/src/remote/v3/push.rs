@@ -173,6 +173,7 @@ pub(in crate::remote) fn push(
 /// Write `entries` as index objects of at most [`INDEX_MAX`] entries each
 /// (a push, a migration, a prune's new index); `written(name, its
 /// entries, its size)` sees each once it is stored.
+#[allow(clippy::type_complexity)]
 pub(in crate::remote) fn put_index(
     remote: &Remote,
     entries: &[Entry],
