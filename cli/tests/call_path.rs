@@ -10,7 +10,7 @@ mod store_common;
 
 use std::path::Path;
 
-use rrstore_tests::offload::{record, recording_runtime, Source};
+use rrstore_tests::offload::{record_one, recording_runtime, Source};
 
 /// `out[0..96]`: a stack array read before anything wrote it; `out[100]`
 /// a value the kernel computes. A plain `target` region: the kernel calls
@@ -50,9 +50,7 @@ fn a_kernel_reading_its_stack_first_finds_zeros_in_every_replay() {
     src.build(&app, &[]);
     let rec = dir.path().join("rec");
     let runtime = recording_runtime(dir.path());
-    let (o, found) = record(&app, &rec, &runtime, &[("OMP_NUM_THREADS", "2")]);
-    assert!(o.status.success(), "{o:?}");
-    assert_eq!(found.len(), 1, "{found:?}");
+    record_one(&app, &rec, &runtime, &[("OMP_NUM_THREADS", "2")]);
     let store = dir.path().join("store");
     for run in 0..2 {
         let saved = dir.path().join(format!("out{run}"));

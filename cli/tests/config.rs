@@ -88,13 +88,9 @@ fn the_config_file_sets_the_default_store_and_timeout() {
 /// A copy of the globals fixture whose kernel spins forever (descriptor).
 fn hanging_recording(dir: &Path) -> std::path::PathBuf {
     let src = fixtures().join("llvm22-host/globals/__omp_offloading_fe00_9ae057_main_l13");
-    let j = rrstore_tests::copy_recording(&src, dir);
-    let stem = j.file_stem().unwrap().to_str().unwrap().to_string();
-    rrstore_tests::replace_kernel(
-        &j,
-        &format!("void {stem}(long a, long b) {{ volatile long n = 0; for (;;) n++; }}\n"),
-    );
-    j
+    rrstore_tests::recording_with_kernel(&src, dir, |stem| {
+        format!("void {stem}(long a, long b) {{ volatile long n = 0; for (;;) n++; }}\n")
+    })
 }
 
 /// Run, killing it if it has not finished after a minute (a guard against

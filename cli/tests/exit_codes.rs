@@ -35,13 +35,9 @@ fn code_of(store: &Path, args: &[&str]) -> (i32, String) {
 /// The globals recording with its image replaced by a kernel whose C body
 /// is `body` (compiled here with cc, as the recording's real image is).
 fn kernel_with_body(dir: &Path, body: &str) -> PathBuf {
-    let j = copy_recording(GLOBALS, dir);
-    let name = j.file_stem().unwrap().to_str().unwrap().to_string();
-    rrstore_tests::replace_kernel(
-        &j,
-        &format!("void _exit(int);\nvoid {name}(long kle, long out) {{ {body} }}\n"),
-    );
-    j
+    rrstore_tests::recording_with_kernel(&fixtures().join(GLOBALS), dir, |name| {
+        format!("void _exit(int);\nvoid {name}(long kle, long out) {{ {body} }}\n")
+    })
 }
 
 /// `rrstore pack` of a fixture into `dir/name.rra`.

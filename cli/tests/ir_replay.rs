@@ -13,7 +13,7 @@ mod store_common;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use rrstore_tests::offload::{extract_image, record, recording_runtime, Source};
+use rrstore_tests::offload::{extract_image, record_one, recording_runtime, Source};
 
 const HOST: &str = "x86_64-pc-linux-gnu";
 
@@ -52,15 +52,13 @@ fn built() -> &'static Built {
         src.build(&aot, &[]);
         src.build(&jit, &["-fopenmp-target-jit"]);
         let runtime = recording_runtime(dir.path());
-        let (o, found) = record(&aot, &dir.path().join("rec"), &runtime, &[]);
-        assert!(o.status.success(), "{o:?}");
-        assert_eq!(found.len(), 1, "{found:?}");
+        let (_, descriptor) = record_one(&aot, &dir.path().join("rec"), &runtime, &[]);
         let ir = dir.path().join("saxpy.bc");
         extract_image(&jit, HOST, &ir);
         let ir19 = dir.path().join("saxpy-19.bc");
         src.device_ir("/usr/lib/llvm-19/bin/clang++", &ir19);
         Built {
-            descriptor: found[0].clone(),
+            descriptor,
             ir,
             ir19,
             _dir: dir,

@@ -26,14 +26,12 @@ fn rrstore(store: &Path, args: &[&str]) -> Output {
 fn replay_and_check_show_what_the_kernel_printed() {
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("store");
-    let j = rrstore_tests::copy_recording(&fixtures().join(GLOBALS), &dir.path().join("rec"));
-    let kernel = j.file_stem().unwrap().to_str().unwrap().to_string();
-    rrstore_tests::replace_kernel(
-        &j,
-        &format!(
+    let rec = dir.path().join("rec");
+    let j = rrstore_tests::recording_with_kernel(&fixtures().join(GLOBALS), &rec, |kernel| {
+        format!(
             "#include <stdio.h>\nvoid {kernel}(long kle, long out) {{ printf(\"printed by the kernel\\n\"); fflush(stdout); }}\n"
-        ),
-    );
+        )
+    });
     let o = rrstore(&store, &["import", j.to_str().unwrap()]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let line = "  kernel| printed by the kernel";

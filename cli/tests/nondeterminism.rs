@@ -20,7 +20,8 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use quick_xml::events::Event;
-use rrstore_tests::offload::{record, recording_runtime, Source};
+use rrstore_tests::offload::{record_one, recording_runtime, Source};
+use rrstore_tests::output::json;
 
 /// `out[0..64]` is computed; `out[80..208]` is a team-local array copied
 /// out before anything wrote it (stack garbage: return addresses and
@@ -100,9 +101,7 @@ impl Program {
         let app = self.dir.join(format!("app-{tag}"));
         self.src.build(&app, &[]);
         let rec = self.dir.join(tag);
-        let (o, found) = record(&app, &rec, &self.runtime, &[("OMP_NUM_THREADS", "2")]);
-        assert!(o.status.success(), "{o:?}");
-        assert_eq!(found.len(), 1, "{found:?}");
+        record_one(&app, &rec, &self.runtime, &[("OMP_NUM_THREADS", "2")]);
         rec
     }
 }
@@ -124,16 +123,6 @@ fn rr(store: &Path, args: &[&str], threads: Option<&str>) -> Output {
         None => c.env_remove("OMP_NUM_THREADS"),
     };
     c.output().unwrap()
-}
-
-fn json(o: &Output) -> serde_json::Value {
-    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
-        panic!(
-            "{e}: {}{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        )
-    })
 }
 
 fn import(store: &Path, rec: &Path, label: &str) -> String {

@@ -342,12 +342,9 @@ fn a_relocated_replay_that_crashes_reports_its_rebased_arguments() {
     let tmp = tempfile::tempdir().unwrap();
     let d = rrstore_tests::fixtures()
         .join("llvm22-host/saxpy/__omp_offloading_fe00_9ae056_main_l13.json");
-    let j = rrstore_tests::copy_recording(&d, &tmp.path().join("rec"));
-    let kernel = j.file_stem().unwrap().to_str().unwrap().to_string();
-    rrstore_tests::replace_kernel(
-        &j,
-        &format!("void {kernel}(long a, long b, long c, long d, long e, long f) {{ *(volatile int *)8 = 1; }}\n"),
-    );
+    let j = rrstore_tests::recording_with_kernel(&d, &tmp.path().join("rec"), |kernel| {
+        format!("void {kernel}(long a, long b, long c, long d, long e, long f) {{ *(volatile int *)8 = 1; }}\n")
+    });
     let args = [
         "replay",
         j.to_str().unwrap(),

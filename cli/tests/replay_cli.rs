@@ -343,13 +343,9 @@ fn failures_have_their_own_exit_codes() {
 /// A copy of the globals recording in `dir` whose image is replaced by a
 /// kernel with C body `body` (no globals): returns its descriptor.
 fn recording_with_kernel_body(dir: &std::path::Path, body: &str) -> std::path::PathBuf {
-    let j = copy_recording(GLOBALS, dir);
-    let name = j.file_stem().unwrap().to_str().unwrap().to_string();
-    rrstore_tests::replace_kernel(
-        &j,
-        &format!("void {name}(long kle, long out) {{ {body} }}\n"),
-    );
-    j
+    rrstore_tests::recording_with_kernel(&fixtures().join(GLOBALS), dir, |name| {
+        format!("void {name}(long kle, long out) {{ {body} }}\n")
+    })
 }
 
 #[test]

@@ -138,9 +138,10 @@ fn a_hostile_image_is_confined_and_cannot_fake_the_verdict() {
         port: listener.local_addr().unwrap().port(),
     };
 
-    let j = rrstore_tests::copy_recording(&fixtures().join(GLOBALS), &dir.path().join("rec"));
-    let kernel = j.file_stem().unwrap().to_str().unwrap().to_string();
-    rrstore_tests::replace_kernel(&j, &hostile_c(&kernel, &paths));
+    let rec = dir.path().join("rec");
+    let j = rrstore_tests::recording_with_kernel(&fixtures().join(GLOBALS), &rec, |kernel| {
+        hostile_c(kernel, &paths)
+    });
     let o = rrstore(
         &store,
         &home,

@@ -213,9 +213,10 @@ fn a_hostile_image_cannot_act_on_other_processes_or_use_capabilities() {
     let pid = other.0.id();
     let before = state(pid);
 
-    let j = rrstore_tests::copy_recording(&fixtures().join(GLOBALS), &dir.path().join("rec"));
-    let kernel = j.file_stem().unwrap().to_str().unwrap().to_string();
-    rrstore_tests::replace_kernel(&j, &hostile_c(&kernel, pid));
+    let rec = dir.path().join("rec");
+    let j = rrstore_tests::recording_with_kernel(&fixtures().join(GLOBALS), &rec, |kernel| {
+        hostile_c(kernel, pid)
+    });
     let j = j.to_str().unwrap();
 
     let o = rrstore(&tmp, &["replay", j, "--timeout", "60"]);

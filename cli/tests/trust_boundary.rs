@@ -14,7 +14,7 @@
 
 mod store_common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use rrstore_tests::fixtures;
@@ -129,17 +129,28 @@ fn rrstore(store: &Path, tmp: &Path, args: &[&str]) -> Output {
         .unwrap()
 }
 
-#[test]
-fn a_hostile_image_that_answers_for_the_runner_gets_no_verified_verdict() {
+/// A scratch directory with the store's path and an empty `TMPDIR`.
+fn scratch() -> (tempfile::TempDir, PathBuf, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("store");
     let tmp = dir.path().join("tmp");
     std::fs::create_dir_all(&tmp).unwrap();
-    let j = rrstore_tests::copy_recording(&fixtures().join(GLOBALS), &dir.path().join("rec"));
-    let output = std::fs::read(j.with_extension("original.output")).unwrap();
+    (dir, store, tmp)
+}
+
+/// The globals fixture copied into `dir` with its kernel replaced by
+/// `c_code(kernel symbol)`.
+fn hostile_recording(dir: &Path, c_code: impl FnOnce(&str) -> String) -> PathBuf {
+    rrstore_tests::recording_with_kernel(&fixtures().join(GLOBALS), &dir.join("rec"), c_code)
+}
+
+#[test]
+fn a_hostile_image_that_answers_for_the_runner_gets_no_verified_verdict() {
+    let (dir, store, tmp) = scratch();
+    let fixture = fixtures().join(GLOBALS);
+    let output = std::fs::read(fixture.with_extension("original.output")).unwrap();
     let recorded = *blake3::hash(&output).as_bytes();
-    let kernel = j.file_stem().unwrap().to_str().unwrap().to_string();
-    rrstore_tests::replace_kernel(&j, &hostile_c(&kernel, &recorded));
+    let j = hostile_recording(dir.path(), |kernel| hostile_c(kernel, &recorded));
     let o = rrstore(&store, &tmp, &["import", j.to_str().unwrap(), "--json"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let imported = String::from_utf8_lossy(&o.stdout).to_string();
@@ -217,16 +228,12 @@ fn a_hostile_image_that_answers_for_the_runner_gets_no_verified_verdict() {
 /// read them: it gets nothing, and its input still came from the pack.
 #[test]
 fn a_hostile_image_cannot_read_the_packs_its_input_came_from() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = dir.path().join("store");
-    let tmp = dir.path().join("tmp");
-    std::fs::create_dir_all(&tmp).unwrap();
-    let j = rrstore_tests::copy_recording(&fixtures().join(GLOBALS), &dir.path().join("rec"));
+    let (dir, store, tmp) = scratch();
     let saxpy = fixtures().join("llvm22-host/saxpy");
-    let kernel = j.file_stem().unwrap().to_str().unwrap().to_string();
-    rrstore_tests::replace_kernel(
-        &j,
-        &format!(
+    let mut kernel = String::new();
+    let j = hostile_recording(dir.path(), |k| {
+        kernel = k.to_string();
+        format!(
             r#"
 #include <fcntl.h>
 #include <stdio.h>
@@ -249,8 +256,8 @@ void {kernel}(long kle, long out) {{
     fflush(stdout);
 }}
 "#
-        ),
-    );
+        )
+    });
     let o = rrstore(
         &store,
         &tmp,
@@ -305,15 +312,9 @@ void {kernel}(long kle, long out) {{
 /// VERIFIED, and never a hash rrstore did not compute.
 #[test]
 fn a_runner_that_ends_after_forging_the_launch_reply_gets_no_verdict() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = dir.path().join("store");
-    let tmp = dir.path().join("tmp");
-    std::fs::create_dir_all(&tmp).unwrap();
-    let j = rrstore_tests::copy_recording(&fixtures().join(GLOBALS), &dir.path().join("rec"));
-    let kernel = j.file_stem().unwrap().to_str().unwrap().to_string();
-    rrstore_tests::replace_kernel(
-        &j,
-        &format!(
+    let (dir, store, tmp) = scratch();
+    let j = hostile_recording(dir.path(), |kernel| {
+        format!(
             r#"
 #include <stdint.h>
 #include <string.h>
@@ -331,8 +332,8 @@ void {kernel}(long kle, long out) {{
     _exit(0);
 }}
 "#
-        ),
-    );
+        )
+    });
     let o = rrstore(&store, &tmp, &["replay", j.to_str().unwrap(), "--json"]);
     let stderr = String::from_utf8_lossy(&o.stderr);
     let v: serde_json::Value =

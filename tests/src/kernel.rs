@@ -2,7 +2,7 @@
 //! linker, so present wherever the tests build): host images whose body a
 //! test chooses (a crash, a hang, a write).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Compile `c_code` (written to `src`) into the shared object `out` with
@@ -31,4 +31,22 @@ pub fn replace_kernel(descriptor: &Path, c_code: &str) {
     );
     let globals = descriptor.with_extension("globals");
     std::fs::write(&globals, b"").unwrap_or_else(|e| panic!("{}: {e}", globals.display()));
+}
+
+/// Copy the host recording `fixture` (its `.json`) into `dir` with its
+/// image replaced by `c_code(kernel symbol)` compiled
+/// ([`replace_kernel`]); the copy's descriptor.
+pub fn recording_with_kernel(
+    fixture: &Path,
+    dir: &Path,
+    c_code: impl FnOnce(&str) -> String,
+) -> PathBuf {
+    let j = crate::copy_recording(fixture, dir);
+    let kernel = j
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or_else(|| panic!("{}: no kernel name", j.display()))
+        .to_string();
+    replace_kernel(&j, &c_code(&kernel));
+    j
 }

@@ -21,6 +21,6 @@ pub use elf::{elf_header, elf_with_symbols};
 pub use fixtures::{copy_recording, descriptor_u64, descriptors, fixtures};
 pub use globals::{encode_globals, parse_globals, shrink_global};
 pub use host::temp_name_host;
-pub use kernel::{compile_shared, replace_kernel};
+pub use kernel::{compile_shared, recording_with_kernel, replace_kernel};
 pub use noise::{noise, XorShift};
 pub use script::write_script;

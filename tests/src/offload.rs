@@ -166,6 +166,20 @@ pub fn record(
     (o, found)
 }
 
+/// [`record`] a program that launches one kernel once: it must succeed
+/// and write one descriptor; what it printed and that descriptor.
+pub fn record_one(
+    program: &Path,
+    dir: &Path,
+    runtime: &Path,
+    env: &[(&str, &str)],
+) -> (Output, PathBuf) {
+    let (o, mut found) = record(program, dir, runtime, env);
+    assert!(o.status.success(), "{o:?}");
+    assert_eq!(found.len(), 1, "{found:?}");
+    (o, found.remove(0))
+}
+
 /// Extract the `triple` device image of the offload application `app`
 /// into `out` with LLVM's own tools (`llvm-objcopy`, `llvm-offload-binary`):
 /// the IR of a `-fopenmp-target-jit` build, the ELF of an ahead-of-time one.

@@ -10,9 +10,8 @@
 use rrstore_report::shown::Shown;
 use std::process::ExitCode;
 
-use anyhow::Context;
-use rrstore_replay::regress::bisect::{bisect_all, recordings, BisectOptions, ListedImage, Step};
-use rrstore_store::LsFilter;
+use rrstore_replay::regress::bisect::{bisect_all, BisectOptions, ListedImage, Step};
+use rrstore_replay::regress::run::Run;
 
 use super::image::resolve_image;
 use super::storeutil;
@@ -21,9 +20,8 @@ use crate::Globals;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Recording ID prefix (or use --label/--kernel for several).
-    #[arg(required_unless_present_any = ["label", "kernel"])]
-    pub recording: Option<String>,
+    #[command(flatten)]
+    pub select: crate::flags::regress::Selection,
     /// Images, oldest first: stored hash prefixes or labels, or files.
     #[arg(long, num_args = 2.., required_unless_present = "passes", value_name = "FILE_OR_HASH")]
     pub images: Vec<String>,
@@ -55,12 +53,6 @@ pub struct Args {
     /// Index of the last image to consider (default: the newest).
     #[arg(long)]
     pub bad: Option<usize>,
-    /// Bisect every recording whose label matches this glob.
-    #[arg(long, value_name = "GLOB", conflicts_with = "recording")]
-    pub label: Option<String>,
-    /// Bisect every recording whose kernel name matches this glob.
-    #[arg(long, value_name = "GLOB", conflicts_with = "recording")]
-    pub kernel: Option<String>,
     #[command(flatten)]
     pub run: crate::flags::regress::RegressFlags,
     /// Print every recording's search steps and culprit as JSON (docs/json.md).
@@ -70,23 +62,32 @@ pub struct Args {
     pub ci: super::ciout::CiArgs,
 }
 
-fn print_step(s: &Step) {
-    println!(
-        "  step {}: image {} {} ({}) -> {} {}{}",
-        s.step,
-        s.index,
-        &s.image[..12],
-        s.label,
-        if s.good {
+/// How a step of a search ended: `good output H`, `BAD output H differs`
+/// or `BAD VERDICT` (bisect, `bisect --passes`).
+pub(super) fn outcome(good: bool, run: &Run) -> String {
+    format!(
+        "{} {}",
+        if good {
             crate::color::paint(crate::color::Tone::Good, "good")
         } else {
             crate::color::paint(crate::color::Tone::Bad, "BAD")
         },
-        match &s.run.output {
-            Some(h) if s.good => format!("output {}", &rrstore_format::id::hex(h)[..12]),
+        match &run.output {
+            Some(h) if good => format!("output {}", &rrstore_format::id::hex(h)[..12]),
             Some(h) => format!("output {} differs", &rrstore_format::id::hex(h)[..12]),
-            None => s.run.verdict.clone(),
-        },
+            None => run.verdict.clone(),
+        }
+    )
+}
+
+fn print_step(s: &Step) {
+    println!(
+        "  step {}: image {} {} ({}) -> {}{}",
+        s.step,
+        s.index,
+        &s.image[..12],
+        s.label,
+        outcome(s.good, &s.run),
         if s.run.cached {
             format!(" (history row {}, not re-run)", s.run.row)
         } else {
@@ -113,22 +114,7 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
             set: r.set,
         });
     }
-    let ids = match &args.recording {
-        Some(p) => vec![store.resolve(p).context("the recording to bisect")?],
-        None => recordings(
-            &store,
-            &LsFilter {
-                kernel: args.kernel.clone(),
-                label: args.label.clone(),
-                sort: rrstore_store::LsSort::Name,
-                ..LsFilter::default()
-            },
-        )
-        .map_err(regress_err)?,
-    };
-    if ids.is_empty() {
-        anyhow::bail!("no recording matches --label/--kernel");
-    }
+    let ids = args.select.ids(&store, "bisect")?;
     let opts = BisectOptions {
         images,
         good: args.good,

@@ -8,12 +8,10 @@
 use std::process::ExitCode;
 
 use anyhow::Context;
-use rrstore_replay::regress::bisect::recordings;
 use rrstore_replay::regress::passes::{
     bisect_passes, bisect_passes_all, PassBisectOptions, PassBisectReport, PassStep,
 };
 use rrstore_report::shown::Shown;
-use rrstore_store::LsFilter;
 
 use super::bisect::Args;
 use super::image::resolve_image;
@@ -23,21 +21,12 @@ use crate::Globals;
 
 fn print_step(s: &PassStep) {
     println!(
-        "  step {}: limit {} image {}{} -> {} {}",
+        "  step {}: limit {} image {}{} -> {}",
         s.step,
         s.limit,
         &s.image[..12],
         if s.compile_cached { " (cached)" } else { "" },
-        if s.good {
-            crate::color::paint(crate::color::Tone::Good, "good")
-        } else {
-            crate::color::paint(crate::color::Tone::Bad, "BAD")
-        },
-        match &s.run.output {
-            Some(h) if s.good => format!("output {}", &rrstore_format::id::hex(h)[..12]),
-            Some(h) => format!("output {} differs", &rrstore_format::id::hex(h)[..12]),
-            None => s.run.verdict.clone(),
-        },
+        super::bisect::outcome(s.good, &s.run),
     );
 }
 
@@ -85,22 +74,7 @@ fn print_report(r: &PassBisectReport) {
 
 pub fn run(args: &Args, globals: &Globals) -> anyhow::Result<ExitCode> {
     let mut store = storeutil::open(globals)?;
-    let ids = match &args.recording {
-        Some(p) => vec![store.resolve(p).context("the recording to bisect")?],
-        None => recordings(
-            &store,
-            &LsFilter {
-                kernel: args.kernel.clone(),
-                label: args.label.clone(),
-                sort: rrstore_store::LsSort::Name,
-                ..LsFilter::default()
-            },
-        )
-        .map_err(regress_err)?,
-    };
-    if ids.is_empty() {
-        anyhow::bail!("no recording matches --label/--kernel");
-    }
+    let ids = args.select.ids(&store, "bisect")?;
     let ir = match &args.image {
         Some(spec) => Some(resolve_image(&mut store, spec)?.set),
         None => None,
@@ -124,7 +98,7 @@ pub fn run(args: &Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         run,
     };
     let json = args.json;
-    if let (Some(_), [id]) = (&args.recording, ids.as_slice()) {
+    if let (Some(_), [id]) = (&args.select.recording, ids.as_slice()) {
         let id = *id;
         if !json {
             println!("bisect passes of {}", id.short());

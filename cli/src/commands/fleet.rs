@@ -2,7 +2,7 @@
 //! diff), `--jobs N` and `--devices LIST|all` (check, bisect --label),
 //! `--shard I/N|auto|auto/N|auto/VAR`, `--run NAME`, `--results DEST` and
 //! `--collect DEST` (check) become library options here. Logic:
-//! rrstore_replay::fleet and rrstore_replay::regress::check::parallel.
+//! rrstore_replay::fleet and rrstore_replay::regress::lanes.
 
 use anyhow::Context;
 use rrstore_replay::backend::devices;
@@ -10,7 +10,7 @@ use rrstore_replay::fleet::collect::Place;
 use rrstore_replay::fleet::devices::{parse_device, parse_devices, pick, pick_one, DeviceRef};
 use rrstore_replay::fleet::lookahead::Mode;
 use rrstore_replay::fleet::shard::{self, Shard};
-use rrstore_replay::regress::check::parallel::Fleet;
+use rrstore_replay::regress::lanes::Fleet;
 use rrstore_store::Store;
 
 use crate::exit::UsageError;

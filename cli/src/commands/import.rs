@@ -5,12 +5,11 @@
 //! failure's. Partial LLVM recordings found in directories are named as
 //! skipped.
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use indicatif::{ProgressBar, ProgressStyle};
+
 use rrstore_format::FormatError;
 use rrstore_report::shown::{self, Shown};
 use rrstore_store::{find_sources_skipped, ImportOptions, ImportReport};
@@ -183,18 +182,7 @@ fn import_with(
         .iter()
         .map(|s| std::fs::metadata(s.path()).map(|m| m.len()).unwrap_or(0))
         .sum();
-    let bar = if !quiet && std::io::stderr().is_terminal() {
-        let b = ProgressBar::new(total.max(1));
-        b.set_style(
-            ProgressStyle::with_template(
-                "{spinner} [{elapsed_precise}] {wide_bar} {bytes}/{total_bytes} {bytes_per_sec} {msg}",
-            )
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-        );
-        b
-    } else {
-        ProgressBar::hidden()
-    };
+    let bar = super::storeutil::bytes_bar(quiet, total.max(1));
     let start = std::time::Instant::now();
     let mut seen_total = 0u64;
     for (n, src) in sources.iter().enumerate() {

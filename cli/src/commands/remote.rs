@@ -2,11 +2,10 @@
 //! helpers `push`, `pull` and `ls NAME:` share: opening a remote, the
 //! progress bar, the transfer summary.
 
-use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::ProgressBar;
 use rrstore_store::remote::{
     self, Damaged, Event, Remote, RemoteConfig, RemoteError, TransferReport,
 };
@@ -376,18 +375,7 @@ pub fn list_remote(
 
 /// A progress bar on a terminal (hidden otherwise) fed by transfer events.
 pub fn progress_bar(quiet: bool) -> (ProgressBar, impl FnMut(Event)) {
-    let bar = if !quiet && std::io::stderr().is_terminal() {
-        let b = ProgressBar::new(0);
-        b.set_style(
-            ProgressStyle::with_template(
-                "{spinner} [{elapsed_precise}] {wide_bar} {bytes}/{total_bytes} {bytes_per_sec} {msg}",
-            )
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-        );
-        b
-    } else {
-        ProgressBar::hidden()
-    };
+    let bar = super::storeutil::bytes_bar(quiet, 0);
     let b = bar.clone();
     let f = move |e: Event| match e {
         Event::Start { what, total } => {

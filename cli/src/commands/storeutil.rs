@@ -1,7 +1,11 @@
 //! Helpers shared by the store commands: opening the store, resolving ID
-//! prefixes, human sizes, ages and UTC times.
+//! prefixes, human sizes, ages and UTC times, and the progress bar of a
+//! transfer (import, push, pull).
+
+use std::io::IsTerminal;
 
 use anyhow::Context;
+use indicatif::{ProgressBar, ProgressStyle};
 use rrstore_format::RecordingId;
 use rrstore_store::Store;
 
@@ -121,6 +125,22 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
 /// Unix seconds as `YYYY-MM-DD HH:MM:SS` UTC.
 pub fn utc(secs: i64) -> String {
     rrstore_report::time::iso_datetime(secs).replacen('T', " ", 1)
+}
+
+/// A progress bar of bytes out of `total` on stderr when it is a terminal
+/// and not `quiet`; hidden otherwise.
+pub fn bytes_bar(quiet: bool, total: u64) -> ProgressBar {
+    if quiet || !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let b = ProgressBar::new(total);
+    b.set_style(
+        ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {wide_bar} {bytes}/{total_bytes} {bytes_per_sec} {msg}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    b
 }
 
 #[cfg(test)]

@@ -9,11 +9,9 @@
 use std::process::ExitCode;
 
 use anyhow::Context;
-use rrstore_replay::regress::bisect::recordings;
 use rrstore_replay::regress::run::RunOptions;
 use rrstore_replay::regress::tune::{tune, CompileVariant, Trial, TuneOptions, Variant};
 use rrstore_report::shown::Shown;
-use rrstore_store::LsFilter;
 
 use super::image::resolve_image;
 use super::storeutil;
@@ -23,15 +21,8 @@ use crate::Globals;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Recording ID prefix (or use --label/--kernel for several).
-    #[arg(required_unless_present_any = ["label", "kernel"])]
-    pub recording: Option<String>,
-    /// Tune every recording whose label matches this glob.
-    #[arg(long, value_name = "GLOB", conflicts_with = "recording")]
-    pub label: Option<String>,
-    /// Tune every recording whose kernel name matches this glob.
-    #[arg(long, value_name = "GLOB", conflicts_with = "recording")]
-    pub kernel: Option<String>,
+    #[command(flatten)]
+    pub select: crate::flags::regress::Selection,
     /// Team counts to try: a list and ranges (`1,2,8`, `4-8`) [default:
     /// the recorded one].
     #[arg(long, value_name = "LIST")]
@@ -183,22 +174,7 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         Some(spec) => Some(resolve_image(&mut store, spec)?.set),
         None => None,
     };
-    let ids = match &args.recording {
-        Some(p) => vec![store.resolve(p).context("the recording to tune")?],
-        None => recordings(
-            &store,
-            &LsFilter {
-                kernel: args.kernel.clone(),
-                label: args.label.clone(),
-                sort: rrstore_store::LsSort::Name,
-                ..LsFilter::default()
-            },
-        )
-        .map_err(regress_err)?,
-    };
-    if ids.is_empty() {
-        anyhow::bail!("no recording matches --label/--kernel");
-    }
+    let ids = args.select.ids(&store, "tune")?;
     let mut reports = Vec::new();
     for id in &ids {
         let rec = store.recording(id)?;
@@ -271,25 +247,24 @@ fn print_summary(r: &rrstore_replay::regress::tune::TuneReport) {
         r.replays
     );
     match &r.best {
-        Some(b) if b.speedup < 1.0 => println!(
-            "  best: {} median {} ({}..{}, {} reps), no faster than the recorded launch ({:.2}x; history row {})",
-            Shown(&b.describe),
-            ms(b.spread.median_ns),
-            ms(b.spread.min_ns),
-            ms(b.spread.max_ns),
-            b.spread.repetitions,
-            b.speedup,
-            b.row
-        ),
         Some(b) => println!(
-            "  best: {} median {} ({}..{}, {} reps), {:.2}x the recorded launch (history row {})",
+            "  best: {} median {} ({}..{}, {} reps), {}",
             Shown(&b.describe),
             ms(b.spread.median_ns),
             ms(b.spread.min_ns),
             ms(b.spread.max_ns),
             b.spread.repetitions,
-            b.speedup,
-            b.row
+            if b.speedup < 1.0 {
+                format!(
+                    "no faster than the recorded launch ({:.2}x; history row {})",
+                    b.speedup, b.row
+                )
+            } else {
+                format!(
+                    "{:.2}x the recorded launch (history row {})",
+                    b.speedup, b.row
+                )
+            }
         ),
         None => println!(
             "  {}",

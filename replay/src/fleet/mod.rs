@@ -12,7 +12,7 @@
 //!   current kernel runs.
 //! * [`collect`]: gathering every shard's check results into one report.
 //!
-//! `regress::check` and `regress::bisect` use them; the CLI only parses.
+//! `regress::lanes` (check, bisect) uses them; the CLI only parses.
 
 pub mod collect;
 pub mod devices;

@@ -17,6 +17,7 @@ use rrstore_store::Store;
 use serde::Serialize;
 
 use super::image::{ImageOverride, ImageSet};
+use super::lanes::{each_recording, Fleet};
 use super::run::{run, Run, RunOptions};
 use super::RegressError;
 
@@ -190,18 +191,6 @@ fn count(report: &mut BisectReport, r: &Run) {
     }
 }
 
-/// The stored recordings `bisect --label/--kernel` covers.
-pub fn recordings(
-    store: &Store,
-    filter: &rrstore_store::LsFilter,
-) -> Result<Vec<RecordingId>, RegressError> {
-    let mut out = Vec::new();
-    for s in store.list(filter)? {
-        out.push(store.resolve(&s.id)?);
-    }
-    Ok(out)
-}
-
 /// fleet (issue 21): bisect each of `ids` over the lanes of `fleet` (host
 /// jobs or devices); `done` sees each recording's result in the order of
 /// `ids`, and one failure does not stop the others.
@@ -209,21 +198,15 @@ pub fn bisect_all(
     store: &mut Store,
     ids: &[RecordingId],
     opts: &BisectOptions,
-    fleet: &super::check::parallel::Fleet,
+    fleet: &Fleet,
     done: &mut dyn FnMut(usize, Result<BisectReport, RegressError>),
 ) -> Result<(), RegressError> {
-    super::check::parallel::each(
-        store,
-        fleet,
-        &opts.run,
-        ids.len(),
-        &|store, run, i| {
-            let lane = BisectOptions {
-                run: run.clone(),
-                ..opts.clone()
-            };
-            bisect(store, &ids[i], &lane, &mut |_| {})
-        },
-        done,
-    )
+    let search = |store: &mut Store, run: &RunOptions, id: &RecordingId| {
+        let lane = BisectOptions {
+            run: run.clone(),
+            ..opts.clone()
+        };
+        bisect(store, id, &lane, &mut |_| {})
+    };
+    each_recording(store, ids, fleet, &opts.run, &search, done)
 }

@@ -26,7 +26,6 @@
 use rrstore_store::{LsFilter, Store};
 use serde::Serialize;
 
-pub mod parallel;
 pub mod status;
 pub mod timing;
 
@@ -35,6 +34,7 @@ pub use status::Status;
 pub use timing::{Spread, TimeCompare, DEFAULT_REPETITIONS, SLOWDOWN_THRESHOLD};
 
 use super::image::ImageSet;
+use super::lanes;
 use super::run::{run, Run, RunOptions};
 use super::RegressError;
 
@@ -91,7 +91,7 @@ pub struct CheckOptions {
     pub filter: LsFilter,
     pub run: RunOptions,
     /// fleet (issue 21): jobs, devices and shard.
-    pub fleet: parallel::Fleet,
+    pub fleet: lanes::Fleet,
 }
 
 /// A run slower than the history may have met a busy machine: the
@@ -218,7 +218,7 @@ fn check_one(
 }
 
 /// Run the check; `on_row` sees each row as it is done, in the order of
-/// the listing whatever `opts.fleet` runs at once ([`parallel`]).
+/// the listing whatever `opts.fleet` runs at once ([`lanes`]).
 pub fn check(
     store: &mut Store,
     opts: &CheckOptions,
@@ -241,7 +241,7 @@ pub fn check(
         repetitions: opts.run.replay.repetitions.max(1),
     };
     let mut first_err = None;
-    parallel::each_ahead(
+    lanes::each_ahead(
         store,
         &opts.fleet,
         &opts.run,

@@ -9,6 +9,8 @@
 //! * [`check`]: replay every matching recording, compare with the recorded
 //!   output and the recorded-image run.
 //! * [`bisect`]: binary search over an ordered list of images.
+//! * [`lanes`]: several recordings at once over the fleet's lanes (host
+//!   jobs or devices), for check, bisect and `bisect --passes`.
 //! * [`tune`]: the fastest verified launch configuration and compile
 //!   variant (successive halving over the grid).
 //! * [`diff`]: compare two recordings or two kept replay outputs, streamed.
@@ -17,6 +19,7 @@ pub mod bisect;
 pub mod check;
 pub mod diff;
 pub mod image;
+pub mod lanes;
 pub mod passes;
 pub mod run;
 pub mod tune;

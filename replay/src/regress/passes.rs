@@ -32,6 +32,7 @@ use rrstore_store::Store;
 use serde::Serialize;
 
 use super::image::{ImageOverride, ImageSet};
+use super::lanes::{each_recording, Fleet};
 use super::run::{run, Run, RunOptions};
 use super::RegressError;
 use crate::compile::{self, CompileOptions};
@@ -454,23 +455,17 @@ pub fn bisect_passes_all(
     store: &mut Store,
     ids: &[RecordingId],
     opts: &PassBisectOptions,
-    fleet: &super::check::parallel::Fleet,
+    fleet: &Fleet,
     done: &mut dyn FnMut(usize, Result<PassBisectReport, RegressError>),
 ) -> Result<(), RegressError> {
-    super::check::parallel::each(
-        store,
-        fleet,
-        &opts.run,
-        ids.len(),
-        &|store, run, i| {
-            let lane = PassBisectOptions {
-                run: run.clone(),
-                ..opts.clone()
-            };
-            bisect_passes(store, &ids[i], &lane, &mut |_| {})
-        },
-        done,
-    )
+    let search = |store: &mut Store, run: &RunOptions, id: &RecordingId| {
+        let lane = PassBisectOptions {
+            run: run.clone(),
+            ..opts.clone()
+        };
+        bisect_passes(store, id, &lane, &mut |_| {})
+    };
+    each_recording(store, ids, fleet, &opts.run, &search, done)
 }
 
 fn count(report: &mut PassBisectReport, r: &Run) {

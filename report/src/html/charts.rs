@@ -3,6 +3,7 @@
 //! stylesheet turns to the text colour, so one SVG serves the light, dark
 //! and print styles; the data colours are chosen to read on both.
 
+use plotters::chart::MeshStyle;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -81,6 +82,32 @@ fn font(size: u32) -> TextStyle<'static> {
     ("sans-serif", size).into_font().color(&BLACK)
 }
 
+/// A chart in the report's frame: its margin, `caption` and room for
+/// the axis labels.
+fn frame<'a, 'b>(
+    root: &'a DrawingArea<SVGBackend<'b>, Shift>,
+    caption: &str,
+) -> ChartBuilder<'a, 'b, SVGBackend<'b>> {
+    let mut b = ChartBuilder::on(root);
+    b.margin(12)
+        .caption(caption, font(15))
+        .x_label_area_size(40)
+        .y_label_area_size(64);
+    b
+}
+
+/// The report's axes and grid on a mesh: label sizes, a faint grid, black
+/// axes (which the stylesheet recolours).
+fn house_style<'m, 'a, 'b, X: Ranged, Y: Ranged, DB: DrawingBackend>(
+    mesh: &'m mut MeshStyle<'a, 'b, X, Y, DB>,
+) -> &'m mut MeshStyle<'a, 'b, X, Y, DB> {
+    mesh.label_style(font(11))
+        .axis_desc_style(font(12))
+        .bold_line_style(GRID.mix(0.35))
+        .light_line_style(TRANSPARENT)
+        .axis_style(BLACK)
+}
+
 fn draw_svg(
     name: &str,
     size: (u32, u32),
@@ -107,27 +134,20 @@ pub fn kernel_times(kernel: &str, series: &[Series]) -> Result<String, ReportErr
         .fold(0.0f64, f64::max);
     let top = if top > 0.0 { top * 1.1 } else { 1.0 };
     draw_svg(kernel, (760, 300), |root| {
-        let mut chart = ChartBuilder::on(root)
-            .margin(12)
-            .caption(format!("kernel time: {kernel}"), font(15))
-            .x_label_area_size(40)
-            .y_label_area_size(64)
+        let mut chart = frame(root, &format!("kernel time: {kernel}"))
             .build_cartesian_2d(0.5f64..n as f64 + 0.5, 0f64..top)
             .map_err(txt)?;
-        chart
-            .configure_mesh()
-            .x_desc("replay, oldest to newest")
-            .y_desc("kernel time (ms)")
-            .x_labels(n.min(12))
-            .x_label_formatter(&|x| format!("{x:.0}"))
-            .y_label_formatter(&|y| format!("{y:.3}"))
-            .label_style(font(11))
-            .axis_desc_style(font(12))
-            .bold_line_style(GRID.mix(0.35))
-            .light_line_style(TRANSPARENT)
-            .axis_style(BLACK)
-            .draw()
-            .map_err(txt)?;
+        house_style(
+            chart
+                .configure_mesh()
+                .x_desc("replay, oldest to newest")
+                .y_desc("kernel time (ms)")
+                .x_labels(n.min(12))
+                .x_label_formatter(&|x| format!("{x:.0}"))
+                .y_label_formatter(&|y| format!("{y:.3}")),
+        )
+        .draw()
+        .map_err(txt)?;
         for (i, s) in series.iter().enumerate() {
             let c = series_color(i);
             chart
@@ -327,32 +347,22 @@ pub fn label_growth(points: &[LabelPoint]) -> Result<String, ReportError> {
         .unwrap_or(("B", 1));
     let top = (max as f64 / div as f64 * 1.3).max(1.0);
     draw_svg("store size by label", (760, 300), |root| {
-        let mut chart = ChartBuilder::on(root)
-            .margin(12)
-            .caption(
-                "store size by label (solid: stored, hollow: logical)",
-                font(15),
-            )
-            .x_label_area_size(40)
-            .y_label_area_size(64)
+        let mut chart = frame(root, "store size by label (solid: stored, hollow: logical)")
             .build_cartesian_2d((t0 - pad) as f64..(t1 + pad) as f64, 0f64..top)
             .map_err(txt)?;
-        chart
-            .configure_mesh()
-            .x_desc("import time (UTC)")
-            .y_desc(unit)
-            .x_labels(5)
-            .x_label_formatter(&|t| {
-                crate::time::iso_datetime(*t as i64).replace('T', " ")[..16].to_string()
-            })
-            .y_label_formatter(&|y| format!("{y:.0}"))
-            .label_style(font(11))
-            .axis_desc_style(font(12))
-            .bold_line_style(GRID.mix(0.35))
-            .light_line_style(TRANSPARENT)
-            .axis_style(BLACK)
-            .draw()
-            .map_err(txt)?;
+        house_style(
+            chart
+                .configure_mesh()
+                .x_desc("import time (UTC)")
+                .y_desc(unit)
+                .x_labels(5)
+                .x_label_formatter(&|t| {
+                    crate::time::iso_datetime(*t as i64).replace('T', " ")[..16].to_string()
+                })
+                .y_label_formatter(&|y| format!("{y:.0}")),
+        )
+        .draw()
+        .map_err(txt)?;
         for (i, l) in labels.iter().enumerate() {
             let c = series_color(i);
             let pts: Vec<&LabelPoint> = points.iter().filter(|p| p.label == *l).collect();
@@ -405,33 +415,26 @@ pub fn label_ratios(latest: &[&LabelPoint]) -> Result<String, ReportError> {
         })
     };
     draw_svg("ratios by label", (760, 260), |root| {
-        let mut chart = ChartBuilder::on(root)
-            .margin(12)
-            .caption(
-                "dedup (logical / unique) and compression (unique / stored) by label",
-                font(15),
-            )
-            .x_label_area_size(40)
-            .y_label_area_size(64)
-            .build_cartesian_2d((0..2 * n).into_segmented(), 0f64..top)
-            .map_err(txt)?;
-        chart
-            .configure_mesh()
-            .disable_x_mesh()
-            .y_desc("ratio (x)")
-            .x_labels(2 * n)
-            .x_label_formatter(&|v| match v {
-                SegmentValue::CenterOf(j) => name(*j),
-                _ => String::new(),
-            })
-            .y_label_formatter(&|y| format!("{y:.1}"))
-            .label_style(font(11))
-            .axis_desc_style(font(12))
-            .bold_line_style(GRID.mix(0.35))
-            .light_line_style(TRANSPARENT)
-            .axis_style(BLACK)
-            .draw()
-            .map_err(txt)?;
+        let mut chart = frame(
+            root,
+            "dedup (logical / unique) and compression (unique / stored) by label",
+        )
+        .build_cartesian_2d((0..2 * n).into_segmented(), 0f64..top)
+        .map_err(txt)?;
+        house_style(
+            chart
+                .configure_mesh()
+                .disable_x_mesh()
+                .y_desc("ratio (x)")
+                .x_labels(2 * n)
+                .x_label_formatter(&|v| match v {
+                    SegmentValue::CenterOf(j) => name(*j),
+                    _ => String::new(),
+                })
+                .y_label_formatter(&|y| format!("{y:.1}")),
+        )
+        .draw()
+        .map_err(txt)?;
         chart
             .draw_series(latest.iter().enumerate().flat_map(|(i, p)| {
                 [(0, p.dedup_ratio()), (1, p.compression_ratio())].map(|(k, v)| {

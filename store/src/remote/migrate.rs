@@ -118,15 +118,10 @@ pub fn migrate(
     }
     flush(&mut pack, &mut here, &mut report)?;
     progress(Event::Phase("writing the index".into()));
-    for part in entries.chunks(super::v3::INDEX_MAX) {
-        let (name, body) =
-            v3::encode_index_for(remote, part).map_err(|reason| crate::StoreError::Encode {
-                what: "an index object".into(),
-                reason,
-            })?;
-        remote.put(&v3::index_key(&name), body)?;
+    v3::push::put_index(remote, &entries, &mut |_, _, _| {
         report.index_objects += 1;
-    }
+        Ok(())
+    })?;
     progress(Event::Phase("rewriting manifests".into()));
     let (manifests, images) = rewrite_entries(remote, &mut report.damaged)?;
     report.manifests = manifests;

@@ -23,7 +23,9 @@
 //!   [`lock`]: lock objects; [`prune`]: `rm NAME:ID` and `remote prune`;
 //!   [`check`]: `verify NAME:`; [`runs`]: fleet run results.
 //! * [`history`]: shared replay history (`history_cache`: the local copy
-//!   of a remote's history batches).
+//!   of a remote's history batches). `local_copy`: what that copy and
+//!   the v3 index cache share (a SQLite copy of content-named objects,
+//!   refreshed by names).
 //! * [`signature`]: signatures of recordings (`push --sign`, `pull
 //!   --require-signed-by`).
 
@@ -39,6 +41,7 @@ mod history_cache;
 pub mod images;
 pub mod list;
 mod local;
+mod local_copy;
 pub mod lock;
 pub mod migrate;
 mod names;

@@ -256,16 +256,11 @@ pub fn prune(dir: &Path, remote: &Remote, progress: &mut dyn FnMut(Event)) -> Re
     // The new index first, then the old one goes, then the packs.
     progress(Event::Phase("writing the new index".into()));
     let mut written = HashSet::new();
-    for part in new_index.chunks(super::v3::INDEX_MAX) {
-        let (name, body) =
-            v3::encode_index_for(remote, part).map_err(|reason| crate::StoreError::Encode {
-                what: "an index object".into(),
-                reason,
-            })?;
-        remote.put(&v3::index_key(&name), body)?;
-        written.insert(v3::index_key(&name));
+    v3::push::put_index(remote, &new_index, &mut |name, _, _| {
+        written.insert(v3::index_key(name));
         report.index_objects_written += 1;
-    }
+        Ok(())
+    })?;
     let old: Vec<String> = index_keys
         .into_iter()
         .filter(|k| !written.contains(k))

@@ -1,24 +1,21 @@
 //! The local cache of a version 3 remote's index objects
 //! (`DIR/remote-cache/<name>.sqlite`, spec/REMOTE.md "The local index
-//! cache"): which blobs the remote has and where. Refreshed incrementally:
-//! only index objects not yet cached are fetched, rows of index objects
-//! gone from the remote are dropped. Only a copy: deleting it costs one
-//! full refresh.
+//! cache"): which blobs the remote has and where. A [`LocalCopy`] (its
+//! refresh by names, its file): only index objects not yet cached are
+//! fetched, rows of index objects gone from the remote are dropped.
 
-use std::collections::{HashMap, HashSet};
-use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::collections::HashMap;
+use std::path::Path;
 
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{params, OptionalExtension};
 
 use crate::remote::client::Remote;
-use crate::remote::error::{RemoteError, Result};
+use crate::remote::error::Result;
+use crate::remote::local_copy::{fetch, Layout, LocalCopy};
 use crate::remote::v3::{self, Entry, Kind};
 
-pub(crate) struct Cache {
-    conn: Connection,
-    path: PathBuf,
-}
+/// The copy: blobs by index object.
+pub(crate) struct Cache(LocalCopy);
 
 /// An index object listed on the remote and not cached yet.
 #[derive(Clone, Debug)]
@@ -28,13 +25,14 @@ pub struct Uncached {
 }
 
 /// An index object that could not be used, and why.
-#[derive(Clone, Debug)]
-pub struct BadIndex {
-    pub key: String,
-    pub reason: String,
-}
+pub type BadIndex = crate::remote::local_copy::BadObject;
 
-const SCHEMA: &str = "
+const LAYOUT: Layout = Layout {
+    suffix: "sqlite",
+    // A page cache large enough that a million random-keyed rows do not
+    // thrash it.
+    pragmas: "PRAGMA cache_size = -65536;",
+    schema: "
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS idx (id INTEGER PRIMARY KEY, name BLOB NOT NULL UNIQUE);
 CREATE TABLE IF NOT EXISTS blobs (
@@ -42,72 +40,17 @@ CREATE TABLE IF NOT EXISTS blobs (
   pack BLOB NOT NULL, offset INTEGER NOT NULL, len INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS blobs_name ON blobs (name, kind);
 CREATE INDEX IF NOT EXISTS blobs_idx ON blobs (idx);
-";
-
-/// Open (or create) `DIR/remote-cache/<remote name>.<suffix>`, a local
-/// copy of what `remote` holds, for the index cache here and the history
-/// cache (`history_cache.rs`): WAL without fsyncs (a copy is rebuilt from
-/// the remote when lost), `pragmas` and `schema` applied, and `clear` run
-/// when the copy was filled from another URL.
-pub(crate) fn open_copy(
-    dir: &Path,
-    remote: &Remote,
-    suffix: &str,
-    pragmas: &str,
-    schema: &str,
-    clear: &str,
-) -> Result<(Connection, PathBuf)> {
-    let cdir = dir.join("remote-cache");
-    let path = cdir.join(format!("{}.{suffix}", remote.name));
-    let err = |e: String| RemoteError::Cache {
-        path: path.clone(),
-        reason: e,
-    };
-    std::fs::create_dir_all(&cdir).map_err(|e| err(e.to_string()))?;
-    let conn = Connection::open(&path).map_err(|e| err(e.to_string()))?;
-    conn.busy_timeout(Duration::from_secs(60))
-        .map_err(|e| err(e.to_string()))?;
-    conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = OFF;")
-        .and_then(|()| conn.execute_batch(pragmas))
-        .and_then(|()| conn.execute_batch(schema))
-        .map_err(|e| err(e.to_string()))?;
-    let url: Option<String> = conn
-        .query_row("SELECT value FROM meta WHERE key = 'url'", [], |r| r.get(0))
-        .optional()
-        .map_err(|e| err(e.to_string()))?;
-    if url.as_deref() != Some(remote.url.as_str()) {
-        conn.execute_batch(clear).map_err(|e| err(e.to_string()))?;
-        conn.execute(
-            "INSERT OR REPLACE INTO meta (key, value) VALUES ('url', ?1)",
-            [&remote.url],
-        )
-        .map_err(|e| err(e.to_string()))?;
-    }
-    Ok((conn, path))
-}
+",
+    objects: "idx",
+    rows: "blobs",
+    link: "idx",
+};
 
 impl Cache {
     /// Open (or create) the cache of `remote` in store directory `dir`,
     /// emptied when it was filled from another URL.
     pub fn open(dir: &Path, remote: &Remote) -> Result<Cache> {
-        // A page cache large enough that a million random-keyed rows do
-        // not thrash it.
-        let (conn, path) = open_copy(
-            dir,
-            remote,
-            "sqlite",
-            "PRAGMA cache_size = -65536;",
-            SCHEMA,
-            "DELETE FROM blobs; DELETE FROM idx;",
-        )?;
-        Ok(Cache { conn, path })
-    }
-
-    fn err(&self) -> impl Fn(rusqlite::Error) -> RemoteError + '_ {
-        move |e| RemoteError::Cache {
-            path: self.path.clone(),
-            reason: e.to_string(),
-        }
+        LocalCopy::open(dir, remote, &LAYOUT).map(Cache)
     }
 
     /// Bring the cache up to date with the remote's `index/`: one LIST, a
@@ -133,40 +76,7 @@ impl Cache {
             .iter()
             .filter_map(|(k, n)| Some((v3::index_of_key(k)?, *n)))
             .collect();
-        let cached: Vec<(i64, [u8; 32])> = {
-            let mut st = self
-                .conn
-                .prepare("SELECT id, name FROM idx")
-                .map_err(self.err())?;
-            let rows = st
-                .query_map([], |r| Ok((r.get(0)?, crate::index::hash32(r.get(1)?))))
-                .map_err(self.err())?;
-            rows.collect::<rusqlite::Result<_>>().map_err(self.err())?
-        };
-        let have: HashSet<[u8; 32]> = cached.iter().map(|c| c.1).collect();
-        let gone: Vec<i64> = cached
-            .iter()
-            .filter(|c| !listed.contains_key(&c.1))
-            .map(|c| c.0)
-            .collect();
-        if !gone.is_empty() {
-            let tx = self.conn.transaction().map_err(|e| RemoteError::Cache {
-                path: self.path.clone(),
-                reason: e.to_string(),
-            })?;
-            for id in &gone {
-                tx.execute("DELETE FROM blobs WHERE idx = ?1", [id])
-                    .and_then(|_| tx.execute("DELETE FROM idx WHERE id = ?1", [id]))
-                    .map_err(|e| RemoteError::Cache {
-                        path: self.path.clone(),
-                        reason: e.to_string(),
-                    })?;
-            }
-            tx.commit().map_err(|e| RemoteError::Cache {
-                path: self.path.clone(),
-                reason: e.to_string(),
-            })?;
-        }
+        let have = self.0.drop_unlisted(&|h| listed.contains_key(h))?;
         let mut new: Vec<Uncached> = listed
             .iter()
             .filter(|(h, _)| !have.contains(*h))
@@ -193,49 +103,29 @@ impl Cache {
         keys: Vec<String>,
         seen: &mut dyn FnMut(&[Entry]),
     ) -> Result<Vec<BadIndex>> {
-        let mut bad = Vec::new();
-        remote.get_all(keys.into_iter(), &mut |key, body| {
-            let Some(name) = v3::index_of_key(&key) else {
-                return Ok(());
-            };
-            // Removed by a prune since the listing: nothing to cache.
-            let Some(body) = body else { return Ok(()) };
-            match v3::decode_index(&body, &name) {
-                Ok(entries) => {
-                    seen(&entries);
-                    self.add(&name, &entries)
-                }
-                Err(reason) => {
-                    bad.push(BadIndex { key, reason });
-                    Ok(())
-                }
-            }
-        })?;
-        Ok(bad)
+        fetch(
+            remote,
+            keys,
+            v3::index_of_key,
+            v3::decode_index,
+            &mut |name, entries| {
+                seen(&entries);
+                self.add(name, &entries)
+            },
+        )
     }
 
     /// Record index object `name` with its entries (one transaction): it
     /// is then cached whole, so only ever with all of its entries.
     pub fn add(&self, name: &[u8; 32], entries: &[Entry]) -> Result<()> {
-        let path = self.path.clone();
-        let err = |e: rusqlite::Error| RemoteError::Cache {
-            path: path.clone(),
-            reason: e.to_string(),
-        };
-        // `&self`: the cache is used from one thread, and a pull adds index
-        // objects while it looks blobs up.
-        let tx = self.conn.unchecked_transaction().map_err(err)?;
-        let fresh = tx
-            .execute("INSERT OR IGNORE INTO idx (name) VALUES (?1)", [&name[..]])
-            .map_err(err)?;
-        if fresh == 1 {
-            let id = tx.last_insert_rowid();
+        let err = self.0.err();
+        self.0.add(name, &mut |tx, id| {
             let mut ins = tx
                 .prepare(
                     "INSERT INTO blobs (kind, name, idx, pack, offset, len) \
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                 )
-                .map_err(err)?;
+                .map_err(&err)?;
             for e in entries {
                 ins.execute(params![
                     e.kind as u8,
@@ -245,15 +135,16 @@ impl Cache {
                     e.offset as i64,
                     e.len
                 ])
-                .map_err(err)?;
+                .map_err(&err)?;
             }
-        }
-        tx.commit().map_err(err)
+            Ok(())
+        })
     }
 
     /// Where blob `name` of `kind` is, if any index object lists it.
     pub fn lookup(&self, kind: Kind, name: &[u8; 32]) -> Result<Option<Entry>> {
-        self.conn
+        self.0
+            .conn
             .prepare_cached(
                 "SELECT pack, offset, len FROM blobs WHERE name = ?1 AND kind = ?2 LIMIT 1",
             )
@@ -269,26 +160,28 @@ impl Cache {
                 })
                 .optional()
             })
-            .map_err(self.err())
+            .map_err(self.0.err())
     }
 }
 
 impl Cache {
     /// Every cached entry, in pack order (for `verify NAME:`).
     pub fn each(&self, f: &mut dyn FnMut(Entry) -> Result<()>) -> Result<()> {
+        let err = self.0.err();
         let mut st = self
+            .0
             .conn
             .prepare("SELECT kind, name, pack, offset, len FROM blobs ORDER BY pack, offset")
-            .map_err(self.err())?;
-        let mut rows = st.query([]).map_err(self.err())?;
-        while let Some(r) = rows.next().map_err(self.err())? {
-            let kind: u8 = r.get(0).map_err(self.err())?;
+            .map_err(&err)?;
+        let mut rows = st.query([]).map_err(&err)?;
+        while let Some(r) = rows.next().map_err(&err)? {
+            let kind: u8 = r.get(0).map_err(&err)?;
             let e = Entry {
                 kind: Kind::from_u8(kind).unwrap_or(Kind::Chunk),
-                name: crate::index::hash32(r.get(1).map_err(self.err())?),
-                pack: crate::index::hash32(r.get(2).map_err(self.err())?),
-                offset: r.get::<_, i64>(3).map_err(self.err())? as u64,
-                len: r.get(4).map_err(self.err())?,
+                name: crate::index::hash32(r.get(1).map_err(&err)?),
+                pack: crate::index::hash32(r.get(2).map_err(&err)?),
+                offset: r.get::<_, i64>(3).map_err(&err)? as u64,
+                len: r.get(4).map_err(&err)?,
             };
             f(e)?;
         }

@@ -148,19 +148,14 @@ pub(in crate::remote) fn push(
     progress(Event::Phase("sending the index and manifests".into()));
     let entries = entries.into_inner();
     let mut cache = blobs.cache.take();
-    for part in entries.chunks(INDEX_MAX) {
-        let (name, body) =
-            v3::encode_index_for(remote, part).map_err(|reason| crate::StoreError::Encode {
-                what: "an index object".into(),
-                reason,
-            })?;
-        meta_bytes += body.len() as u64;
-        remote.put(&v3::index_key(&name), body)?;
+    put_index(remote, &entries, &mut |name, part, len| {
+        meta_bytes += len;
         report.index_objects += 1;
-        if let Some(c) = cache.as_mut() {
-            c.add(&name, part)?;
+        match cache.as_mut() {
+            Some(c) => c.add(name, part),
+            None => Ok(()),
         }
-    }
+    })?;
     // Stage 3: manifests and image entries, once the index is stored.
     report.metadata_bytes = meta_bytes;
     put_manifests(
@@ -173,4 +168,26 @@ pub(in crate::remote) fn push(
     )?;
     report.bytes = report.chunk_bytes + report.metadata_bytes;
     Ok(report)
+}
+
+/// Write `entries` as index objects of at most [`INDEX_MAX`] entries each
+/// (a push, a migration, a prune's new index); `written(name, its
+/// entries, its size)` sees each once it is stored.
+#[allow(clippy::type_complexity)]
+pub(in crate::remote) fn put_index(
+    remote: &Remote,
+    entries: &[Entry],
+    written: &mut dyn FnMut(&[u8; 32], &[Entry], u64) -> Result<()>,
+) -> Result<()> {
+    for part in entries.chunks(INDEX_MAX) {
+        let (name, body) =
+            v3::encode_index_for(remote, part).map_err(|reason| crate::StoreError::Encode {
+                what: "an index object".into(),
+                reason,
+            })?;
+        let len = body.len() as u64;
+        remote.put(&v3::index_key(&name), body)?;
+        written(&name, part, len)?;
+    }
+    Ok(())
 }

@@ -1,5 +1,7 @@
-//! Fleet replay (issue 21) for `check` and `bisect --label`: several
-//! recordings at once, over lanes ([`crate::fleet::pool`]). A lane is a
+//! Fleet replay (issue 21) for `check`, `bisect --label` and `bisect
+//! --passes --label`: several recordings at once, over lanes
+//! ([`crate::fleet::pool`]); [`each_recording`] runs one search per
+//! recording of a selection. A lane is a
 //! host job (`jobs`: each replay starts its own runner process) or a GPU
 //! (`devices`: one replay per device at a time, the replay options' device
 //! set to it). Each lane has its own connection to the store (SQLite in
@@ -22,8 +24,8 @@
 
 use rrstore_store::Store;
 
-use super::super::run::RunOptions;
-use super::super::RegressError;
+use super::run::RunOptions;
+use super::RegressError;
 use crate::fleet::lookahead::{Lookahead, Mode};
 use crate::fleet::pool::run_ordered_ahead;
 use crate::fleet::shard::Shard;
@@ -132,6 +134,36 @@ pub fn each<R: Send>(
     done: &mut dyn FnMut(usize, Result<R, RegressError>),
 ) -> Result<(), RegressError> {
     each_ahead(store, fleet, run, n, &|_| None, work, done)
+}
+
+/// The stored recordings a `--label`/`--kernel` filter selects (bisect,
+/// tune), resolved to their IDs.
+pub fn recordings(
+    store: &Store,
+    filter: &rrstore_store::LsFilter,
+) -> Result<Vec<RecordingId>, RegressError> {
+    let mut out = Vec::new();
+    for s in store.list(filter)? {
+        out.push(store.resolve(&s.id)?);
+    }
+    Ok(out)
+}
+
+/// Run `search(store, lane options, id)` for each of `ids` over the lanes
+/// of `fleet` (`bisect --label`, `bisect --passes --label`); `done` sees
+/// each recording's result in the order of `ids`, and one failure does not
+/// stop the others. Fails only when a lane's store cannot be opened.
+#[allow(clippy::type_complexity)]
+pub fn each_recording<R: Send>(
+    store: &mut Store,
+    ids: &[RecordingId],
+    fleet: &Fleet,
+    run: &RunOptions,
+    search: &(dyn Fn(&mut Store, &RunOptions, &RecordingId) -> Result<R, RegressError> + Sync),
+    done: &mut dyn FnMut(usize, Result<R, RegressError>),
+) -> Result<(), RegressError> {
+    let work = |store: &mut Store, run: &RunOptions, i: usize| search(store, run, &ids[i]);
+    each(store, fleet, run, ids.len(), &work, done)
 }
 
 /// [`each`], where item `i` replays recording `id_of(i)` first: lanes that
