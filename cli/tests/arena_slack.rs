@@ -6,6 +6,9 @@
 //! recorded bytes plus slack, so without the slack it crashed (exit 12).
 //! What a kernel writes into the slack never reaches a later replay or
 //! repetition, and a range taken inside the slack is left alone and named.
+//! A relocated arena goes where its whole slack fits, and a pointer past
+//! the recorded bytes but inside the recording's arena (an `end` pointer)
+//! moves with it.
 
 mod store_common;
 

@@ -15,6 +15,10 @@
 //!   the engine scans each staging window before committing it), the
 //!   rebasing of arguments and globals, and the back-translation of the
 //!   output after the last launch.
+//! * [`footprint`]: what a relocation does past the recorded bytes, where
+//!   the backend maps zeroed slack after them (the host backend): the
+//!   candidates are tried for the whole footprint first, and the rebase
+//!   range reaches into the mapped footprint.
 //! * [`pointers`]: the stored pointers of an input snapshot, for
 //!   `rrstore show --pointers`.
 //! * Debugging switches, options the caller sets (`rrstore` fills them from
