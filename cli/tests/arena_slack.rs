@@ -6,6 +6,9 @@
 //! recorded bytes plus slack, so without the slack it crashed (exit 12).
 //! What a kernel writes into the slack never reaches a later replay or
 //! repetition, and a range taken inside the slack is left alone and named.
+//! A relocated arena goes where its whole slack fits, and a pointer past
+//! the recorded bytes but inside the recording's arena (an `end` pointer)
+//! moves with it.
 
 mod store_common;
 
@@ -156,5 +159,117 @@ fn slack_is_fresh_zeros_in_every_replay_and_repetition_and_never_displaces_a_map
     assert!(
         p["slack_short"].as_str().unwrap_or("").contains("occupied"),
         "{p}"
+    );
+}
+
+/// The first relocation candidate for an arena recorded at `base`
+/// (`replay/src/placement`: `0x2000_0000_0000` plus the base's offset
+/// within 2 MiB) and the next one, 8 TiB up.
+fn candidates(base: u64) -> (u64, u64) {
+    let first = 0x2000_0000_0000 + base % (2 << 20);
+    (first, first + 0x0800_0000_0000)
+}
+
+#[test]
+fn a_relocated_arena_goes_where_its_whole_slack_fits() {
+    let dir = tempfile::tempdir().unwrap();
+    let rec = recorded(dir.path());
+    let store = dir.path().join("store");
+    let d: serde_json::Value = serde_json::from_slice(&std::fs::read(&rec).unwrap()).unwrap();
+    let base = d["BumpAllocVAStart"].as_u64().unwrap();
+    let (first, second) = candidates(base);
+    // Something lies 32 MiB past the first candidate in every runner: an
+    // arena there would get half its slack. The relocation goes on to the
+    // next candidate, where all of it fits.
+    let taken = format!("{:#x}:4096", first + (32 << 20));
+    let o = replay(
+        &store,
+        &rec,
+        &["--placement", "relocate"],
+        &[("RRSTORE_DEBUG_OCCUPY", &taken)],
+    );
+    let r = verified(&o, "relocated past a short slack");
+    let p = &r["placement"];
+    assert_eq!(p["mode"], "relocated", "{p}");
+    assert_eq!(p["address"].as_u64(), Some(second), "{p}");
+    let pages_end = (second + 512 + 4095) & !4095;
+    let end = (second + (64 << 20) + 4095) & !4095;
+    assert_eq!(p["slack"].as_u64(), Some(end - pages_end), "{p}");
+    assert!(p["slack_short"].is_null(), "{p}");
+}
+
+/// `a` is the device memory the program allocates last, so the recorded
+/// arena (`out`, then `a`: 512 bytes) ends where `a` does, and `end`, the
+/// one-past-the-end pointer a kernel counts down from, is the address
+/// just past the recorded bytes: memory of the recording's 64 MiB arena.
+const END_POINTER: &str = r#"
+#include <cstdio>
+#include <cstdlib>
+#include <omp.h>
+int main() {
+  const int n = 64;
+  int *out = (int *)calloc(n, sizeof(int));
+#pragma omp target enter data map(alloc : out[0:n])
+  int *a = (int *)omp_target_alloc(n * sizeof(int), omp_get_default_device());
+  int *end = a + n;
+#pragma omp target teams distribute parallel for is_device_ptr(end) map(from : out[0:n])
+  for (int i = 0; i < n; i++) {
+    end[-1 - i] = i * 3 + 1;
+    out[i] = end[-1 - i] + i;
+  }
+#pragma omp target exit data map(from : out[0:n])
+  printf("out[5]=%d\n", out[5]);
+  fflush(stdout);
+  _Exit(0);
+}
+"#;
+
+#[test]
+fn a_pointer_just_past_the_recorded_bytes_is_rebased_with_the_arena() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = Source::new(&dir.path().join("src"), "end.cpp", END_POINTER);
+    let app = dir.path().join("app");
+    src.build(&app, &[]);
+    let runtime = recording_runtime(dir.path());
+    let (o, found) = record(
+        &app,
+        &dir.path().join("rec"),
+        &runtime,
+        &[("OMP_NUM_THREADS", "2")],
+    );
+    assert!(o.status.success(), "{o:?}");
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "out[5]=21\n");
+    assert_eq!(found.len(), 1, "{found:?}");
+    let rec = &found[0];
+    // The recording: `end` is the base plus the recorded size.
+    let d: serde_json::Value = serde_json::from_slice(&std::fs::read(rec).unwrap()).unwrap();
+    let base = d["BumpAllocVAStart"].as_u64().unwrap();
+    let size = d["DeviceMemorySize"].as_u64().unwrap();
+    let args: Vec<u64> = d["ArgPtrs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_i64().unwrap() as u64)
+        .collect();
+    assert!(args.contains(&(base + size)), "{d}");
+    let store = dir.path().join("store");
+    verified(&replay(&store, rec, &[], &[]), "recorded placement");
+    // Relocated: `end` moves with the arena (left alone, the kernel would
+    // write where the replay has nothing: a crash), and so does `out`.
+    let r = verified(
+        &replay(&store, rec, &["--placement", "relocate"], &[]),
+        "relocated",
+    );
+    let p = &r["placement"];
+    assert_eq!(p["mode"], "relocated", "{p}");
+    assert_eq!(p["rebased_args"].as_u64(), Some(2), "{p}");
+    let new = p["address"].as_u64().unwrap();
+    assert!(
+        r["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a.as_u64() == Some(new + size)),
+        "{r}"
     );
 }

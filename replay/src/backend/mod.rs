@@ -306,6 +306,16 @@ pub trait Relocation {
         None
     }
 
+    /// Bytes from the arena's base that the replay's memory reaches when
+    /// the backend maps zeroed slack after an arena of `size` bytes (the
+    /// host backend: [`host::slack::footprint`]), for placement to find
+    /// room for and to rebase into. Default: `None` (no slack: the arena
+    /// alone).
+    fn slack_footprint(&self, size: u64) -> Option<u64> {
+        let _ = size;
+        None
+    }
+
     /// The zeroed slack mapped after the reserved arena (the host
     /// backend's, [`host::slack`]). Default: `None` (no slack).
     fn arena_slack(&self) -> Option<host::slack::Slack> {

@@ -42,6 +42,14 @@ pub struct ArenaRequest<'a> {
     /// the offload runtime only for an image that needs it). Errors in the
     /// image are `load_image`'s to report.
     pub image: &'a [u8],
+    /// Refuse (`BackendError::Reserve`) a reservation where the backend's
+    /// zeroed slack after the arena ([`Relocation::slack_footprint`])
+    /// cannot be mapped in full: set for relocation candidates, so that a
+    /// relocated arena goes where its whole footprint fits. Ignored by a
+    /// backend without slack.
+    ///
+    /// [`Relocation::slack_footprint`]: super::Relocation::slack_footprint
+    pub whole_footprint: bool,
 }
 
 /// Where the arena was placed.

@@ -15,6 +15,10 @@
 //!   the engine scans each staging window before committing it), the
 //!   rebasing of arguments and globals, and the back-translation of the
 //!   output after the last launch.
+//! * [`footprint`]: what a relocation does past the recorded bytes, where
+//!   the backend maps zeroed slack after them (the host backend): the
+//!   candidates are tried for the whole footprint first, and the rebase
+//!   range reaches into the mapped footprint.
 //! * [`pointers`]: the stored pointers of an input snapshot, for
 //!   `rrstore show --pointers`.
 //! * Debugging switches, options the caller sets (`rrstore` fills them from
@@ -24,6 +28,7 @@
 //!   makes the replay's processes hold an address range first (tests use it
 //!   to take the recorded range away; [`occupy`]).
 
+pub mod footprint;
 pub mod globals;
 pub mod occupy;
 pub mod pointers;
@@ -158,7 +163,12 @@ pub struct Placed {
 
 /// Reserve the arena recorded at `base`, `size` bytes, as `mode` says; a
 /// relocated arena goes to `to` when given, else to the first free
-/// [`candidates`] base.
+/// [`candidates`] base: first the first one with room for the backend's
+/// whole footprint (the arena and its zeroed slack:
+/// `Relocation::slack_footprint`), else, when none has, the first one
+/// with room for the arena (its slack then stops short, and the report
+/// says where). A relocation rebases into the footprint where it is
+/// mapped ([`footprint::span`]).
 pub fn place(
     backend: &mut dyn Backend,
     mode: Placement,
@@ -167,12 +177,18 @@ pub fn place(
     to: Option<u64>,
     image: &[u8],
 ) -> Result<Placed, BackendError> {
-    let relocated = |new: u64| Placed {
+    let whole = backend.slack_footprint(size).filter(|&f| f > size);
+    let relocated = |backend: &mut dyn Backend, new: u64| Placed {
         base: new,
-        rebaser: (new != base).then_some(Rebaser {
+        rebaser: (new != base).then(|| Rebaser {
             old_base: base,
             new_base: new,
-            size,
+            span: footprint::span(
+                size,
+                whole,
+                backend.arena_slack().as_ref(),
+                new.abs_diff(base),
+            ),
         }),
     };
     // A GPU driver may hand back another address than the hint: a
@@ -180,33 +196,50 @@ pub fn place(
     backend.allow_elsewhere(mode != Placement::Recorded);
     // The base the backend reports (`Backend::place`), or where it says
     // the driver put it.
-    let at = |backend: &mut dyn Backend, asked: u64| -> Result<u64, BackendError> {
+    let at = |backend: &mut dyn Backend,
+              asked: u64,
+              whole_footprint: bool|
+     -> Result<u64, BackendError> {
         let placed = backend.place(&ArenaRequest {
             base: asked,
             size,
             image,
+            whole_footprint,
         })?;
         Ok(backend.placed_elsewhere().unwrap_or(placed.base))
     };
     let first_err = if mode == Placement::Relocate {
         None
     } else {
-        match at(backend, base) {
-            Ok(landed) => return Ok(relocated(landed)),
+        match at(backend, base, false) {
+            Ok(landed) => return Ok(relocated(backend, landed)),
             Err(e @ BackendError::Reserve { .. }) if mode == Placement::Auto => Some(e),
             Err(e) => return Err(e),
         }
     };
     if let Some(to) = to {
         check_target(base, size, to)?;
-        let landed = at(backend, to)?;
-        return Ok(relocated(landed));
+        let landed = at(backend, to, false)?;
+        return Ok(relocated(backend, landed));
     }
+    // Room for the whole footprint first (clear of the recorded one, so
+    // that the two rebase ranges cannot overlap), then for the arena.
+    let tries = whole
+        .map(|f| candidates(base, f).into_iter().map(|c| (c, true)))
+        .into_iter()
+        .flatten()
+        .chain(candidates(base, size).into_iter().map(|c| (c, false)));
     let mut last = first_err;
-    for c in candidates(base, size) {
-        match at(backend, c) {
-            Ok(landed) => return Ok(relocated(landed)),
-            Err(e @ BackendError::Reserve { .. }) => last = Some(e),
+    for (c, whole_footprint) in tries {
+        match at(backend, c, whole_footprint) {
+            Ok(landed) => return Ok(relocated(backend, landed)),
+            Err(e @ BackendError::Reserve { .. }) => {
+                // The error of a try for the arena alone is the one to
+                // report: it says why the arena itself found no room.
+                if !whole_footprint || last.is_none() {
+                    last = Some(e);
+                }
+            }
             Err(e) => return Err(e),
         }
     }
@@ -243,164 +276,4 @@ fn check_target(base: u64, size: u64, to: u64) -> Result<(), BackendError> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::backend::{Relocation, Reporting};
-
-    #[test]
-    fn candidates_keep_the_offset_and_stay_clear_of_the_recorded_range() {
-        let base = 0x7f1a_fde0_0010;
-        let c = candidates(base, 1 << 30);
-        assert!(!c.is_empty());
-        for a in &c {
-            assert_eq!(a % ALIGN, base % ALIGN);
-            assert!(a + (1 << 30) <= base);
-        }
-        // A recorded range among the candidates is skipped.
-        let c = candidates(0x2000_0000_0010, 4096);
-        assert!(c.iter().all(|&a| a != 0x2000_0000_0010));
-    }
-
-    #[test]
-    fn a_forced_base_must_keep_the_alignment_and_not_overlap() {
-        let base = 0x7f1a_fde0_0010;
-        assert!(check_target(base, 4096, 0x3000_0000_0010).is_ok());
-        let e = check_target(base, 4096, 0x3000_0000_0000).unwrap_err();
-        assert!(e.to_string().contains("offset 0x10"), "{e}");
-        assert!(e.to_string().contains("use 0x300000000010"), "{e}");
-        let e = check_target(base, 1 << 20, base + 0x1_0000).unwrap_err();
-        assert!(e.to_string().contains("overlaps"), "{e}");
-    }
-
-    /// A device whose reservations at the bases in `taken` fail (and that
-    /// records what it was asked for), like a runner whose range is held;
-    /// with `driver_picks`, a device that puts a reservation it is allowed
-    /// to place elsewhere there instead (a GPU driver ignoring the hint).
-    #[derive(Default)]
-    struct Device {
-        taken: Vec<u64>,
-        asked: Vec<u64>,
-        driver_picks: Option<u64>,
-        allowed: bool,
-        elsewhere: Option<u64>,
-    }
-
-    impl Backend for Device {
-        fn name(&self) -> &'static str {
-            "test"
-        }
-        fn device_description(&self) -> String {
-            String::new()
-        }
-        fn reserve(&mut self, base: u64, size: u64) -> Result<(), BackendError> {
-            self.asked.push(base);
-            if let (Some(at), true) = (self.driver_picks, self.allowed) {
-                self.elsewhere = (at != base).then_some(at);
-                return Ok(());
-            }
-            if self.taken.contains(&base) || self.driver_picks.is_some() {
-                return Err(BackendError::Reserve {
-                    base,
-                    size,
-                    reason: "the range is occupied".into(),
-                });
-            }
-            Ok(())
-        }
-        fn upload(&mut self, _: u64, _: &[u8]) -> Result<(), BackendError> {
-            Ok(())
-        }
-        fn load_image(&mut self, _: &[u8], _: &str) -> Result<(), BackendError> {
-            Ok(())
-        }
-        fn write_global(&mut self, _: &str, _: &[u8]) -> Result<(), BackendError> {
-            Ok(())
-        }
-        fn launch(
-            &mut self,
-            _: &[u64],
-            _: &crate::backend::LaunchParams,
-        ) -> Result<std::time::Duration, BackendError> {
-            Ok(std::time::Duration::ZERO)
-        }
-        fn download(&mut self, _: u64, _: &mut [u8]) -> Result<(), BackendError> {
-            Ok(())
-        }
-    }
-
-    impl Reporting for Device {}
-
-    impl Relocation for Device {
-        fn allow_elsewhere(&mut self, allow: bool) {
-            self.allowed = allow;
-        }
-
-        fn placed_elsewhere(&self) -> Option<u64> {
-            self.elsewhere
-        }
-    }
-
-    #[test]
-    fn a_driver_that_places_the_arena_elsewhere_relocates_it_unless_recorded() {
-        let base = 0x7f1a_fde0_0010;
-        let at = 0x7e00_0020_0010;
-        let mut d = Device {
-            driver_picks: Some(at),
-            ..Device::default()
-        };
-        let p = place(&mut d, Placement::Auto, base, 4096, None, &[]).unwrap();
-        assert_eq!(p.base, at);
-        assert_eq!(p.rebaser.map(|r| r.new_base), Some(at));
-        let e = place(&mut d, Placement::Recorded, base, 4096, None, &[]).unwrap_err();
-        assert!(matches!(e, BackendError::Reserve { .. }));
-    }
-
-    #[test]
-    fn auto_falls_back_to_the_first_free_candidate_and_recorded_does_not() {
-        let base = 0x7f1a_fde0_0010;
-        let size = 1 << 20;
-        let first = candidates(base, size)[0];
-        // The recorded range and the first candidate are taken.
-        let mut d = Device {
-            taken: vec![base, first],
-            ..Device::default()
-        };
-        let p = place(&mut d, Placement::Auto, base, size, None, &[]).unwrap();
-        let second = candidates(base, size)[1];
-        assert_eq!(d.asked, vec![base, first, second]);
-        assert_eq!(p.base, second);
-        assert_eq!(
-            p.rebaser,
-            Some(Rebaser {
-                old_base: base,
-                new_base: second,
-                size
-            })
-        );
-        let e = place(&mut d, Placement::Recorded, base, size, None, &[]).unwrap_err();
-        assert!(matches!(e, BackendError::Reserve { base: b, .. } if b == base));
-        // Free: auto keeps the recorded address, relocate never tries it.
-        let mut d = Device::default();
-        let p = place(&mut d, Placement::Auto, base, size, None, &[]).unwrap();
-        assert_eq!((p.base, p.rebaser), (base, None));
-        let to = 0x3000_0000_0010;
-        let p = place(&mut d, Placement::Relocate, base, size, Some(to), &[]).unwrap();
-        assert_eq!(p.base, to);
-        assert_eq!(d.asked, vec![base, to]);
-    }
-
-    #[test]
-    fn summary_names_the_placement() {
-        let r = PlacementReport {
-            mode: "relocated",
-            address: 0x3000_0000_0010,
-            recorded_address: 0x7f00_0000_0010,
-            rebased_pointers: 3,
-            rebased_args: 1,
-            scan: true,
-            ..Default::default()
-        };
-        assert!(r.summary().starts_with("relocated 0x300000000010"));
-        assert!(r.summary().contains("3 stored pointer(s)"));
-    }
-}
+mod tests;

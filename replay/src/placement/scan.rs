@@ -2,13 +2,15 @@
 //!
 //! A stored pointer is an 8-byte little-endian word at an arena offset that
 //! is a multiple of 8 (the recorders' arenas start 16-byte aligned, so these
-//! are the address-aligned words) whose value lies in the recorded arena
-//! `[old_base, old_base + size)`. [`Rebaser::rebase`] adds the relocation
+//! are the address-aligned words) whose value lies in the recorded arena's
+//! rebase range `[old_base, old_base + span)`: the recorded bytes, or the
+//! arena's footprint where the replay maps zeroed slack after them
+//! ([`super::footprint`]). [`Rebaser::rebase`] adds the relocation
 //! delta to each such word in place and returns their offsets (the exact
 //! rebased list: 8 bytes per rebased word, so at worst as large as the
 //! arena, when every word is a pointer; typically a few entries).
 //! [`Rebaser::back_translate`] does the inverse after the kernel: every
-//! word whose value lies in the new arena `[new_base, new_base + size)`
+//! word whose value lies in the new range `[new_base, new_base + span)`
 //! (the rebased words the kernel left alone and any pointer it wrote)
 //! gets its recorded value back, so the output compares with the recorded
 //! one byte for byte.
@@ -21,7 +23,9 @@ const PARALLEL_MIN: usize = 4 << 20;
 pub struct Rebaser {
     pub old_base: u64,
     pub new_base: u64,
-    pub size: u64,
+    /// Bytes from each base that move: the arena's size, or its footprint
+    /// where the slack after it is mapped ([`super::footprint::span`]).
+    pub span: u64,
 }
 
 impl Rebaser {
@@ -29,14 +33,14 @@ impl Rebaser {
     /// into the recorded arena.
     pub fn forward(&self, value: u64) -> Option<u64> {
         let off = value.wrapping_sub(self.old_base);
-        (off < self.size).then(|| self.new_base.wrapping_add(off))
+        (off < self.span).then(|| self.new_base.wrapping_add(off))
     }
 
     /// `value` moved from the new arena back into the recorded one, if it
     /// points into the new arena.
     pub fn backward(&self, value: u64) -> Option<u64> {
         let off = value.wrapping_sub(self.new_base);
-        (off < self.size).then(|| self.old_base.wrapping_add(off))
+        (off < self.span).then(|| self.old_base.wrapping_add(off))
     }
 
     /// Rebase the stored pointers of `bytes`, the arena bytes from arena
@@ -45,7 +49,7 @@ impl Rebaser {
     /// arena offsets of the rebased words, in increasing order.
     pub fn rebase(&self, bytes: &mut [u8], offset: u64) -> Vec<u64> {
         let mut out = Vec::new();
-        let m = Move::new(self.old_base, self.new_base, self.size);
+        let m = Move::new(self.old_base, self.new_base, self.span);
         map_words(m, bytes, offset, &mut out);
         out
     }
@@ -76,7 +80,7 @@ impl Rebaser {
     /// multiple of 8) that points into the new arena; returns how many.
     pub fn back_translate(&self, bytes: &mut [u8], offset: u64) -> u64 {
         let mut out = Vec::new();
-        let m = Move::new(self.new_base, self.old_base, self.size);
+        let m = Move::new(self.new_base, self.old_base, self.span);
         map_words(m, bytes, offset, &mut out);
         out.len() as u64
     }
@@ -227,7 +231,7 @@ mod tests {
         let r = Rebaser {
             old_base: OLD,
             new_base: NEW,
-            size: 0x1000,
+            span: 0x1000,
         };
         let mut b = words(&[
             OLD,
@@ -259,7 +263,7 @@ mod tests {
         let r = Rebaser {
             old_base: OLD,
             new_base: NEW,
-            size: 0x1000,
+            span: 0x1000,
         };
         // A pointer at arena offset 4 is not an aligned word.
         let mut b = vec![0u8; 4];
@@ -281,7 +285,7 @@ mod tests {
         let r = Rebaser {
             old_base: OLD,
             new_base: NEW,
-            size: 0x1000,
+            span: 0x1000,
         };
         let mut b = words(&[7, OLD + 0x20]);
         // Two pieces split mid-word: neither rebases the word alone.
@@ -297,7 +301,7 @@ mod tests {
         let r = Rebaser {
             old_base: OLD,
             new_base: NEW,
-            size: 0x1000,
+            span: 0x1000,
         };
         let input = words(&[OLD + 0x40, 1, OLD + 0x80, 0x4008_0000_0000_0000]);
         let mut arena = input.clone();
@@ -319,7 +323,7 @@ mod tests {
         let r = Rebaser {
             old_base: 0x4000_0000_0000_0000,
             new_base: 0x3000_0000_0000,
-            size: 1 << 20,
+            span: 1 << 20,
         };
         let two = 2.0f64.to_bits();
         assert_eq!(two, 0x4000_0000_0000_0000);
@@ -335,7 +339,7 @@ mod tests {
         let r = Rebaser {
             old_base: OLD,
             new_base: NEW,
-            size: 9 << 20,
+            span: 9 << 20,
         };
         let n = (9 << 20) / 8;
         let v: Vec<u64> = (0..n as u64)
@@ -357,7 +361,7 @@ mod tests {
         let r = Rebaser {
             old_base: OLD,
             new_base: NEW,
-            size: 0x100,
+            span: 0x100,
         };
         let (a, n) = rebase_args(&r, &[u64::MAX, OLD, 16384, OLD + 0x80]);
         assert_eq!((a, n), (vec![u64::MAX, NEW, 16384, NEW + 0x80], 2));
@@ -378,7 +382,7 @@ fn scan_throughput() {
     let r = Rebaser {
         old_base: 0x7f1a_fde0_0010,
         new_base: 0x3000_0000_0010,
-        size: 64 << 20,
+        span: 64 << 20,
     };
     let mut piece: Vec<u8> = (0..64 << 10).map(|i| (i * 7) as u8).collect();
     let t = std::time::Instant::now();

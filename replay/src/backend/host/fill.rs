@@ -231,11 +231,11 @@ pub fn encode(m: &mut Msg, plan: &PartExtents) {
     }
 }
 
-/// Append the fill's relocation (none, or the recorded base and size; the
+/// Append the fill's relocation (none, or the recorded base and span; the
 /// new base is the fill's address).
 pub fn encode_rebaser(m: &mut Msg, r: Option<&Rebaser>) {
     match r {
-        Some(r) => m.u64(1).u64(r.old_base).u64(r.size),
+        Some(r) => m.u64(1).u64(r.old_base).u64(r.span),
         None => m.u64(0),
     };
 }
@@ -247,7 +247,7 @@ pub fn decode_rebaser(f: &mut Fields<'_>, base: u64) -> std::io::Result<Option<R
         _ => Some(Rebaser {
             old_base: f.u64()?,
             new_base: base,
-            size: f.u64()?,
+            span: f.u64()?,
         }),
     })
 }
@@ -417,7 +417,7 @@ mod tests {
         let r = Rebaser {
             old_base: OLD,
             new_base: NEW,
-            size: data.len() as u64,
+            span: data.len() as u64,
         };
         let mut want = data.clone();
         let want_list = r.rebase(&mut want, 0);

@@ -23,6 +23,26 @@ impl Backend for HostBackend {
     fn place(&mut self, req: &ArenaRequest<'_>) -> Result<Placement, BackendError> {
         self.expect_image(req.image);
         self.reserve(req.base, req.size)?;
+        // A relocation candidate must leave room for the whole slack: the
+        // runner that mapped less is let go, so that placement tries the
+        // next candidate (in a fresh runner).
+        let short = self.slack.as_ref().filter(|s| s.mapped < s.wanted);
+        if let (true, Some(s)) = (req.whole_footprint, short) {
+            let reason = format!(
+                "the zeroed slack after it reaches {} of the {} bytes wanted ({})",
+                s.mapped,
+                s.wanted,
+                s.short.as_deref().unwrap_or("something lies in the range")
+            );
+            self.kill("no room for the arena's slack");
+            self.arena = None;
+            self.slack = None;
+            return Err(BackendError::Reserve {
+                base: req.base,
+                size: req.size,
+                reason,
+            });
+        }
         Ok(Placement { base: req.base })
     }
 
@@ -301,6 +321,10 @@ impl Reporting for HostBackend {
 impl Relocation for HostBackend {
     fn arena_memory(&self) -> Option<super::super::rehydrate::ArenaMemory> {
         self.arena_memory
+    }
+
+    fn slack_footprint(&self, size: u64) -> Option<u64> {
+        Some(slack::footprint(size, self.recorded_reservation))
     }
 
     fn arena_slack(&self) -> Option<super::slack::Slack> {
