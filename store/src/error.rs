@@ -210,13 +210,12 @@ impl StoreError {
     }
 
     /// True when the store's file system is full (a pack write or the
-    /// index hit ENOSPC / SQLITE_FULL).
+    /// index hit ENOSPC / SQLITE_FULL, or SQLite could not grow the
+    /// index's `-shm` file).
     pub fn is_disk_full(&self) -> bool {
         match self {
             StoreError::Io { source, .. } => source.raw_os_error() == Some(libc::ENOSPC),
-            StoreError::Index { source, .. } => {
-                source.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull)
-            }
+            StoreError::Index { source, .. } => index_full(source),
             _ => false,
         }
     }
@@ -232,10 +231,19 @@ impl StoreError {
     }
 }
 
+/// Whether an index error means the disk is full: SQLITE_FULL, or
+/// SQLITE_IOERR_SHMSIZE, which SQLite reports (as "disk I/O error") when
+/// its write growing the `-shm` file fails for want of space.
+fn index_full(e: &rusqlite::Error) -> bool {
+    e.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull) || crate::index::is_shm_full(e)
+}
+
 /// What to do when the store's disk is full (SQLite reports SQLITE_FULL).
 fn index_hint(e: &rusqlite::Error) -> &'static str {
+    if index_full(e) {
+        return FULL_HINT;
+    }
     match e.sqlite_error_code() {
-        Some(rusqlite::ErrorCode::DiskFull) => FULL_HINT,
         Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase) => {
             " (the index is damaged; the recordings are still in the pack files: repair the index)"
         }

@@ -15,6 +15,10 @@ pub const GC_LOCK: &str = "gc.lock";
 pub const TMP_DIR: &str = "tmp";
 /// The store marker: magic, format version, store ID (spec/STORE.md).
 pub const CONFIG_FILE: &str = "config";
+/// Space kept free for SQLite's WAL index (`index.sqlite-shm`): deleted to
+/// let the index open on a full disk, made again when space is back
+/// (store/src/index/shm_reserve.rs).
+pub const SHM_RESERVE: &str = "index-shm.reserve";
 /// Recovery metadata of recordings and parts, for `repair`.
 pub const META_DIR: &str = "meta";
 /// Under [`META_DIR`]: one file per recording.

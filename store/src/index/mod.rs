@@ -1,7 +1,9 @@
 //! The SQLite index: opening it (WAL, busy timeout, migrations; read-only
-//! on a store that cannot be written; checked to be an rrstore index when a
-//! store is opened), typed row lookups ([`lookup`]) and the one path that
-//! writes stored data into it ([`write`], [`recording_rows`]).
+//! on a store that cannot be written; space kept for the `-shm` file so
+//! that a store on a full disk opens, [`shm_reserve`]; checked to be
+//! an rrstore index when a store is opened), typed row lookups
+//! ([`lookup`]) and the one path that writes stored data into it
+//! ([`write`], [`recording_rows`]).
 //!
 //! Invariant: chunks, parts and the rows that keep them (recordings,
 //! images, object links) enter the index only through [`write::commit`]:
@@ -11,7 +13,10 @@
 pub(crate) mod lookup;
 pub(crate) mod recording_rows;
 pub mod schema;
+mod shm_reserve;
 pub(crate) mod write;
+
+pub(crate) use shm_reserve::is_shm_full;
 
 use std::path::Path;
 use std::time::Duration;
@@ -109,7 +114,7 @@ fn connect(path: &Path, create: bool) -> Result<Connection> {
     if create {
         flags |= OpenFlags::SQLITE_OPEN_CREATE;
     }
-    Connection::open_with_flags(path, flags).map_err(|source| StoreError::Index {
+    shm_reserve::open(path, flags).map_err(|source| StoreError::Index {
         path: path.to_path_buf(),
         context: "cannot open".into(),
         source,
