@@ -35,7 +35,8 @@ pub struct Args {
     /// by default).
     #[arg(long)]
     pub ignore_limits: bool,
-    /// A compile variant of the IR image: flags after rrstore's -O2 and
+    /// A compile variant of the IR image (or of the recording's .bc part,
+    /// which compile variants select): flags after rrstore's -O2 and
     /// --cflags, split as a shell would; repeat for several.
     #[arg(long, value_name = "FLAGS", allow_hyphen_values = true)]
     pub variant_cflags: Vec<String>,
