@@ -5,7 +5,9 @@
 //! output, in at most ceil(log2(passes)) + 2 compiles; a kernel no pass
 //! changes has no culprit. With `--toolchains 19 22`, two real LLVM
 //! versions over IR that clang-19 emitted: LLVM 22's SLP vectorizer
-//! reorders a twelve-float sum that LLVM 19 leaves in source order.
+//! reorders a twelve-float sum that LLVM 19 leaves in source order; the
+//! same sum without fast-math is left alone by both, and the summary says
+//! that no toolchain of the list changed it.
 
 mod store_common;
 
@@ -266,4 +268,47 @@ fn llvm_22_changes_the_output_of_llvm_19_and_its_slp_vectorizer_is_named() {
         out.contains(&format!("culprit: pass {number} slp-vectorizer")),
         "{out}"
     );
+
+    // The same sum without fast-math: its additions may not be reordered,
+    // so LLVM 19 and LLVM 22 both keep the source order and the recorded
+    // output. No toolchain changes it and no passes are bisected: the
+    // summary names the toolchains tried, not an empty compiler.
+    let strict = dir.join("sum12-19-strict.bc");
+    src.device_ir_with(
+        "/usr/lib/llvm-19/bin/clang++",
+        &["-Xclang", "-disable-llvm-passes"],
+        &strict,
+    );
+    let o = rrstore(
+        &store,
+        &[
+            "bisect",
+            "--label",
+            "*",
+            "--passes",
+            "--image",
+            strict.to_str().unwrap(),
+            "--toolchains",
+            "19",
+            "22",
+        ],
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        out.contains("no toolchain of the list changed the output"),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "no passes bisected: 2 toolchain(s) tried (19, 22), none changed the output; 2 compile(s)"
+        ),
+        "{out}"
+    );
+    assert!(!out.contains("passes by ;"), "{out}");
 }

@@ -1,5 +1,5 @@
-//! `--junit FILE` and `--markdown FILE` of `check`, `bisect` and `replay`
-//! through the real binary on the 8 image builds of tests/fixtures/images
+//! `--junit FILE` and `--markdown FILE` of `check`, `bisect`, `replay` and
+//! `tune` through the real binary on the 8 image builds of tests/fixtures/images
 //! (build 3 changes `square`, build 5 `scale` too): the JUnit XML is parsed
 //! back with quick-xml and its testcases, failures and times checked
 //! against the command's JSON; the Markdown table has one row per case.
@@ -362,4 +362,94 @@ fn case_names_show_cpp_kernels_demangled_and_keep_the_raw_name() {
         assert_eq!(c.classname, "rrstore.check.multi");
         assert!(c.failure.is_none());
     }
+}
+
+/// `tune --junit`: one case per kernel. With build 3's image, which changes
+/// `square` and not `scale`, `scale`'s variant verifies (passed, the best
+/// variant and its speedup as properties) and `square`'s does not (failed,
+/// naming the verdict; exit 1).
+#[test]
+fn tune_writes_one_case_per_kernel_passed_with_its_best_or_failed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = tmp.path().join("store");
+    setup(&s);
+    let junit = tmp.path().join("tune.xml");
+    let md = tmp.path().join("tune.md");
+    let args = [
+        "tune",
+        "--label",
+        "regress",
+        "--image",
+        "build-3",
+        "--repetitions",
+        "2",
+        "--json",
+        "--junit",
+        junit.to_str().unwrap(),
+        "--markdown",
+        md.to_str().unwrap(),
+    ];
+    let o = run(&s, &args);
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let j = parse_junit(&junit);
+    assert_eq!((j.attr("tests"), j.attr("failures")), ("2", "1"));
+    let report = |suffix: &str| {
+        v["recordings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["kernel"].as_str().unwrap().ends_with(suffix))
+            .unwrap()
+            .clone()
+    };
+
+    let scale = case(&j, "_l13");
+    let r = report("_l13");
+    assert_eq!(scale.classname, "rrstore.tune.regress");
+    assert!(scale.failure.is_none(), "{scale:?}");
+    assert_eq!(scale.prop("best"), Some("recorded launch"));
+    assert_eq!(scale.prop("best_variant"), Some("0"));
+    let speedup: f64 = scale.prop("speedup").unwrap().parse().unwrap();
+    assert!((speedup - r["best"]["speedup"].as_f64().unwrap()).abs() < 1e-3);
+    assert_eq!(
+        scale.prop("best_history_row"),
+        Some(r["best"]["row"].to_string().as_str())
+    );
+    assert_eq!(
+        scale.prop("best_median_ns"),
+        Some(r["best"]["spread"]["median_ns"].to_string().as_str())
+    );
+    // Time: every launch of the search, the baseline's included.
+    let ns: u64 = r["trials"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain([&r["baseline"]])
+        .flat_map(|t| t["run"]["kernel_times_ns"].as_array().unwrap().clone())
+        .map(|n| n.as_u64().unwrap())
+        .sum();
+    assert!(
+        ns > 0 && (scale.time - ns as f64 / 1e9).abs() < 1e-5,
+        "{scale:?} vs {ns}"
+    );
+
+    let square = case(&j, "_l16");
+    assert!(square.prop("best").is_none(), "{square:?}");
+    let (tag, msg, ty, text) = square.failure.as_ref().unwrap();
+    assert_eq!(
+        (tag.as_str(), ty.as_str()),
+        ("failure", "unverified-variants")
+    );
+    assert!(
+        msg.starts_with("NO VARIANT VERIFIED: 1 variant(s) tried, none verified (mismatch)"),
+        "{msg}"
+    );
+    assert!(text.contains("round 1 recorded launch: mismatch"), "{text}");
+
+    let md = std::fs::read_to_string(&md).unwrap();
+    assert!(
+        md.starts_with("### rrstore tune: ❌ 1 passed, 1 failed"),
+        "{md}"
+    );
 }

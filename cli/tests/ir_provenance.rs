@@ -275,3 +275,94 @@ fn check_with_a_toolchain_compiles_a_bc_part_without_from_bitcode() {
     assert_eq!(v["verdict"], "verified", "{v}");
     assert_eq!(v["compiled"]["ir_blake3"], ir_hash().as_str(), "{v}");
 }
+
+/// `tune`'s compile variants (`--variant-cflags`, `--toolchains`) name
+/// flags or a compiler, so they run a recording's `.bc` part compiled, as
+/// `--cflags`/`--toolchain` do on `check` and `replay`: no
+/// `--from-bitcode`, no `--image`. The baseline stays the recorded
+/// native image.
+#[test]
+fn tune_compile_variants_compile_a_bc_part_without_from_bitcode() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let rec = with_bc_part(&dir.path().join("with-bc"));
+    let o = rrstore(&store, &["import", rec.parent().unwrap().to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let o = rrstore(&store, &["ls", "--json"]);
+    let id = json(&o)[0]["id"].as_str().unwrap()[..12].to_string();
+    let junit = dir.path().join("tune.xml");
+    let o = rrstore(
+        &store,
+        &[
+            "tune",
+            &id,
+            "--variant-cflags=-O1",
+            "--toolchains",
+            "clang-22",
+            "--repetitions",
+            "2",
+            "--json",
+            "--junit",
+            junit.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let v = json(&o);
+    let r = &v["recordings"][0];
+    assert_eq!(r["variants"][0]["compile"], "clang-22 -O1", "{r}");
+    // Its JUnit case names the best variant's compiled provenance.
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(
+        xml.contains(&format!(
+            "name=\"best_compiled_from_ir\" value=\"{}\"",
+            ir_hash()
+        )) && xml.contains("name=\"best\" value=\"[clang-22 -O1]\""),
+        "{xml}"
+    );
+    // Every variant ran the `.bc` part compiled with its flags, and
+    // verified; the baseline is the recorded native image.
+    let trials = r["trials"].as_array().unwrap();
+    assert!(!trials.is_empty(), "{r}");
+    for t in trials {
+        assert_eq!(t["verified"], true, "{t}");
+        let c = &t["run"]["compiled"];
+        assert_eq!(c["ir_blake3"], ir_hash().as_str(), "{t}");
+        assert!(
+            c["flags"]
+                .as_array()
+                .is_some_and(|f| f.contains(&"-O1".into())),
+            "{t}"
+        );
+    }
+    assert_eq!(
+        r["baseline"]["run"]["compiled"],
+        serde_json::Value::Null,
+        "{r}"
+    );
+    assert_eq!(r["best"]["variant"], 0, "{r}");
+
+    // Flags the compiler rejects: no variant could run, exit 1, and the
+    // JUnit case is an error (nothing ran), not a failure.
+    let o = rrstore(
+        &store,
+        &[
+            "tune",
+            &id,
+            "--variant-cflags",
+            "-mllvm -no-such-option",
+            "--repetitions",
+            "1",
+            "--junit",
+            junit.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(
+        xml.contains("errors=\"1\"")
+            && xml.contains(
+                "<error message=\"NO VARIANT VERIFIED: 1 variant(s) tried, none verified (error)"
+            ),
+        "{xml}"
+    );
+}

@@ -3,6 +3,7 @@
 //!
 //! * [`suite`]: the results of `check`, `bisect` and `replay` as one test
 //!   suite model (one case per recording, or per kernel for bisect).
+//! * [`suite_tune`]: `tune`'s results in that model, one case per kernel.
 //! * [`junit`]: that suite as JUnit XML (GitLab, GitHub Actions, Jenkins).
 //! * [`markdown`]: that suite as a Markdown summary table
 //!   (`$GITHUB_STEP_SUMMARY`).
@@ -21,6 +22,7 @@ pub mod names;
 pub mod output;
 pub mod shown;
 pub mod suite;
+pub mod suite_tune;
 pub mod time;
 
 pub use error::ReportError;

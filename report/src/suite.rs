@@ -1,6 +1,7 @@
 //! The results of `check`, `bisect` and `replay` as one test-suite model,
 //! which [`crate::junit`] and [`crate::markdown`] write: `check` and
-//! `replay` give one case per recording, `bisect` one per kernel.
+//! `replay` give one case per recording, `bisect` one per kernel (`tune`'s,
+//! one per kernel too: [`crate::suite_tune`]).
 //!
 //! A case is skipped when it is neither a pass nor a regression: `check`'s
 //! nondeterministic rows (stable ranges unchanged) and known differences
@@ -106,7 +107,7 @@ impl Suite {
     }
 }
 
-fn classname(command: &str, label: &str) -> String {
+pub(crate) fn classname(command: &str, label: &str) -> String {
     if label.is_empty() {
         format!("rrstore.{command}")
     } else {
@@ -114,15 +115,15 @@ fn classname(command: &str, label: &str) -> String {
     }
 }
 
-fn short(hex: &str) -> &str {
+pub(crate) fn short(hex: &str) -> &str {
     &hex[..12.min(hex.len())]
 }
 
-fn secs(ns: Option<u64>) -> f64 {
+pub(crate) fn secs(ns: Option<u64>) -> f64 {
     ns.map(|n| n as f64 / 1e9).unwrap_or(0.0)
 }
 
-fn first_line(s: &str) -> &str {
+pub(crate) fn first_line(s: &str) -> &str {
     s.lines().next().unwrap_or("")
 }
 
@@ -163,7 +164,7 @@ fn skipped_message(r: &CheckRow) -> String {
     }
 }
 
-fn run_props(props: &mut Vec<(String, String)>, prefix: &str, r: &Run) {
+pub(crate) fn run_props(props: &mut Vec<(String, String)>, prefix: &str, r: &Run) {
     props.push((format!("{prefix}history_row"), r.row.to_string()));
     props.push((format!("{prefix}cached"), r.cached.to_string()));
     props.push((format!("{prefix}image"), rrstore_format::id::hex(&r.image)));

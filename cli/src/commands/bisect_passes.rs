@@ -61,10 +61,24 @@ fn print_report(r: &PassBisectReport) {
         }
         None => {}
     }
+    // No toolchain of the list changed the output: no passes were
+    // counted, by no compiler; say which toolchains were compared instead.
+    let what = if !r.toolchain_steps.is_empty() && r.toolchain.is_none() {
+        let tried: Vec<String> = r
+            .toolchain_steps
+            .iter()
+            .map(|t| Shown(&t.toolchain).to_string())
+            .collect();
+        format!(
+            "no passes bisected: {} toolchain(s) tried ({}), none changed the output",
+            tried.len(),
+            tried.join(", ")
+        )
+    } else {
+        format!("{} passes by {}", r.passes, Shown(&r.compiler_version))
+    };
     println!(
-        "  {} passes by {}; {} compile(s) ({} from the cache), {} replay(s), {} from the history",
-        r.passes,
-        Shown(&r.compiler_version),
+        "  {what}; {} compile(s) ({} from the cache), {} replay(s), {} from the history",
         r.compile_steps,
         r.compile_steps - r.compiles,
         r.replays,

@@ -1,5 +1,6 @@
-//! `--junit FILE` and `--markdown FILE` of `check`, `bisect` and `replay`:
-//! the flags, and writing the suite rrstore_report builds from the result.
+//! `--junit FILE` and `--markdown FILE` of `check`, `bisect`, `replay` and
+//! `tune`: the flags, and writing the suite rrstore_report builds from the
+//! result.
 
 use std::path::PathBuf;
 
@@ -9,7 +10,8 @@ use rrstore_report::{junit, markdown, output, Suite};
 #[derive(clap::Args, Clone, Default)]
 pub struct CiArgs {
     /// Also write the results as JUnit XML to FILE (one testcase per
-    /// recording, per kernel for bisect), for GitLab, GitHub Actions, Jenkins.
+    /// recording, per kernel for bisect and tune), for GitLab, GitHub
+    /// Actions, Jenkins.
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
     /// Also write a Markdown summary table to FILE (e.g. $GITHUB_STEP_SUMMARY).

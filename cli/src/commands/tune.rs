@@ -1,10 +1,12 @@
 //! `rrstore tune ID|--label GLOB [--teams LIST] [--threads LIST]
 //! [--variant-cflags FLAGS]... [--toolchains T...] [--image IR]
-//! [--repetitions R] [--full-grid] [--json]`: the fastest verified launch
-//! configuration and compile variant of each kernel, with its speedup over
-//! the recorded image and launch and the spread of its kernel times. Exit 0
-//! when every kernel has a verified variant, 1 when one has none. Logic:
-//! rrstore_replay::regress::tune.
+//! [--repetitions R] [--full-grid] [--json] [--junit FILE]
+//! [--markdown FILE]`: the fastest verified launch configuration and
+//! compile variant of each kernel, with its speedup over the recorded
+//! image and launch and the spread of its kernel times. Exit 0 when every
+//! kernel has a verified variant, 1 when one has none. Logic:
+//! rrstore_replay::regress::tune; the JUnit/Markdown suite:
+//! rrstore_report::suite_tune.
 
 use std::process::ExitCode;
 
@@ -35,7 +37,8 @@ pub struct Args {
     /// by default).
     #[arg(long)]
     pub ignore_limits: bool,
-    /// A compile variant of the IR image: flags after rrstore's -O2 and
+    /// A compile variant of the IR image (or of the recording's .bc part,
+    /// which compile variants select): flags after rrstore's -O2 and
     /// --cflags, split as a shell would; repeat for several.
     #[arg(long, value_name = "FLAGS", allow_hyphen_values = true)]
     pub variant_cflags: Vec<String>,
@@ -58,6 +61,8 @@ pub struct Args {
     /// Print every kernel's variants, replays and best as JSON (docs/json.md).
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub ci: super::ciout::CiArgs,
 }
 
 /// `1,2,8` and `4-8` (every count in the range), each at least 1.
@@ -207,6 +212,16 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
             print_summary(&r);
         }
         reports.push(r);
+    }
+    if args.ci.wanted() {
+        let labels: Vec<String> = ids
+            .iter()
+            .map(|id| store.recording_label(id).unwrap_or_default())
+            .collect();
+        let now = rrstore_report::time::now_unix();
+        args.ci.write(&rrstore_report::suite_tune::from_tune(
+            &reports, &labels, now,
+        ))?;
     }
     let all_verified = reports.iter().all(|r| r.best.is_some());
     if args.json {

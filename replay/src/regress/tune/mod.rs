@@ -4,8 +4,10 @@
 //! The variants are the product of the team counts, the thread counts (each
 //! within the recorded `TeamsLimits`/`ThreadsLimits` unless
 //! `ignore_limits`) and the compile variants (toolchain and flags of an IR
-//! image). Each is replayed with repetitions and verified against the
-//! recorded output (byte for byte, or within the tolerance); one that does
+//! image, or of the recording's `.bc` part, which a compile variant
+//! selects as `--toolchain`/`--cflags` do). Each is replayed with
+//! repetitions and verified against the recorded output (byte for byte,
+//! or within the tolerance); one that does
 //! not verify is never the answer. The search ([`search`]) is successive
 //! halving within half of the full grid's launches, or the full grid
 //! itself (the benchmark's reference). The recorded image with the
@@ -17,7 +19,7 @@
 pub mod search;
 
 use rrstore_format::image::ImageTarget;
-use rrstore_format::RecordingId;
+use rrstore_format::{PartRole, RecordingId};
 use rrstore_store::Store;
 use serde::Serialize;
 
@@ -171,16 +173,17 @@ pub fn tune(
     on_trial: &mut dyn FnMut(&Variant, &Trial),
 ) -> Result<TuneReport, RegressError> {
     let rec = store.recording(id)?;
-    let ir = opts
-        .image
-        .as_ref()
-        .map_or(rec.image_target == ImageTarget::Bitcode, |i| {
-            i.target == ImageTarget::Bitcode
-        })
-        || opts.run.replay.compile.from_bitcode;
+    // A compile variant names flags or a compiler, so it runs the IR
+    // there is, as `--toolchain`/`--cflags` do on every command that
+    // replays: the image given, else an IR image, else the recording's
+    // `.bc` part (`prefer_ir`, set on each variant below).
+    let ir = opts.image.as_ref().map_or(
+        rec.image_target == ImageTarget::Bitcode || rec.part(PartRole::Bitcode).is_some(),
+        |i| i.target == ImageTarget::Bitcode,
+    ) || opts.run.replay.compile.from_bitcode;
     if !opts.compiles.is_empty() && !ir {
         return Err(RegressError::Usage(format!(
-            "compile variants need an IR image, and {} runs a native one: give the IR of a -fopenmp-target-jit build as the image",
+            "compile variants need an IR image, and {} runs a native one and has no bitcode (.bc) part: give the IR of a -fopenmp-target-jit build as the image",
             id.short()
         )));
     }
@@ -232,6 +235,7 @@ pub fn tune(
                 }
                 if let Some(c) = c {
                     r.replay.compile = c.compile.clone();
+                    r.replay.compile.prefer_ir = true;
                 }
                 settings.push(r);
             }
