@@ -59,6 +59,19 @@ fn secs(t: f64) -> String {
     format!("{t:.6}")
 }
 
+/// `s` with the characters XML 1.0 cannot hold (control characters other
+/// than tab, newline and carriage return: a kernel may print anything) as
+/// `?`, so that the report stays well-formed.
+fn xml_chars(s: &str) -> String {
+    s.chars()
+        .map(|c| match c {
+            '\t' | '\n' | '\r' => c,
+            c if c.is_control() || c == '\u{fffe}' || c == '\u{ffff}' => '?',
+            c => c,
+        })
+        .collect()
+}
+
 /// Write `suite` as JUnit XML to `w`.
 pub fn write(suite: &Suite, w: &mut dyn Write) -> std::io::Result<()> {
     let mut x = Xml(Writer::new_with_indent(w, b' ', 2));
@@ -136,6 +149,11 @@ pub fn write(suite: &Suite, w: &mut dyn Write) -> std::io::Result<()> {
                 x.end(tag)?;
             }
         }
+        if !c.output.is_empty() {
+            x.start("system-out", &[])?;
+            x.text(&xml_chars(&c.output))?;
+            x.end("system-out")?;
+        }
         x.end("testcase")?;
     }
     x.end("testsuite")?;
@@ -165,6 +183,7 @@ mod tests {
                     detail: "x <y> & z".into(),
                 },
                 properties: vec![],
+                output: "K1 <line> & \x1b[2J\x07done\n".into(),
             }],
         };
         let mut out = Vec::new();
@@ -176,6 +195,11 @@ mod tests {
         );
         assert!(xml.contains(r#"message="a &lt; b &amp; c""#), "{xml}");
         assert!(xml.contains(">x &lt;y&gt; &amp; z</failure>"), "{xml}");
+        // The runner's lines, escaped, without what XML cannot hold.
+        assert!(
+            xml.contains("<system-out>K1 &lt;line&gt; &amp; ?[2J?done\n</system-out>"),
+            "{xml}"
+        );
         assert!(xml.contains(r#"tests="1" failures="1" errors="0" skipped="0" time="0.500000""#));
     }
 }

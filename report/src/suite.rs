@@ -43,6 +43,9 @@ pub struct Case {
     pub outcome: Outcome,
     /// Facts shown with the case (recording ID, image, history row ...).
     pub properties: Vec<(String, String)>,
+    /// What the case's runners printed (JUnit `<system-out>`, which CI
+    /// systems show with the case); empty when nothing.
+    pub output: String,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -181,6 +184,15 @@ pub(crate) fn run_props(props: &mut Vec<(String, String)>, prefix: &str, r: &Run
     }
 }
 
+/// What runners printed, as text (and how much was left out).
+fn text(o: &rrstore_replay::sandbox::output::RunnerOutput) -> String {
+    let mut s = String::from_utf8_lossy(&o.bytes).into_owned();
+    if o.dropped > 0 {
+        s += &format!("({} more bytes of output not shown)\n", o.dropped);
+    }
+    s
+}
+
 /// `rrstore check`: one case per recording.
 pub fn from_check(report: &CheckReport, timestamp: i64) -> Suite {
     let cases = report
@@ -226,6 +238,7 @@ pub fn from_check(report: &CheckReport, timestamp: i64) -> Suite {
                 time_s: secs(r.run.kernel_ns),
                 outcome,
                 properties,
+                output: text(&r.runner_output()),
             }
         })
         .collect();
@@ -296,6 +309,7 @@ pub fn from_bisect(reports: &[BisectReport], labels: &[String], timestamp: i64) 
                 time_s: r.steps.iter().map(|s| secs(s.run.kernel_ns)).sum(),
                 outcome,
                 properties,
+                output: r.steps.iter().map(|s| text(&s.run.runner_output)).collect(),
             }
         })
         .collect();
@@ -399,6 +413,7 @@ pub fn from_replay(r: &ReplayReport, label: &str, history_row: Option<i64>) -> S
             time_s: r.timing.wall_ns as f64 / 1e9,
             outcome,
             properties,
+            output: text(&r.runner_output),
         }],
     }
 }

@@ -239,18 +239,35 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
     args.ci
         .write(&rrstore_report::suite::from_check(&report, now))?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        // Each row with what its own runners printed (`kernel_output`).
+        let mut json = serde_json::to_value(&report)?;
+        if let Some(rows) = json.get_mut("rows").and_then(|r| r.as_array_mut()) {
+            for (j, r) in rows.iter_mut().zip(&report.rows) {
+                if let Some(o) = j.as_object_mut() {
+                    let out = r.runner_output();
+                    o.insert(
+                        "kernel_output".into(),
+                        String::from_utf8_lossy(&out.bytes).into_owned().into(),
+                    );
+                }
+            }
+        }
+        println!("{}", serde_json::to_string_pretty(&json)?);
     } else {
-        // sandbox (hD): what the runners printed, apart from the table.
-        super::confine::KernelOutput::after_runs(
+        // sandbox (hD): what each recording's runners printed, under it,
+        // apart from the table.
+        super::confine::KernelOutput::print_by_recording(
             opts.run.replay.backends.sandbox,
             report.replays > 0,
-            report.rows.iter().flat_map(|r| {
-                std::iter::once(&r.run.runner_output)
-                    .chain(r.baseline.iter().map(|b| &b.runner_output))
+            report.rows.iter().map(|r| {
+                let heading = format!(
+                    "{} ({})",
+                    Shown(rrstore_report::names::display(&r.kernel)),
+                    &r.recording[..12.min(r.recording.len())]
+                );
+                (heading, r.runner_output())
             }),
-        )
-        .print();
+        );
         let head = [
             "kernel",
             "recording",

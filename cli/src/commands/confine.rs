@@ -160,6 +160,26 @@ impl KernelOutput {
         KernelOutput::new(&all, mode, expected)
     }
 
+    /// Print the output of each recording of a regression command (`check`)
+    /// under a line naming it (`heading`), the recordings in order, those
+    /// whose runners printed nothing left out: lanes that ran at once
+    /// (`--jobs`) never mix their lines.
+    pub fn print_by_recording(
+        mode: Mode,
+        ran: bool,
+        recordings: impl IntoIterator<Item = (String, RunnerOutput)>,
+    ) {
+        // The confinement once, for all of them.
+        KernelOutput::after_runs(mode, ran, []).print();
+        for (heading, out) in recordings {
+            if out.is_empty() {
+                continue;
+            }
+            println!("kernel output of {heading}:");
+            KernelOutput::new(&out, mode, None).print();
+        }
+    }
+
     /// Print the runner's lines, prefixed, and a partial confinement.
     pub fn print(&self) {
         if let Some(m) = self.applied.filter(|m| m.0 != 0 && !m.missing().is_empty()) {

@@ -63,6 +63,19 @@ pub struct CheckRow {
     pub regressed: bool,
 }
 
+impl CheckRow {
+    /// What this recording's runners printed: the run's, then the
+    /// baseline's (replays of this recording only, whatever ran beside
+    /// them in other lanes).
+    pub fn runner_output(&self) -> crate::sandbox::output::RunnerOutput {
+        let mut out = self.run.runner_output.clone();
+        if let Some(b) = &self.baseline {
+            out.append(&b.runner_output);
+        }
+        out
+    }
+}
+
 /// The whole check.
 #[derive(Clone, Debug, Serialize)]
 pub struct CheckReport {

@@ -1,19 +1,25 @@
 //! What runners print, kept apart from what rrstore prints.
 //!
 //! A runner's stdout and stderr are one memfd ([`Capture`]) that the parent
-//! reads when the runner has ended and appends to this process' buffer of
-//! ended runners' output; at the end of each replay the engine moves what
-//! is there into the replay's report ([`RunnerOutput`],
+//! reads when the runner has ended and appends to the buffer of ended
+//! runners' output of the thread that ended it; at the end of each replay
+//! the engine moves what is there into the replay's report ([`RunnerOutput`],
 //! `ReplayReport::runner_output`; a regression command's runs carry it on),
 //! and the command shows it as the kernel's output, prefixed, before its
 //! own verdict. The runner never writes to rrstore's terminal, so nothing
 //! it prints can pass for rrstore's lines.
+//!
+//! The buffer is per thread because a replay's runners are started and
+//! ended on the thread that runs the replay, and parallel lanes
+//! (`check --jobs N`, `regress::lanes`) run their replays on threads of
+//! their own: a process-wide buffer gave one lane's replay the lines of
+//! another lane's runner that happened to end first.
 
+use std::cell::RefCell;
 use std::fs::File;
 use std::io::Seek;
 use std::os::fd::{AsRawFd, FromRawFd, RawFd};
 use std::os::unix::fs::FileExt;
-use std::sync::Mutex;
 
 /// At most this much of all runners' output is kept (the rest is counted).
 pub const KEPT_MAX: usize = 1 << 20;
@@ -26,10 +32,15 @@ struct Kept {
     dropped: u64,
 }
 
-static KEPT: Mutex<Kept> = Mutex::new(Kept {
-    bytes: Vec::new(),
-    dropped: 0,
-});
+thread_local! {
+    /// What the runners this thread ended printed, not taken yet.
+    static KEPT: RefCell<Kept> = const {
+        RefCell::new(Kept {
+            bytes: Vec::new(),
+            dropped: 0,
+        })
+    };
+}
 
 /// A runner's standard output and error.
 #[derive(Debug)]
@@ -55,15 +66,17 @@ impl Capture {
         self.0.try_clone()
     }
 
-    /// Append what the runner wrote to the process-wide buffer.
+    /// Append what the runner wrote to this thread's buffer.
     pub fn collect(&self) {
         let len = self.0.metadata().map(|m| m.len()).unwrap_or(0);
         if len == 0 {
             return;
         }
-        let Ok(mut kept) = KEPT.lock() else {
-            return;
-        };
+        // Nothing to keep it in once the thread is being torn down.
+        let _ = KEPT.try_with(|kept| self.collect_into(&mut kept.borrow_mut(), len));
+    }
+
+    fn collect_into(&self, kept: &mut Kept, len: u64) {
         let room = KEPT_MAX.saturating_sub(kept.bytes.len()) as u64;
         let n = len.min(room) as usize;
         let mut buf = vec![0; n];
@@ -86,18 +99,24 @@ pub struct RunnerOutput {
 }
 
 impl RunnerOutput {
-    /// Everything runners printed (ended) since the last call: the engine
-    /// takes it at the end of each replay. Where replays run in several
-    /// threads at once (`check --jobs`), a neighbour's lines may land in
-    /// this replay's output; commands show the union of their replays'.
+    /// Everything the runners this thread ended printed since its last
+    /// call: the engine takes it at the end of each replay, on the
+    /// replay's thread, so replays running in other threads at once
+    /// (`check --jobs`) keep their own lines.
     pub fn take() -> RunnerOutput {
-        match KEPT.lock() {
-            Ok(mut k) => RunnerOutput {
+        KEPT.try_with(|k| {
+            let mut k = k.borrow_mut();
+            RunnerOutput {
                 bytes: std::mem::take(&mut k.bytes),
                 dropped: std::mem::take(&mut k.dropped),
-            },
-            Err(_) => RunnerOutput::default(),
-        }
+            }
+        })
+        .unwrap_or_default()
+    }
+
+    /// Whether nothing was printed.
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty() && self.dropped == 0
     }
 
     /// Add `other` after this output (at most [`KEPT_MAX`] bytes kept).
@@ -129,6 +148,38 @@ pub fn prefixed(out: &[u8], prefix: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Two lanes: lane A's runner ends (its capture is collected) while
+    /// lane B's replay is about to take its output; B must get none of A's
+    /// lines, and A all of them. A process-wide buffer gave them to B.
+    #[test]
+    fn a_replay_takes_only_what_its_own_thread_collected() {
+        use std::io::Write;
+        use std::sync::mpsc;
+        let (collected, wait_collected) = mpsc::channel();
+        let (taken, wait_taken) = mpsc::channel();
+        let a = std::thread::spawn(move || {
+            let c = Capture::new().unwrap();
+            c.file().unwrap().write_all(b"lane A's kernel\n").unwrap();
+            c.collect();
+            collected.send(()).unwrap();
+            wait_taken.recv().unwrap();
+            RunnerOutput::take()
+        });
+        let b = std::thread::spawn(move || {
+            wait_collected.recv().unwrap();
+            let c = Capture::new().unwrap();
+            c.file().unwrap().write_all(b"lane B's kernel\n").unwrap();
+            c.collect();
+            let mine = RunnerOutput::take();
+            taken.send(()).unwrap();
+            mine
+        });
+        let b = b.join().unwrap();
+        let a = a.join().unwrap();
+        assert_eq!(String::from_utf8_lossy(&b.bytes), "lane B's kernel\n");
+        assert_eq!(String::from_utf8_lossy(&a.bytes), "lane A's kernel\n");
+    }
 
     #[test]
     fn prefixes_lines_and_defuses_control_characters() {

@@ -209,6 +209,7 @@ impl HostBackend {
         lo: u64,
         len: u64,
         slack: u64,
+        env: &[(std::ffi::OsString, std::ffi::OsString)],
     ) -> Result<Refusable<Vec<String>>, BackendError> {
         self.dead = None;
         self.frozen = false;
@@ -245,6 +246,10 @@ impl HostBackend {
         m.bytes(held.unwrap_or_default());
         m.u64(u64::from(shared));
         m.u64(slack);
+        m.u64(env.len() as u64);
+        for (k, v) in env {
+            m.bytes(k.as_bytes()).bytes(v.as_bytes());
+        }
         let reply = self.request(&m, None)?.map(|reply| {
             let mut f = Fields::new(&reply);
             let n = f.u64().unwrap_or(0);

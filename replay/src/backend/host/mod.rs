@@ -95,7 +95,7 @@ pub use preload::Preload;
 pub use process::Runner;
 pub use runner::runner_main;
 use spare::take_spare;
-pub use spare::{end_spare, prestart};
+pub use spare::{end_spare, prestart, spare_waiting};
 
 /// Attempts at reserving the arena in fresh runners when the range collides
 /// with a runner's own start-up mappings.

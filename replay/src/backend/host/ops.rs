@@ -74,8 +74,8 @@ impl Backend for HostBackend {
         // 1. The spare, unless it preloaded a runtime the image does not
         // need or something it loaded sits in the range (then it is killed
         // and a runner that maps the arena first takes over).
-        if let Some(spare) = take_spare(&self.config) {
-            match self.reserve_in(spare.live, lo, len, slack) {
+        if let Some((spare, env)) = take_spare(&self.config) {
+            match self.reserve_in(spare.live, lo, len, slack, &env) {
                 Ok(Ok(preloaded)) => {
                     self.preloaded = preloaded;
                     return self.mapped(base, size);
@@ -100,7 +100,7 @@ impl Backend for HostBackend {
         let mut last = String::new();
         for _ in 0..RESERVE_ATTEMPTS {
             let live = self.spawn()?;
-            match self.reserve_in(live, lo, len, slack)? {
+            match self.reserve_in(live, lo, len, slack, &[])? {
                 Ok(_) => return self.mapped(base, size),
                 Err((ErrKind::Occupied, why)) => {
                     last = why;

@@ -17,7 +17,10 @@ pub enum Op {
     /// lo, len, the image's `DT_NEEDED` (count, names), the arena cache's
     /// slot (a path, empty for none), shared (1: map the sealed memfd of
     /// `--arena-fd`, else 0), slack (bytes of zeroed memory wanted after
-    /// the arena, `slack::wanted`): map the arena at `lo` (see `arena`)
+    /// the arena, `slack::wanted`), launch settings (count, name and
+    /// value pairs: the recording's environment, for a spare started
+    /// before it was known; set just before the image loads, see
+    /// `spare`): map the arena at `lo` (see `arena`)
     /// and the slack after it (`slack::map`, best effort), unless this
     /// runner preloaded a library the image does not need (see
     /// `preload`). Reply: what it preloaded (count, names), what memory

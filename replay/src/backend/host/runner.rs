@@ -112,6 +112,9 @@ struct State {
     populating: Option<std::thread::JoinHandle<()>>,
     /// The confinement, made ready once the runner is in use (`Reserve`).
     prepared: Option<crate::sandbox::Prepared>,
+    /// The recording's launch settings a spare was started without
+    /// (`Reserve`), set in the environment just before the image loads.
+    launch_env: Vec<(CString, CString)>,
 }
 
 impl State {
@@ -126,6 +129,7 @@ impl State {
             preloading: None,
             populating: None,
             prepared: None,
+            launch_env: Vec::new(),
         }
     }
 }
@@ -160,6 +164,19 @@ impl State {
                 // Map the parent's sealed memfd (`ArenaMemory::Shared`).
                 let shared = f.u64()? != 0;
                 let slack_wanted = f.u64()?;
+                let mut launch_env = Vec::new();
+                for _ in 0..f.u64()? {
+                    let (k, v) = (f.string()?, f.string()?);
+                    // Launch settings only, as the parent's (a stored
+                    // environment is user input: `HostSettings`).
+                    let ok = rrstore_format::environment::is_launch_setting(&k)
+                        && rrstore_format::environment::valid_value(&v);
+                    match (ok, CString::new(k), CString::new(v)) {
+                        (true, Ok(k), Ok(v)) => launch_env.push((k, v)),
+                        _ => return Ok(Msg::err(ErrKind::Other, "not a launch setting")),
+                    }
+                }
+                self.launch_env = launch_env;
                 if self.arena.is_some() {
                     return Ok(Msg::err(ErrKind::Reserve, "the arena is already mapped"));
                 }
@@ -360,6 +377,19 @@ impl State {
         // held arena without a fill, a parent-copied one).
         if let Some(t) = self.populating.take() {
             let _ = t.join();
+        }
+        // The recording's launch settings, now that this runner runs one
+        // thread (the preload joined above, a fill's threads ended with
+        // it) and before anything reads them: the OpenMP runtime reads
+        // `OMP_*`/`KMP_*` at its serial initialisation (the image's first
+        // call, or `initialise_openmp` below), never when it is loaded, so
+        // a spare that preloaded it applies them as a runner started with
+        // them would (docs/replay.md, "spare").
+        for (k, v) in std::mem::take(&mut self.launch_env) {
+            // SAFETY: NUL-terminated strings; no other thread of this
+            // process runs (see above), so nothing reads the environment
+            // while it changes.
+            unsafe { libc::setenv(k.as_ptr(), v.as_ptr(), 1) };
         }
         // sandbox (hD): confined before the image's constructors run.
         let prepared = self
