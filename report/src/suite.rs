@@ -185,7 +185,7 @@ pub(crate) fn run_props(props: &mut Vec<(String, String)>, prefix: &str, r: &Run
 }
 
 /// What runners printed, as text (and how much was left out).
-fn text(o: &rrstore_replay::sandbox::output::RunnerOutput) -> String {
+pub(crate) fn text(o: &rrstore_replay::sandbox::output::RunnerOutput) -> String {
     let mut s = String::from_utf8_lossy(&o.bytes).into_owned();
     if o.dropped > 0 {
         s += &format!("({} more bytes of output not shown)\n", o.dropped);

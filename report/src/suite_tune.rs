@@ -11,7 +11,7 @@
 use rrstore_replay::regress::tune::{Trial, TuneReport};
 
 use crate::names::display;
-use crate::suite::{classname, first_line, run_props, secs, short, Case, Outcome, Suite};
+use crate::suite::{classname, first_line, run_props, secs, short, text, Case, Outcome, Suite};
 
 fn trial_time(t: &Trial) -> f64 {
     t.run.kernel_times_ns.iter().map(|&ns| secs(Some(ns))).sum()
@@ -119,6 +119,10 @@ pub fn from_tune(reports: &[TuneReport], labels: &[String], timestamp: i64) -> S
             time_s: r.trials.iter().map(trial_time).sum::<f64>() + trial_time(&r.baseline),
             outcome: outcome(r),
             properties: properties(r),
+            output: std::iter::once(&r.baseline)
+                .chain(r.trials.iter())
+                .map(|t| text(&t.run.runner_output))
+                .collect(),
         })
         .collect();
     Suite {
