@@ -9,6 +9,7 @@
 //! same sum without fast-math is left alone by both, and the summary says
 //! that no toolchain of the list changed it.
 
+mod schema_common;
 mod store_common;
 
 use std::path::Path;
@@ -99,7 +100,8 @@ fn the_first_pass_that_reorders_a_fast_math_reduction_is_named() {
     );
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(0), "{err}");
-    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let all = schema_common::validate("bisect-passes", &String::from_utf8_lossy(&o.stdout));
+    let r = &all["recordings"][0];
     let passes = r["passes"].as_u64().unwrap();
     assert!(passes > 50, "{r}");
     let culprit = &r["culprit"];
@@ -211,7 +213,7 @@ fn llvm_22_changes_the_output_of_llvm_19_and_its_slp_vectorizer_is_named() {
     let o = rrstore(&store, &[&args[..], &["--json"]].concat());
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(0), "{err}");
-    let all: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let all = schema_common::validate("bisect-passes", &String::from_utf8_lossy(&o.stdout));
     let r = &all["recordings"][0];
     // Same source file, so the IR's kernel is the recorded one.
     assert_eq!(r["kernel"], found[0].file_stem().unwrap().to_str().unwrap());

@@ -125,7 +125,9 @@ pub fn run(args: &Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         .map_err(regress_err)
         .with_context(|| format!("bisecting the passes of {}", id.short()))?;
         if json {
-            println!("{}", serde_json::to_string_pretty(&r)?);
+            // One recording or many, one shape (docs/json/bisect-passes.schema.json).
+            let all = serde_json::json!({ "recordings": [r] });
+            println!("{}", serde_json::to_string_pretty(&all)?);
         } else {
             print_report(&r);
         }
