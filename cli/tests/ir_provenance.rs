@@ -13,9 +13,7 @@ mod store_common;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use rrstore_tests::offload::{extract_image, record, recording_runtime, Source};
-
-const HOST: &str = "x86_64-pc-linux-gnu";
+use rrstore_tests::offload::{recorded_with_ir, Source};
 
 const SCALE: &str = r#"
 #include <cstdio>
@@ -45,18 +43,9 @@ fn built() -> &'static Built {
     B.get_or_init(|| {
         let dir = tempfile::tempdir().unwrap();
         let src = Source::new(&dir.path().join("src"), "scale.cpp", SCALE);
-        let aot = dir.path().join("scale");
-        let jit = dir.path().join("scale-jit");
-        src.build(&aot, &[]);
-        src.build(&jit, &["-fopenmp-target-jit"]);
-        let runtime = recording_runtime(dir.path());
-        let (o, found) = record(&aot, &dir.path().join("rec"), &runtime, &[]);
-        assert!(o.status.success(), "{o:?}");
-        assert_eq!(found.len(), 1, "{found:?}");
-        let ir = dir.path().join("scale.bc");
-        extract_image(&jit, HOST, &ir);
+        let (descriptor, ir) = recorded_with_ir(dir.path(), &src, "scale");
         Built {
-            descriptor: found[0].clone(),
+            descriptor,
             ir,
             _dir: dir,
         }

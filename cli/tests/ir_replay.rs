@@ -13,9 +13,7 @@ mod store_common;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use rrstore_tests::offload::{extract_image, record_one, recording_runtime, Source};
-
-const HOST: &str = "x86_64-pc-linux-gnu";
+use rrstore_tests::offload::{recorded_with_ir, Source};
 
 const SAXPY: &str = r#"
 #include <cstdio>
@@ -47,14 +45,7 @@ fn built() -> &'static Built {
     B.get_or_init(|| {
         let dir = tempfile::tempdir().unwrap();
         let src = Source::new(&dir.path().join("src"), "saxpy.cpp", SAXPY);
-        let aot = dir.path().join("saxpy");
-        let jit = dir.path().join("saxpy-jit");
-        src.build(&aot, &[]);
-        src.build(&jit, &["-fopenmp-target-jit"]);
-        let runtime = recording_runtime(dir.path());
-        let (_, descriptor) = record_one(&aot, &dir.path().join("rec"), &runtime, &[]);
-        let ir = dir.path().join("saxpy.bc");
-        extract_image(&jit, HOST, &ir);
+        let (descriptor, ir) = recorded_with_ir(dir.path(), &src, "saxpy");
         let ir19 = dir.path().join("saxpy-19.bc");
         src.device_ir("/usr/lib/llvm-19/bin/clang++", &ir19);
         Built {

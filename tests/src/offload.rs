@@ -206,3 +206,19 @@ pub fn extract_image(app: &Path, triple: &str, out: &Path) {
         app.display()
     );
 }
+
+/// A program's two builds from one source file (kernel names depend on
+/// the file): the ahead-of-time one recorded on the host, and the device IR
+/// of its `-fopenmp-target-jit` build. Files under `dir`, named after
+/// `src`'s file stem; returns the recording's descriptor and the IR.
+pub fn recorded_with_ir(dir: &Path, src: &Source, stem: &str) -> (PathBuf, PathBuf) {
+    let aot = dir.join(stem);
+    let jit = dir.join(format!("{stem}-jit"));
+    src.build(&aot, &[]);
+    src.build(&jit, &["-fopenmp-target-jit"]);
+    let runtime = recording_runtime(dir);
+    let (_, descriptor) = record_one(&aot, &dir.join("rec"), &runtime, &[]);
+    let ir = dir.join(format!("{stem}.bc"));
+    extract_image(&jit, "x86_64-pc-linux-gnu", &ir);
+    (descriptor, ir)
+}

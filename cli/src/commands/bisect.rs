@@ -165,15 +165,9 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
     if let Some(e) = first_err {
         return Err(e);
     }
-    if args.ci.wanted() {
-        let labels: Vec<String> = ids
-            .iter()
-            .map(|id| store.recording_label(id).unwrap_or_default())
-            .collect();
-        let now = rrstore_report::time::now_unix();
-        args.ci
-            .write(&rrstore_report::suite::from_bisect(&reports, &labels, now))?;
-    }
+    args.ci.write_labelled(&store, &ids, |labels, now| {
+        rrstore_report::suite::from_bisect(&reports, labels, now)
+    })?;
     let total: u32 = reports.iter().map(|r| r.replays).sum();
     if args.json {
         let v = serde_json::json!({

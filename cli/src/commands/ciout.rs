@@ -24,6 +24,24 @@ impl CiArgs {
         self.junit.is_some() || self.markdown.is_some()
     }
 
+    /// When a file is asked for: the suite `build` makes from the labels
+    /// of `ids` (each case's class name) and the time now, written.
+    pub fn write_labelled(
+        &self,
+        store: &rrstore_store::Store,
+        ids: &[rrstore_format::RecordingId],
+        build: impl FnOnce(&[String], i64) -> Suite,
+    ) -> anyhow::Result<()> {
+        if !self.wanted() {
+            return Ok(());
+        }
+        let labels: Vec<String> = ids
+            .iter()
+            .map(|id| store.recording_label(id).unwrap_or_default())
+            .collect();
+        self.write(&build(&labels, rrstore_report::time::now_unix()))
+    }
+
     /// Write the files asked for.
     pub fn write(&self, suite: &Suite) -> anyhow::Result<()> {
         if let Some(p) = &self.junit {

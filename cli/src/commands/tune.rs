@@ -213,16 +213,9 @@ pub fn run(args: Args, globals: &Globals) -> anyhow::Result<ExitCode> {
         }
         reports.push(r);
     }
-    if args.ci.wanted() {
-        let labels: Vec<String> = ids
-            .iter()
-            .map(|id| store.recording_label(id).unwrap_or_default())
-            .collect();
-        let now = rrstore_report::time::now_unix();
-        args.ci.write(&rrstore_report::suite_tune::from_tune(
-            &reports, &labels, now,
-        ))?;
-    }
+    args.ci.write_labelled(&store, &ids, |labels, now| {
+        rrstore_report::suite_tune::from_tune(&reports, labels, now)
+    })?;
     let all_verified = reports.iter().all(|r| r.best.is_some());
     if args.json {
         let v = serde_json::json!({
