@@ -178,7 +178,27 @@ fn row(id: RecordingId, report: &ReplayReport, opts: Option<&ReplayOptions>) -> 
 /// Append the row for `report` to `store`; returns the row ID. Prefer
 /// [`record_for`], which also records the options' launch overrides.
 pub fn record(store: &Store, id: RecordingId, report: &ReplayReport) -> Result<i64, ReplayError> {
-    Ok(store.append_history(&entry(id, report))?)
+    let row = store.append_history(&entry(id, report))?;
+    keep_profile(store, row, &id, report)?;
+    Ok(row)
+}
+
+/// Keep the profile of a run whose replays were compared (`--confirm`)
+/// with its row: `check` compares later runs with it.
+fn keep_profile(
+    store: &Store,
+    row: i64,
+    id: &RecordingId,
+    report: &ReplayReport,
+) -> Result<(), ReplayError> {
+    if let Some(p) = report
+        .confirmation
+        .as_ref()
+        .and_then(|c| c.profile.as_ref())
+    {
+        store.set_run_profile(row, id, &p.encode())?;
+    }
+    Ok(())
 }
 
 /// Append the row for `report`, run with `opts`, to `store`; returns the
@@ -189,7 +209,9 @@ pub fn record_for(
     report: &ReplayReport,
     opts: &ReplayOptions,
 ) -> Result<i64, ReplayError> {
-    Ok(store.append_history(&entry_for(id, report, opts))?)
+    let row = store.append_history(&entry_for(id, report, opts))?;
+    keep_profile(store, row, &id, report)?;
+    Ok(row)
 }
 
 /// Add the image a replay compiled from IR to the store's image library,

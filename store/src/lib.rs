@@ -53,6 +53,7 @@ pub mod recovery;
 #[cfg(feature = "remote")]
 pub mod remote;
 pub mod repair;
+pub mod run_profiles;
 pub mod sharing;
 pub mod signatures;
 pub mod signing;

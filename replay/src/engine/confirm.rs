@@ -119,18 +119,27 @@ fn confirmation(
         stable: None,
         stable_digest: None,
         incomplete,
+        profile: None,
     };
-    if c.incomplete.is_some() {
-        // Not compared.
-    } else if c.distinct_outputs == 1 {
-        // Every replay the same: the first one's mismatch is stable.
-        c.stable = report.mismatch.clone();
-    } else {
-        match compare(src, &files, c.distinct_outputs) {
+    if c.incomplete.is_none() {
+        // Compared even when every replay agreed: the profile (what differs
+        // and how) is what `check` compares with other runs.
+        let unique: Vec<PathBuf> = if c.distinct_outputs == 1 {
+            files.iter().take(1).cloned().collect()
+        } else {
+            files.clone()
+        };
+        match compare(src, &unique, c.distinct_outputs) {
+            Ok(v) if c.distinct_outputs == 1 => {
+                // Every replay the same: the first one's mismatch is stable.
+                c.stable = report.mismatch.clone();
+                c.profile = Some(v.profile);
+            }
             Ok(v) => {
                 c.varying = v.varying;
                 c.stable = v.stable;
                 c.stable_digest = v.stable_digest;
+                c.profile = Some(v.profile);
             }
             Err(e) => c.incomplete = Some(format!("comparing the kept outputs: {e}")),
         }
@@ -250,6 +259,7 @@ impl Confirmation {
             varying: self.varying.clone(),
             stable: self.stable.clone(),
             stable_digest: self.stable_digest.clone(),
+            profile: Default::default(),
         }
         .describe(base)
     }

@@ -78,6 +78,10 @@ pub struct Confirmation {
     /// Why the replays could not be compared (a confirmation replay that
     /// failed); the verdict then stays `mismatch`.
     pub incomplete: Option<String>,
+    /// What the replays showed, kept with the history row for `check`
+    /// (`None`: not compared).
+    #[serde(skip)]
+    pub profile: Option<crate::verify::profile::Profile>,
 }
 
 /// Replays of a differing host recording at other thread counts.

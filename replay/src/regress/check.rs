@@ -26,6 +26,7 @@
 use rrstore_store::{LsFilter, Store};
 use serde::Serialize;
 
+pub mod profiles;
 pub mod status;
 pub mod timing;
 
@@ -196,8 +197,9 @@ fn check_one(
         (Some(a), Some(b)) => Some(a != b),
         _ => None,
     };
+    let profiles = profiles::Profiles::read(store, &id, &the_run, baseline.as_ref())?;
     let (status, changed_vs_baseline) =
-        status::classify(&the_run, baseline.as_ref(), changed_vs_baseline);
+        status::classify(&the_run, baseline.as_ref(), changed_vs_baseline, &profiles);
     let regressed = status == Status::Regressed;
     let mut time = None;
     if baseline.is_some() {

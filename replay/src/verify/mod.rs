@@ -8,7 +8,10 @@
 //! * [`tolerance`]: element-wise f32/f64 comparison with rtol/atol/ULP.
 //! * [`variation`]: several replays' outputs against the recorded one:
 //!   the bytes that vary between replays, those that differ in every one.
+//! * [`profile`]: what a differing run's replays showed, kept in the
+//!   history so that `check` can compare runs of a varying kernel.
 
+pub mod profile;
 pub mod ranges;
 pub mod tolerance;
 pub mod variation;

@@ -8,6 +8,9 @@
 //! A byte that agrees in every replay but shares its 64-byte block with a
 //! varying one is not counted as stable (see [`BLOCK`]).
 //!
+//! The same pass collects the run's [`Profile`] (the varying blocks and
+//! the stable bytes' values), which `check` compares across runs.
+//!
 //! The stable difference also gets a digest (blake3 of every stable
 //! byte's offset and value), so that two checks can tell whether it
 //! changed without keeping the outputs: `check` compares a run's digest
@@ -17,6 +20,7 @@ use std::io::Read;
 
 use serde::Serialize;
 
+use super::profile::{Profile, ProfileBuilder};
 use super::ranges::{RangeReport, RangeTally};
 use super::ArgPointer;
 
@@ -35,6 +39,9 @@ pub struct Variation {
     /// blake3 (hex) of the stable bytes' offsets and values; `None` when
     /// there are none.
     pub stable_digest: Option<String>,
+    /// The same, kept for later comparisons (history `run_profiles`).
+    #[serde(skip)]
+    pub profile: Profile,
 }
 
 /// Bytes compared per piece.
@@ -63,6 +70,7 @@ pub fn compare(
     let mut stable = RangeTally::new(pointers.to_vec());
     let mut digest = blake3::Hasher::new();
     let mut any_stable = false;
+    let mut profile = ProfileBuilder::new();
     let mut expected = vec![0u8; PIECE];
     let mut bufs: Vec<Vec<u8>> = outputs.iter().map(|_| vec![0u8; PIECE]).collect();
     let mut off = 0u64;
@@ -80,6 +88,9 @@ pub fn compare(
                 bufs.iter().any(|b| b[j] != first)
             };
             let spoiled = (start..end).any(varies);
+            if spoiled {
+                profile.varied(off + start as u64, (end - start) as u64);
+            }
             for j in start..end {
                 let at = off + j as u64;
                 if spoiled {
@@ -91,6 +102,7 @@ pub fn compare(
                 let value = bufs.first().map_or(expected[j], |b| b[j]);
                 if value != expected[j] {
                     stable.mark(at);
+                    profile.stable(at, value);
                     digest.update(&at.to_le_bytes());
                     digest.update(&[value]);
                     any_stable = true;
@@ -105,6 +117,7 @@ pub fn compare(
         varying: varying.finish(),
         stable: stable.finish(),
         stable_digest: any_stable.then(|| digest.finalize().to_hex().to_string()),
+        profile: profile.finish(),
     })
 }
 

@@ -2,7 +2,7 @@
 //! version is `PRAGMA user_version`; each migration moves it up by one.
 
 /// Highest schema version this build understands.
-pub const SCHEMA_VERSION: i64 = 9;
+pub const SCHEMA_VERSION: i64 = 10;
 
 /// Migrations, index i takes the schema from version i to i + 1.
 pub const MIGRATIONS: &[&str] = &[
@@ -138,6 +138,7 @@ ALTER TABLE recordings DROP COLUMN manifest;
     REPLAY_KEYS_TABLE,
     HISTORY_SHARED_COLUMNS,
     HISTORY_COMPILED_COLUMN,
+    RUN_PROFILES_TABLE,
 ];
 
 /// 3 -> 4: the launch a replay used (store/src/history.rs): the effective
@@ -203,4 +204,19 @@ CREATE UNIQUE INDEX replay_history_uid ON replay_history (uid);
 /// for a native image and in rows written before. Additive only.
 const HISTORY_COMPILED_COLUMN: &str = r#"
 ALTER TABLE replay_history ADD COLUMN compiled TEXT;
+"#;
+
+/// 9 -> 10 (issue 44): what a differing run's replays showed (the bytes
+/// that varied between them, those that differed from the recording alike
+/// in each, with their values; `rrstore_replay::verify::profile`), so that
+/// `check` compares runs of a kernel whose output varies byte by byte
+/// outside everything that ever varied. Opaque to the store; by recording
+/// too, for the union of a recording's varying bytes. Additive only.
+const RUN_PROFILES_TABLE: &str = r#"
+CREATE TABLE run_profiles (
+    history_id INTEGER PRIMARY KEY,
+    recording  BLOB NOT NULL,
+    profile    BLOB NOT NULL
+);
+CREATE INDEX run_profiles_recording ON run_profiles (recording, history_id);
 "#;

@@ -9,11 +9,21 @@
 //!   or with `--image` the cached or replayed one). A baseline that
 //!   already differed in the same way (the same output) makes it
 //!   [`Status::Known`]: not a new regression of this run.
-//! * A nondeterministic run (its replays disagree among themselves) is
-//!   not a regression unless its stable ranges (the bytes that differ
-//!   from the recording in every replay) changed since the baseline: a
-//!   nondeterministic baseline has their digest in its history row; with
-//!   any other baseline (or none) a run with stable ranges changed.
+//! * A kernel whose output varies (the run's replays disagreed, or the
+//!   baseline's, or those of a recent run of the recording) changed only
+//!   where a byte that varied in none of them differs between the run and
+//!   the baseline (the recording itself when there is none), as their
+//!   run profiles tell ([`Profiles`]): [`Status::Nondeterministic`]
+//!   otherwise, whichever of `mismatch` and `nondeterministic` each one's
+//!   few replays happened to show. Low-entropy garbage (a word that is
+//!   zero in most replays) makes three replays agree now and then; a
+//!   digest of the bytes that agreed would then change between checks.
+//! * Without profiles (`--confirm 0`, rows of an older rrstore) a
+//!   nondeterministic run is not a regression unless its stable ranges
+//!   (the bytes that differ from the recording in every replay) changed
+//!   since the baseline: a nondeterministic baseline has their digest in
+//!   its history row; with any other baseline (or none) a run with stable
+//!   ranges changed.
 //! * Without an output snapshot, a run regressed when its output differs
 //!   from the baseline's; a run that crashed, timed out or failed
 //!   regressed.
@@ -21,6 +31,8 @@
 use serde::Serialize;
 
 use super::super::run::Run;
+use super::profiles::Profiles;
+use crate::verify::profile::{differs_outside, union, Profile};
 use crate::verify::variation::Variation;
 
 /// A check row's outcome.
@@ -70,15 +82,64 @@ fn stable_changed(run: &Run, baseline: Option<&Run>) -> bool {
     }
 }
 
+/// Whether a differing `run` changed since `baseline` outside every byte
+/// that varied (module documentation); `None` when the kernel was never
+/// seen to vary or a profile needed is missing.
+fn changed_outside_variation(
+    run: &Run,
+    baseline: Option<&Run>,
+    profiles: &Profiles,
+) -> Option<bool> {
+    let nondet = |r: &Run| r.verdict == "nondeterministic";
+    let varied = nondet(run) || baseline.is_some_and(nondet) || !profiles.learned.is_empty();
+    if !varied {
+        return None;
+    }
+    let mine = profiles.run.as_ref()?;
+    // The recording's own output: nothing differs, nothing varied.
+    let recorded = Profile {
+        varying: Vec::new(),
+        stable: Some(Vec::new()),
+    };
+    let theirs = match baseline {
+        None => &recorded,
+        Some(b) if b.verdict == "verified" => &recorded,
+        Some(b) if matches!(b.verdict.as_str(), "mismatch" | "nondeterministic") => {
+            profiles.baseline.as_ref()?
+        }
+        Some(_) => return None,
+    };
+    let mask = union([
+        &mine.varying[..],
+        &theirs.varying[..],
+        &profiles.learned[..],
+    ]);
+    differs_outside(mine, theirs, &mask)
+}
+
 /// The outcome of `run` against `baseline`; `changed_vs_baseline` is
 /// whether their outputs differ (None: not known). Returns the status and
-/// what `changed_vs_baseline` means for the row (for a nondeterministic
-/// run: whether its stable ranges changed).
+/// what `changed_vs_baseline` means for the row (for a kernel whose output
+/// varies: whether a byte that never varied changed).
 pub fn classify(
     run: &Run,
     baseline: Option<&Run>,
     changed_vs_baseline: Option<bool>,
+    profiles: &Profiles,
 ) -> (Status, Option<bool>) {
+    let same_mismatch = baseline.is_some_and(|b| {
+        b.verdict == "mismatch" && run.verdict == "mismatch" && b.output == run.output
+    });
+    if matches!(run.verdict.as_str(), "mismatch" | "nondeterministic") && !same_mismatch {
+        if let Some(changed) = changed_outside_variation(run, baseline, profiles) {
+            let status = if changed {
+                Status::Regressed
+            } else {
+                Status::Nondeterministic
+            };
+            return (status, Some(changed));
+        }
+    }
     match run.verdict.as_str() {
         "verified" | "within-tolerance" => (Status::Passed, changed_vs_baseline),
         "unverified" if changed_vs_baseline == Some(true) => {
@@ -136,7 +197,8 @@ mod tests {
     /// The table of docs/regress.md, "What counts as a regression".
     #[test]
     fn differs_from_the_recording_is_not_changed_since_the_baseline() {
-        let c = |r: &Run, b: Option<&Run>, changed| classify(r, b, changed).0;
+        let none = Profiles::default();
+        let c = |r: &Run, b: Option<&Run>, changed| classify(r, b, changed, &none).0;
         let verified = run("verified", 0, "");
         let mism = run("mismatch", 1, "");
         assert_eq!(c(&verified, None, None), Status::Passed);
@@ -169,5 +231,64 @@ mod tests {
             c(&run("crashed", 0, ""), Some(&verified), None),
             Status::Regressed
         );
+    }
+
+    fn profile(varying: &[std::ops::Range<u64>], stable: &[(u64, &[u8])]) -> Profile {
+        Profile {
+            varying: varying.to_vec(),
+            stable: Some(stable.iter().map(|(a, v)| (*a, v.to_vec())).collect()),
+        }
+    }
+
+    /// Low-entropy garbage: the words at 1600.. are zero in most replays,
+    /// so one run's three replays agree (`mismatch`) and the next's do not
+    /// (`nondeterministic`); the bytes at 848.. differ from the recording
+    /// alike in every replay. Neither order is a regression; a changed
+    /// byte that never varied is.
+    #[test]
+    fn runs_of_a_varying_kernel_compare_outside_what_ever_varied() {
+        let zeros: &[u8] = &[0; 16];
+        let agreed = profile(&[], &[(848, zeros)]);
+        let varied = profile(&[1600..1664], &[(848, zeros)]);
+        let ptr: &[u8] = &[0x80, 0xbf, 0x6d, 0x23, 0x85, 0x55];
+        let agreed_on_a_pointer = profile(&[], &[(848, zeros), (1600, ptr)]);
+        let mism = run("mismatch", 1, "");
+        let mism2 = run("mismatch", 2, "");
+        let nondet = run("nondeterministic", 3, STABLE_A);
+        let learned = vec![1600..1664];
+        let with =
+            |run: &Profile, base: Option<&Profile>, learned: &[std::ops::Range<u64>]| Profiles {
+                run: Some(run.clone()),
+                baseline: base.cloned(),
+                learned: learned.to_vec(),
+            };
+        let c = |r: &Run, b: Option<&Run>, p: &Profiles| classify(r, b, Some(true), p);
+        let p = with(&agreed, Some(&varied), &learned);
+        assert_eq!(
+            c(&mism, Some(&nondet), &p),
+            (Status::Nondeterministic, Some(false))
+        );
+        let p = with(&varied, Some(&agreed), &learned);
+        assert_eq!(c(&nondet, Some(&mism), &p).0, Status::Nondeterministic);
+        // Two deterministic-looking runs that agreed on different garbage,
+        // in bytes an earlier run saw vary.
+        let p = with(&agreed_on_a_pointer, Some(&agreed), &learned);
+        assert_eq!(c(&mism2, Some(&mism), &p).0, Status::Nondeterministic);
+        // Never seen to vary: the outputs' hashes decide, as before.
+        let p = with(&agreed_on_a_pointer, Some(&agreed), &[]);
+        assert_eq!(c(&mism2, Some(&mism), &p).0, Status::Regressed);
+        // A byte outside everything that varied changed: a regression.
+        let changed = profile(&[1600..1664], &[(848, &[0, 0, 0, 0, 0, 0, 0, 3])]);
+        let p = with(&changed, Some(&agreed), &learned);
+        assert_eq!(c(&nondet, Some(&mism), &p), (Status::Regressed, Some(true)));
+        // No baseline: compared with the recording.
+        let p = with(&varied, None, &learned);
+        assert_eq!(c(&nondet, None, &p).0, Status::Regressed);
+        let only_noise = profile(&[1600..1664], &[]);
+        let p = with(&only_noise, None, &learned);
+        assert_eq!(c(&nondet, None, &p).0, Status::Nondeterministic);
+        // A baseline whose profile is missing: the digest rule.
+        let p = with(&varied, None, &learned);
+        assert_eq!(c(&nondet, Some(&mism), &p).0, Status::Regressed);
     }
 }
