@@ -270,7 +270,9 @@ fn masked(mask: &[Range<u64>], at: u64) -> bool {
     mask.get(i).is_some_and(|r| r.contains(&at))
 }
 
+// Byte ranges, one of them in a list: what the profiles hold.
 #[cfg(test)]
+#[allow(clippy::single_range_in_vec_init)]
 mod tests {
     use super::*;
 

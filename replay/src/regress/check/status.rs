@@ -169,7 +169,9 @@ pub fn classify(
     }
 }
 
+// Byte ranges, one of them in a list: what the profiles hold.
 #[cfg(test)]
+#[allow(clippy::single_range_in_vec_init)]
 mod tests {
     use super::*;
 
