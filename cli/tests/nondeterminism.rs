@@ -437,6 +437,9 @@ fn checks_of_a_kernel_that_varies_now_and_then_are_no_regression() {
         assert_eq!(cases[0].0, "skipped", "{cases:?}");
     }
     eprintln!("verdicts of the checks: {verdicts:?}");
+    // Its runs' outputs, `mismatch` rows included, are no change.
+    let changes = json(&rr(&store, &["history", "--changes", "--json"], None));
+    assert_eq!(changes, serde_json::json!([]), "{verdicts:?}: {changes:#}");
     // The table says so too.
     let out = String::from_utf8_lossy(&rr(&store, &["check", "--label", "zero"], None).stdout)
         .into_owned();
