@@ -13,7 +13,6 @@ mod schema_common;
 mod store_common;
 
 use std::path::Path;
-use std::process::Output;
 
 use rrstore_tests::offload::{extract_image, record, recording_runtime, Source};
 
@@ -39,14 +38,8 @@ int main() {
 }
 "#;
 
-fn rrstore(store: &Path, args: &[&str]) -> Output {
-    store_common::command()
-        .arg("--store")
-        .arg(store)
-        .args(args)
-        .output()
-        .unwrap()
-}
+/// `rrstore --store STORE args...`.
+use store_common::run as rrstore;
 
 /// The recording of the ahead-of-time build, imported, and the JIT
 /// build's IR; returns the store and the recording's ID prefix.

@@ -9,6 +9,7 @@
 mod store_common;
 
 use std::path::Path;
+use std::process::Output;
 
 use rrstore_tests::offload::{record_one, recording_runtime, Source};
 
@@ -66,30 +67,40 @@ fn words(path: &Path) -> Vec<u64> {
         .collect()
 }
 
-#[test]
-fn a_kernel_reading_its_stack_first_finds_zeros_in_every_replay() {
+/// Build `code`, record it at 2 threads and replay the recording twice
+/// (`--confirm 0`, each in a fresh runner); each replay's output words
+/// and the command's output.
+fn two_replays(name: &str, code: &str) -> Vec<(Vec<u64>, Output)> {
     let dir = tempfile::tempdir().unwrap();
-    let src = Source::new(&dir.path().join("src"), "stack.cpp", STACK_READER);
+    let src = Source::new(&dir.path().join("src"), name, code);
     let app = dir.path().join("app");
     src.build(&app, &[]);
     let rec = dir.path().join("rec");
     let runtime = recording_runtime(dir.path());
     record_one(&app, &rec, &runtime, &[("OMP_NUM_THREADS", "2")]);
     let store = dir.path().join("store");
-    for run in 0..2 {
-        let saved = dir.path().join(format!("out{run}"));
-        let o = store_common::command()
-            .arg("--store")
-            .arg(&store)
-            .args(["replay", "--confirm", "0", "--save-output"])
-            .arg(&saved)
-            .arg(&rec)
-            .env("OMP_NUM_THREADS", "2")
-            .output()
-            .unwrap();
+    (0..2)
+        .map(|run| {
+            let saved = dir.path().join(format!("out{run}"));
+            let o = store_common::command()
+                .arg("--store")
+                .arg(&store)
+                .args(["replay", "--confirm", "0", "--save-output"])
+                .arg(&saved)
+                .arg(&rec)
+                .env("OMP_NUM_THREADS", "2")
+                .output()
+                .unwrap();
+            (words(&saved), o)
+        })
+        .collect()
+}
+
+#[test]
+fn a_kernel_reading_its_stack_first_finds_zeros_in_every_replay() {
+    for (run, (w, o)) in two_replays("stack.cpp", STACK_READER).iter().enumerate() {
         // The recording's own stack held libomptarget's data there: the
         // verdict is a mismatch; what matters is what the replay read.
-        let w = words(&saved);
         assert_eq!(w[100], 7, "{o:?}");
         let dirty: Vec<(usize, u64)> = w[..96]
             .iter()
@@ -112,26 +123,10 @@ fn a_kernel_reading_its_stack_first_finds_zeros_in_every_replay() {
 /// zeros. The runner now runs libomp's first fork before the launch.
 #[test]
 fn a_team_local_array_is_not_filled_with_libomps_first_fork() {
-    let dir = tempfile::tempdir().unwrap();
-    let src = Source::new(&dir.path().join("src"), "local.cpp", TEAM_LOCAL_READER);
-    let app = dir.path().join("app");
-    src.build(&app, &[]);
-    let rec = dir.path().join("rec");
-    let runtime = recording_runtime(dir.path());
-    record_one(&app, &rec, &runtime, &[("OMP_NUM_THREADS", "2")]);
-    let store = dir.path().join("store");
-    for run in 0..2 {
-        let saved = dir.path().join(format!("out{run}"));
-        let o = store_common::command()
-            .arg("--store")
-            .arg(&store)
-            .args(["replay", "--confirm", "0", "--save-output"])
-            .arg(&saved)
-            .arg(&rec)
-            .env("OMP_NUM_THREADS", "2")
-            .output()
-            .unwrap();
-        let w = words(&saved);
+    for (run, (w, o)) in two_replays("local.cpp", TEAM_LOCAL_READER)
+        .iter()
+        .enumerate()
+    {
         assert_eq!(
             (w[0], w[1], w[128], w[129]),
             (1000, 1001, 1128, 1129),

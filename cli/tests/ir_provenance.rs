@@ -52,14 +52,8 @@ fn built() -> &'static Built {
     })
 }
 
-fn rrstore(store: &Path, args: &[&str]) -> Output {
-    store_common::command()
-        .arg("--store")
-        .arg(store)
-        .args(args)
-        .output()
-        .unwrap()
-}
+/// `rrstore --store STORE args...`.
+use store_common::run as rrstore;
 
 fn text(o: &Output) -> String {
     format!(

@@ -4,23 +4,12 @@
 
 mod store_common;
 
-use std::path::Path;
-use std::process::Output;
-
 use rrstore_tests::fixtures;
 
 const GLOBALS: &str = "llvm22-host/globals/__omp_offloading_fe00_9ae057_main_l13";
 
-fn rrstore(store: &Path, args: &[&str]) -> Output {
-    store_common::command()
-        .arg("--store")
-        .arg(store)
-        .args(args)
-        .env_remove("RRSTORE_DIR")
-        .env_remove("RRSTORE_CONFIG")
-        .output()
-        .unwrap()
-}
+/// `rrstore --store STORE args...`.
+use store_common::run as rrstore;
 
 #[test]
 fn replay_and_check_show_what_the_kernel_printed() {

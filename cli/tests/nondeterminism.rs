@@ -28,11 +28,9 @@ use rrstore_tests::offload::{record_one, recording_runtime, Source};
 use rrstore_tests::output::json;
 
 /// `out[0..64]` is computed; `out[80..208]` is a team-local array copied
-/// out before anything wrote it, `out[208..336]` the same for an array of
-/// each of the team's two threads (stack garbage: return addresses and
-/// pointers, which ASLR moves in every runner process, and the stack
-/// guard); `out[64..80]` stays as it was, a gap.
-const UNINIT: &str = r#"
+/// out before anything wrote it; `WORKERS` is where [`WORKER_ARRAYS`] go
+/// (or nothing); `out[64..80]` stays as it was, a gap.
+const TEAM_LOCAL: &str = r#"
 #include <cstdio>
 #include <cstdlib>
 #include <omp.h>
@@ -45,13 +43,7 @@ int main() {
     long local[128];
     __asm__ volatile("" : : "r"(local) : "memory");
     for (int i = 0; i < 128; i++) out[80 + i] = local[i];
-#pragma omp parallel num_threads(2)
-    {
-      long mine[64];
-      __asm__ volatile("" : : "r"(mine) : "memory");
-      int t = omp_get_thread_num();
-      for (int i = 0; i < 64; i++) out[208 + 64 * t + i] = mine[i];
-    }
+WORKERS
     for (int i = 0; i < 64; i++) out[i] = out[i] * FACTOR;
   }
   printf("out[1]=%ld\n", out[1]);
@@ -60,30 +52,36 @@ int main() {
 }
 "#;
 
+/// `out[208..336]`: an array of each of the team's two threads, copied
+/// out before anything wrote it.
+const WORKER_ARRAYS: &str = r#"
+#pragma omp parallel num_threads(2)
+    {
+      long mine[64];
+      __asm__ volatile("" : : "r"(mine) : "memory");
+      int t = omp_get_thread_num();
+      for (int i = 0; i < 64; i++) out[208 + 64 * t + i] = mine[i];
+    }
+"#;
+
+/// The team-local and the worker arrays, the computed part multiplied by
+/// `factor`: stack garbage (return addresses and pointers, which ASLR
+/// moves in every runner process, and the stack guard) that differs in
+/// every replay.
+fn uninit(factor: &str) -> String {
+    TEAM_LOCAL
+        .replace("WORKERS", WORKER_ARRAYS)
+        .replace("FACTOR", factor)
+}
+
 /// Only the team-local array: under rrstore's call path (libomp's first
 /// fork done before the launch, the stack below the call cleared) most of
 /// its words are the same zeros in every replay, and a few hold a pointer
 /// in some replays only: three replays agree now and then (`mismatch`),
 /// and the next three do not (`nondeterministic`).
-const MOSTLY_ZERO: &str = r#"
-#include <cstdio>
-#include <cstdlib>
-int main() {
-  const int n = 256;
-  long *out = (long *)calloc(n, sizeof(long));
-  for (int i = 0; i < 64; i++) out[i] = i;
-#pragma omp target teams num_teams(1) map(tofrom : out[0:n])
-  {
-    long local[128];
-    __asm__ volatile("" : : "r"(local) : "memory");
-    for (int i = 0; i < 128; i++) out[80 + i] = local[i];
-    for (int i = 0; i < 64; i++) out[i] = out[i] * 2;
-  }
-  printf("out[1]=%ld\n", out[1]);
-  fflush(stdout);
-  _Exit(0);
+fn mostly_zero() -> String {
+    TEAM_LOCAL.replace("WORKERS", "").replace("FACTOR", "2")
 }
-"#;
 
 const SCALE: &str = r#"
 #include <cstdio>
@@ -229,8 +227,8 @@ fn attr<'a>(a: &'a [(String, String)], k: &str) -> &'a str {
 fn a_kernel_reading_team_local_memory_before_writing_it_is_nondeterministic() {
     let tmp = tempfile::tempdir().unwrap();
     let store = tmp.path().join("store");
-    let p = Program::new(tmp.path(), "uninit", UNINIT);
-    let rec = p.record(&UNINIT.replace("FACTOR", "2"), "rec");
+    let p = Program::new(tmp.path(), "uninit", &uninit("2"));
+    let rec = p.record(&uninit("2"), "rec");
     let id = import(&store, &rec, "uninit");
 
     // Five replays, each confirmed by two more: nondeterministic, exit 23,
@@ -354,7 +352,7 @@ fn a_kernel_reading_team_local_memory_before_writing_it_is_nondeterministic() {
 
     // A build that also changes the computed part: the bytes that differ
     // in every replay changed since the baseline: a regression.
-    let changed = p.record(&UNINIT.replace("FACTOR", "3"), "rec3");
+    let changed = p.record(&uninit("3"), "rec3");
     let img = image_of(&changed);
     let o = rr(
         &store,
@@ -393,8 +391,8 @@ fn a_kernel_reading_team_local_memory_before_writing_it_is_nondeterministic() {
 fn checks_of_a_kernel_that_varies_now_and_then_are_no_regression() {
     let tmp = tempfile::tempdir().unwrap();
     let store = tmp.path().join("store");
-    let p = Program::new(tmp.path(), "zero", MOSTLY_ZERO);
-    let rec = p.record(MOSTLY_ZERO, "rec");
+    let p = Program::new(tmp.path(), "zero", &mostly_zero());
+    let rec = p.record(&mostly_zero(), "rec");
     let id = import(&store, &rec, "zero");
     let check = |xml: &Path| {
         let o = rr(

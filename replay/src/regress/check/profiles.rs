@@ -39,6 +39,10 @@ impl Profiles {
         run: &Run,
         baseline: Option<&Run>,
     ) -> Result<Profiles, RegressError> {
+        // A run that verified (or failed) is decided without them.
+        if !matches!(run.verdict.as_str(), "mismatch" | "nondeterministic") {
+            return Ok(Profiles::default());
+        }
         let recent = store.recent_run_profiles(id)?;
         let decoded: Vec<(i64, Profile)> = recent
             .iter()
@@ -75,5 +79,51 @@ impl Profiles {
             baseline: baseline_profile,
             learned,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(row: i64, verdict: &str) -> Run {
+        Run {
+            row,
+            cached: false,
+            image: [0; 32],
+            verdict: verdict.into(),
+            output: Some([1; 32]),
+            kernel_ns: None,
+            kernel_times_ns: Vec::new(),
+            launch: String::new(),
+            detail: String::new(),
+            output_kept: false,
+            compiled: None,
+            runner_output: Default::default(),
+        }
+    }
+
+    /// A profile in the index that does not decode (damaged, or written
+    /// by a newer rrstore) counts as none: the run falls back to the
+    /// digest rule, and the recording's other profiles still teach the
+    /// mask. A verified run reads nothing.
+    #[test]
+    fn a_damaged_profile_counts_as_none() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = Store::open(tmp.path()).unwrap();
+        let id = RecordingId([7; 32]);
+        store.set_run_profile(1, &id, b"\x01garbage").unwrap();
+        let varied = Profile {
+            varying: vec![64..128],
+            stable: Some(Vec::new()),
+        };
+        store.set_run_profile(2, &id, &varied.encode()).unwrap();
+        let p = Profiles::read(&store, &id, &run(1, "mismatch"), None).unwrap();
+        assert!(p.run.is_none());
+        assert_eq!(p.learned, varied.varying);
+        let p = Profiles::read(&store, &id, &run(2, "nondeterministic"), None).unwrap();
+        assert_eq!(p.run, Some(varied));
+        let p = Profiles::read(&store, &id, &run(2, "verified"), None).unwrap();
+        assert!(p.run.is_none() && p.learned.is_empty());
     }
 }
