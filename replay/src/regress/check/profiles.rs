@@ -82,7 +82,9 @@ impl Profiles {
     }
 }
 
+// A byte range in a list: what a profile holds.
 #[cfg(test)]
+#[allow(clippy::single_range_in_vec_init)]
 mod tests {
     use super::*;
 
